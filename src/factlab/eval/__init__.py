@@ -1,0 +1,1 @@
+"""Evaluators: short-form QA (``shortform``), and more per paper as they land."""

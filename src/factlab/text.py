@@ -1,0 +1,235 @@
+"""Text kernels shared by every reward and evaluator.
+
+Everything here follows CorVer (``000_ac66a963fabf3916.txt``):
+
+* answer normalization and three-label string-match grading: §A.2 "String-match grading"
+  and "NA (refusal) detection";
+* answer extraction and the format reward with its anti-hack rules: §A.2
+  "Format-correct rule and answer extraction" and "Format anti-hack constraints";
+* punctuation-regex sentence splitting over both blocks and token-to-sentence
+  alignment by token midpoint: §3.1, §B.1 "Token alignment".
+
+All functions are pure.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Sequence
+
+GOOD, BAD, NA = "GOOD", "BAD", "NA"
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = re.compile(r"[^\w\s]")
+_SPACES = re.compile(r"\s+")
+# Curly apostrophes: the paper's own IDK instruction prints "I don’t know" with U+2019,
+# and models copy it; the strict refusal rule must not depend on which apostrophe came out.
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_REFUSALS = {"", "i don't know", "i do not know"}
+
+
+def normalize_answer(s: str) -> str:
+    """Normalize an answer string for matching (§A.2 "String-match grading").
+
+    NFKD normalize, lowercase and strip, replace stand-alone articles (a, an, the) and
+    non-word punctuation with spaces, collapse whitespace. Interpretation: after NFKD the
+    combining marks are dropped, so "São Tomé" and "Sao Tome" normalize alike instead of
+    the accent becoming a space inside the word.
+    """
+    s = unicodedata.normalize("NFKD", s or "")
+    s = "".join(ch for ch in s if not unicodedata.combining(ch))
+    s = s.lower().strip()
+    s = _ARTICLES.sub(" ", s)
+    s = _PUNCT.sub(" ", s)
+    return _SPACES.sub(" ", s).strip()
+
+
+def is_refusal(prediction: str | None) -> bool:
+    """Strict NA rule of §A.2: lower-stripped form is empty, "i don't know" or "i do not know"."""
+    if prediction is None:
+        return True
+    return prediction.translate(_APOSTROPHES).lower().strip() in _REFUSALS
+
+
+def split_gold(answer: str) -> list[str]:
+    """Training-time gold answers come as one semicolon-separated string (§A.2)."""
+    return [a.strip() for a in answer.split(";") if a.strip()]
+
+
+def grade_answer(prediction: str | None, golds: Sequence[str]) -> str:
+    """Three-label string-match grade of §A.2: ``"GOOD"``, ``"BAD"`` or ``"NA"``.
+
+    NA when the prediction is a refusal (strict rule, see ``is_refusal``) or missing.
+    GOOD when the normalized prediction equals, contains, or is contained in the
+    normalized form of any gold answer or alias. A prediction that normalizes to the
+    empty string (e.g. only punctuation) is BAD: the empty string is a substring of
+    everything and must not match.
+    """
+    if isinstance(golds, str):
+        golds = [golds]
+    if is_refusal(prediction):
+        return NA
+    pred = normalize_answer(prediction)
+    if not pred:
+        return BAD
+    for gold in golds:
+        g = normalize_answer(gold)
+        if g and (pred == g or g in pred or pred in g):
+            return GOOD
+    return BAD
+
+
+def extract_answer(completion: str) -> str | None:
+    """Text after the first ``<answer>``, up to ``</answer>`` or the end, stripped (§A.2).
+
+    ``None`` when the completion has no ``<answer>`` tag at all. The closing tag is not
+    required, so truncated completions still yield an answer.
+    """
+    if not completion:
+        return None
+    start = completion.find("<answer>")
+    if start < 0:
+        return None
+    rest = completion[start + len("<answer>"):]
+    end = rest.find("</answer>")
+    return (rest if end < 0 else rest[:end]).strip()
+
+
+_FORMAT = re.compile(r"<think>(.*?)</think>.*?<answer>", re.DOTALL)
+MIN_THINK_CHARS = 30
+
+
+def format_violation(completion: str) -> str | None:
+    """Why a completion fails the format rule of §A.2, or ``None`` when it passes.
+
+    The rule: contains ``<think>...</think>...<answer>`` (closing ``</answer>`` not
+    required) and the think content (i) has at least 30 characters, (ii) has an
+    alphabetic character, (iii) does not start with ``<`` at its first non-whitespace
+    character. Interpretation: (i) counts characters after stripping surrounding
+    whitespace, so whitespace padding cannot buy the length.
+    """
+    m = _FORMAT.search(completion or "")
+    if m is None:
+        return "missing <think>...</think>...<answer>"
+    think = m.group(1).strip()
+    if len(think) < MIN_THINK_CHARS:
+        return f"think shorter than {MIN_THINK_CHARS} characters"
+    if not any(ch.isalpha() for ch in think):
+        return "think has no alphabetic character"
+    if think.startswith("<"):
+        return "think starts with '<'"
+    return None
+
+
+def format_reward(completion: str, positive: float = 1.0, negative: float = -1.0) -> float:
+    """Format reward R^f of §3.3 / §A.2: ``+1.0`` when format-correct, else ``-1.0``."""
+    return positive if format_violation(completion) is None else negative
+
+
+_TAGS = re.compile(r"</?(?:think|answer)>")
+# A sentence ends at . ! or ? followed by whitespace or the end of the segment, so
+# decimals ("3.5") and inner dots stay inside one sentence.
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)")
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """Character spans ``(start, end)`` of the sentences of a completion (§3.1, §B.1).
+
+    Both the ``<think>`` and ``<answer>`` blocks are parsed jointly: the tags are
+    boundaries and never part of a sentence, then each tag-free segment is split on
+    ``. ! ?`` boundaries. Spans index into the original ``text`` (tags kept in place),
+    so tokenizer offsets of the same string can be aligned to them; surrounding
+    whitespace is excluded from every span.
+    """
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    segments = []
+    for m in _TAGS.finditer(text):
+        segments.append((pos, m.start()))
+        pos = m.end()
+    segments.append((pos, len(text)))
+    for seg_start, seg_end in segments:
+        segment = text[seg_start:seg_end]
+        cut = 0
+        bounds = [m.end() for m in _SENTENCE_END.finditer(segment)] + [len(segment)]
+        for b in bounds:
+            piece = segment[cut:b]
+            stripped = piece.strip()
+            if stripped:
+                lead = len(piece) - len(piece.lstrip())
+                start = seg_start + cut + lead
+                spans.append((start, start + len(stripped)))
+            cut = b
+    return spans
+
+
+@dataclass
+class Alignment:
+    """Token-to-sentence alignment sigma of §3.1: ``sentence_ids[t]`` is 1-based, 0 = none."""
+
+    sentence_ids: list[int]
+    rate: float  # share of content tokens (not whitespace, not tag) inside some sentence
+
+
+def align_tokens_to_sentences(
+    text: str,
+    token_offsets: Sequence[tuple[int, int]],
+    spans: Sequence[tuple[int, int]] | None = None,
+) -> Alignment:
+    """Assign each token to the sentence whose span contains its midpoint (§B.1).
+
+    ``token_offsets`` are character offsets of each token in ``text`` (from a fast
+    tokenizer's ``offset_mapping`` or ``token_char_offsets``). Tag positions and
+    inter-sentence whitespace get 0. The alignment rate is the share of *content* tokens
+    (tokens whose text is neither whitespace nor part of a tag) that landed in a
+    sentence; it is 0.0 when there are no content tokens, so an empty completion falls
+    back to the response-level return (§B.1: fallback when the rate is below 0.5).
+    """
+    if spans is None:
+        spans = split_sentences(text)
+    tag_chars = bytearray(len(text))
+    for m in _TAGS.finditer(text):
+        tag_chars[m.start():m.end()] = b"\x01" * (m.end() - m.start())
+    ids: list[int] = []
+    content = aligned = 0
+    order = sorted(range(len(spans)), key=lambda i: spans[i][0])
+    starts = [spans[i][0] for i in order]
+    for start, end in token_offsets:
+        sid = 0
+        if end > start:
+            mid = (start + end) / 2.0
+            k = bisect.bisect_right(starts, mid) - 1
+            if k >= 0 and mid < spans[order[k]][1]:
+                sid = order[k] + 1
+            piece = text[start:end]
+            is_tag = all(tag_chars[k] for k in range(start, min(end, len(text))))
+            if piece.strip() and not is_tag:
+                content += 1
+                aligned += sid > 0
+        ids.append(sid)
+    return Alignment(ids, aligned / content if content else 0.0)
+
+
+def token_char_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
+    """Decode generated ``token_ids`` and return ``(text, offsets)`` for each token.
+
+    Offsets come from incremental decoding (the text of the first k tokens), so they are
+    exact for the very string the rewards read, even when re-tokenizing that string would
+    give different tokens. Tokens that only complete a multi-byte character get an empty
+    span and the character goes to the token that completes it.
+    """
+    ids = list(token_ids)
+    text = tokenizer.decode(ids, skip_special_tokens=False)
+    offsets: list[tuple[int, int]] = []
+    prev = 0
+    for k in range(1, len(ids) + 1):
+        prefix = tokenizer.decode(ids[:k], skip_special_tokens=False)
+        # an incomplete UTF-8 sequence decodes to U+FFFD until the next token completes it
+        cur = len(prefix.rstrip("\ufffd")) if k < len(ids) else len(text)
+        cur = max(prev, min(cur, len(text)))
+        offsets.append((prev, cur))
+        prev = cur
+    return text, offsets

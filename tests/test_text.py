@@ -1,0 +1,212 @@
+"""Text kernels against 000_ac66a963fabf3916.txt §A.2 and §B.1, edge cases included."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from factlab import text
+from factlab.text import BAD, GOOD, NA
+
+
+# --- normalize_answer -------------------------------------------------------------------
+
+@pytest.mark.parametrize("raw, norm", [
+    ("The Eiffel Tower", "eiffel tower"),
+    ("  Paris!  ", "paris"),
+    ("a an the", ""),
+    ("Theatre", "theatre"),             # 'the' only as a stand-alone word
+    ("U.S.A.", "u s"),                   # paper order: articles, then punctuation
+    ("São Tomé and Príncipe", "sao tome and principe"),
+    ("Zürich", "zurich"),               # combining marks dropped, not split into words
+    ("ﬁnal", "final"),                  # NFKD compatibility ligature
+    ("Côte d’Ivoire", "cote d ivoire"),
+    ("multiple   spaces\tand\nlines", "multiple spaces and lines"),
+    ("", ""),
+])
+def test_normalize_answer(raw, norm):
+    assert text.normalize_answer(raw) == norm
+
+
+@given(st.text())
+def test_normalize_is_idempotent(s):
+    once = text.normalize_answer(s)
+    assert text.normalize_answer(once) == once
+
+
+# --- grade_answer ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("pred, golds, label", [
+    ("Paris", ["Paris"], GOOD),
+    ("paris, france", ["Paris"], GOOD),                       # gold inside prediction
+    ("Washington", ["Washington, D.C."], GOOD),               # prediction inside gold
+    ("The Big Apple", ["New York City", "Big Apple"], GOOD),  # alias
+    ("Lyon", ["Paris", "City of Light"], BAD),
+    ("I don't know", ["Paris"], NA),
+    ("I do not know", ["Paris"], NA),
+    ("  I DON'T KNOW  ", ["Paris"], NA),
+    ("I don\u2019t know", ["Paris"], NA),                     # the paper's own curly apostrophe
+    ("", ["Paris"], NA),
+    ("   ", ["Paris"], NA),
+    (None, ["Paris"], NA),
+    ("I don't know, maybe Paris", ["Paris"], GOOD),            # strict NA rule: not a refusal
+    ("I don't know.", ["Paris"], BAD),                        # strict equality: not NA either
+    ("!!!", ["Paris"], BAD),                                  # normalizes to empty: never a match
+    ("the", ["The Hague"], BAD),
+    ("São Paulo", ["Sao Paulo"], GOOD),
+    ("Paris", ["", "Paris"], GOOD),
+    ("Paris", [""], BAD),                                     # empty gold never matches
+])
+def test_grade_answer(pred, golds, label):
+    assert text.grade_answer(pred, golds) == label
+
+
+def test_grade_answer_accepts_single_string_gold():
+    assert text.grade_answer("Paris", "Paris") == GOOD
+
+
+def test_split_gold_semicolons():
+    assert text.split_gold("Paris; City of Light ;;") == ["Paris", "City of Light"]
+
+
+# --- extract_answer -------------------------------------------------------------------
+
+@pytest.mark.parametrize("completion, answer", [
+    ("<think>x</think><answer>Paris</answer>", "Paris"),
+    ("<think>x</think><answer>  Paris  </answer> trailing", "Paris"),
+    ("<think>x</think><answer>Paris", "Paris"),                          # truncated, no </answer>
+    ("<answer>one</answer><answer>two</answer>", "one"),                 # first tag wins
+    ("<answer></answer>", ""),
+    ("no tags at all", None),
+    ("", None),
+    ("<think>x</think>answer: Paris", None),
+])
+def test_extract_answer(completion, answer):
+    assert text.extract_answer(completion) == answer
+
+
+# --- format_reward (three anti-hack rules) --------------------------------------------
+
+GOOD_THINK = "France is a country in Europe and its capital city is Paris."
+
+
+@pytest.mark.parametrize("completion, reward", [
+    (f"<think>{GOOD_THINK}</think><answer>Paris</answer>", 1.0),
+    (f"<think>{GOOD_THINK}</think>\n<answer>Paris", 1.0),               # </answer> not required
+    (f"<think>{GOOD_THINK}</think>", -1.0),                             # no <answer>
+    (f"<answer>Paris</answer><think>{GOOD_THINK}</think>", -1.0),       # wrong order
+    ("<think></think><answer>Paris</answer>", -1.0),                    # empty think (the hack)
+    ("<think>unknown</think><answer>I don't know</answer>", -1.0),      # < 30 chars
+    ("<think>   short   padded with spaces   </think><answer>x", -1.0), # 25 chars after strip
+    ("<think>" + "1234567890 " * 4 + "</think><answer>42", -1.0),      # no alphabetic char
+    ("<think><b>" + GOOD_THINK + "</b></think><answer>Paris", -1.0),    # starts with '<'
+    ("<think>\n  <" + GOOD_THINK + "</think><answer>Paris", -1.0),      # '<' after whitespace
+    ("", -1.0),
+    (f"reasoning outside <think></think> {GOOD_THINK}<answer>Paris", -1.0),
+])
+def test_format_reward(completion, reward):
+    assert text.format_reward(completion) == reward
+
+
+def test_format_violation_names_the_rule():
+    assert "alphabetic" in text.format_violation("<think>" + "1" * 40 + "</think><answer>1")
+    assert text.format_violation(f"<think>{GOOD_THINK}</think><answer>x") is None
+
+
+# --- split_sentences ------------------------------------------------------------------
+
+def _texts(s):
+    return [s[a:b] for a, b in text.split_sentences(s)]
+
+
+def test_split_sentences_over_both_blocks():
+    c = ("<think>France is in Europe. The capital of France is Paris! Is it big?</think>"
+         "\n<answer>Paris.</answer>")
+    assert _texts(c) == ["France is in Europe.", "The capital of France is Paris!",
+                         "Is it big?", "Paris."]
+
+
+def test_split_sentences_keeps_decimals_and_unterminated_tail():
+    assert _texts("Area is 3.5 km. Population 2 million") == ["Area is 3.5 km.", "Population 2 million"]
+
+
+def test_split_sentences_spans_exclude_tags_and_whitespace():
+    c = "<think>  A b.  </think><answer> C </answer>"
+    spans = text.split_sentences(c)
+    assert [c[a:b] for a, b in spans] == ["A b.", "C"]
+    for a, b in spans:
+        assert "<" not in c[a:b] and c[a:b] == c[a:b].strip()
+
+
+def test_split_sentences_empty_and_tags_only():
+    assert text.split_sentences("") == []
+    assert text.split_sentences("<think></think><answer></answer>") == []
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab .!?\n<>/thinkanswer")), max_size=80))
+def test_split_sentences_spans_are_ordered_disjoint_and_nonempty(s):
+    spans = text.split_sentences(s)
+    prev = 0
+    for a, b in spans:
+        assert prev <= a < b <= len(s)
+        assert s[a:b].strip() == s[a:b]
+        prev = b
+
+
+# --- alignment ------------------------------------------------------------------------
+
+def test_alignment_by_midpoint_with_tags_and_whitespace_at_zero():
+    c = "<think>Ab cd. Ef.</think><answer>Gh</answer>"
+    # hand-made tokenization: tags, words, punctuation, spaces
+    pieces = ["<think>", "Ab", " cd", ".", " ", "Ef", ".", "</think>", "<answer>", "Gh", "</answer>"]
+    offsets, pos = [], 0
+    for p in pieces:
+        offsets.append((pos, pos + len(p)))
+        pos += len(p)
+    assert pos == len(c)
+    al = text.align_tokens_to_sentences(c, offsets)
+    assert al.sentence_ids == [0, 1, 1, 1, 0, 2, 2, 0, 0, 3, 0]
+    assert al.rate == 1.0
+
+
+def test_alignment_rate_drops_when_offsets_are_garbage():
+    c = "<think>Ab cd. Ef.</think><answer>Gh</answer>"
+    spans = text.split_sentences(c)
+    # offsets pointing into the tags only -> no content token aligned
+    al = text.align_tokens_to_sentences(c, [(0, 7), (17, 25)], spans)
+    assert al.sentence_ids == [0, 0]
+    # and content tokens mapped to nowhere (beyond the end) count as unaligned content
+    al2 = text.align_tokens_to_sentences(c + "zzz", [(7, 9), (len(c), len(c) + 3)], spans)
+    assert al2.sentence_ids[0] == 1 and al2.sentence_ids[1] == 0
+    assert al2.rate == 0.5
+
+
+def test_alignment_empty_completion_rate_zero():
+    assert text.align_tokens_to_sentences("", []).rate == 0.0
+
+
+def test_alignment_with_real_tokenizer(tokenizer):
+    c = ("<think>France is a country in Western Europe. The capital of France is Paris.</think>"
+         "<answer>Paris</answer>")
+    ids = tokenizer(c, add_special_tokens=False)["input_ids"]
+    decoded, offsets = text.token_char_offsets(tokenizer, ids)
+    assert decoded == c
+    assert offsets[0][0] == 0 and offsets[-1][1] == len(c)
+    assert all(a <= b for a, b in offsets)
+    al = text.align_tokens_to_sentences(decoded, offsets)
+    assert al.rate >= 0.99
+    spans = text.split_sentences(decoded)
+    assert len(spans) == 3
+    # every token whose midpoint lies in "Paris" (the answer sentence) is aligned to sentence 3
+    for (a, b), sid in zip(offsets, al.sentence_ids):
+        if spans[2][0] <= (a + b) / 2 < spans[2][1]:
+            assert sid == 3
+    assert set(al.sentence_ids) == {0, 1, 2, 3}
+
+
+def test_token_char_offsets_unicode(tokenizer):
+    s = "<answer>São Tomé ✓ 東京</answer>"
+    ids = tokenizer(s, add_special_tokens=False)["input_ids"]
+    decoded, offsets = text.token_char_offsets(tokenizer, ids)
+    assert decoded == s
+    assert len(offsets) == len(ids)
+    assert offsets[-1][1] == len(s)
+    assert all(offsets[i][1] == offsets[i + 1][0] for i in range(len(offsets) - 1))
