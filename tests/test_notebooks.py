@@ -1,0 +1,48 @@
+"""Notebooks executed for real through papermill with their smoke params."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from factlab import runner
+from factlab.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quickstart_smoke_writes_report_with_accuracy_table(tmp_path):
+    res = runner.run_notebook(ROOT / "notebooks/00_quickstart.ipynb", smoke=True,
+                              out=tmp_path, progress=False)
+    assert res.ok, res.error
+    run = res.run_dir
+    assert run.parent == tmp_path / "00_quickstart"
+    for name in ["config.yaml", "notebook.ipynb", "report.html", "metrics.json"]:
+        assert (run / name).exists(), name
+    html = (run / "report.html").read_text()
+    assert "Short-form QA accuracy" in html and "strict_accuracy" in html
+    assert "data:image/png;base64" in html  # the plot is embedded
+    m = json.loads((run / "metrics.json").read_text())["miniworld/heldout"]
+    assert m["n"] == 64
+    for k in ["accuracy", "na_rate", "format_rate", "strict_accuracy"]:
+        assert 0.0 <= m[k] <= 1.0
+    assert m["mean_length_tokens"] > 0
+    # a real model answering real mini-world questions gets some right, not all
+    assert 0.05 < m["accuracy"] < 0.95
+    assert (run / "figures" / "qa_rates.png").exists()
+    # the executed notebook is the one the report renders; the repo copy stays stripped
+    nb = json.loads((ROOT / "notebooks/00_quickstart.ipynb").read_text())
+    assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def test_bad_params_fail_before_a_kernel_starts(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("base: %s\ngeneration:\n  max_tokens: 3\n" % (ROOT / "params/00_quickstart_smoke.yaml"))
+    with pytest.raises(ConfigError, match="generation.max_tokens"):
+        runner.run_notebook("00_quickstart", params=bad, out=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_unknown_notebook_lists_known(tmp_path):
+    with pytest.raises(FileNotFoundError, match="00_quickstart"):
+        runner.run_notebook("nope", out=tmp_path)
