@@ -3,6 +3,7 @@
     factlab run NOTEBOOK [--params FILE] [--out DIR] [--smoke]
     factlab run-all [--full] [--out DIR]
     factlab world [--out DIR]
+    factlab bench [NAME ...]
 """
 
 from __future__ import annotations
@@ -46,6 +47,25 @@ def _cmd_world(args) -> int:
     return 0
 
 
+def _cmd_bench(args) -> int:
+    import subprocess
+    from pathlib import Path
+
+    from .runner import project_root
+
+    scripts = sorted((project_root() / "bench").glob("bench_*.py"))
+    if args.only:
+        scripts = [s for s in scripts if any(o in s.stem for o in args.only)]
+    if not scripts:
+        print("no bench/bench_*.py scripts found", file=sys.stderr)
+        return 1
+    rc = 0
+    for script in scripts:
+        print(f"== {script.name}", flush=True)
+        rc |= subprocess.call([sys.executable, str(script)], cwd=Path(script).parent.parent)
+    return rc
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(prog="factlab", description=__doc__,
@@ -68,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("world", help="build the countryinfo mini-world files")
     w.add_argument("--out", help="output folder (default: the user cache)")
     w.set_defaults(func=_cmd_world)
+
+    b = sub.add_parser("bench", help="run the bench/bench_*.py scripts (each prints its ratios last)")
+    b.add_argument("only", nargs="*", help="substrings of script names to run")
+    b.set_defaults(func=_cmd_bench)
 
     args = p.parse_args(argv)
     try:
