@@ -1,0 +1,86 @@
+"""Response-level QA rewards as TRL reward functions: string-match judge and format.
+
+CorVer §3.3 and §A.2 (000_ac66a963fabf3916.txt): the judge reward maps the three-valued
+string-match label GOOD / BAD / NA to scalars (CorVer: +2 / -1 / -1, Table 8
+``JUDGE_TYPE string_match``); the format reward is +1 / -1 on the ``<think>`` /
+``<answer>`` template with the three anti-hack rules (``text.format_reward``).
+
+Both follow TRL's reward-function protocol: ``f(prompts, completions, **columns) ->
+list[float]``, where ``completions`` are strings or chat messages and the dataset's
+``golds`` column arrives as a keyword. They report their own diagnostics (NA rate,
+format-success rate) through TRL's ``log_metric`` hook.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .. import text
+from ..eval.shortform import lenient_answer
+
+CORVER_JUDGE_REWARDS: Mapping[str, float] = {"GOOD": 2.0, "BAD": -1.0, "NA": -1.0}
+
+
+def completion_text(completion: Any) -> str:
+    """The assistant text of a TRL completion: a string, or a list of chat messages."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence) and completion and isinstance(completion[0], Mapping):
+        return "".join(str(m.get("content", "")) for m in completion if m.get("role", "assistant") == "assistant")
+    if completion is None or (isinstance(completion, Sequence) and not completion):
+        return ""
+    raise TypeError(f"completion must be a string or a list of chat messages, got {type(completion).__name__}")
+
+
+def answer_of(completion: str, parsing: str = "lenient") -> str | None:
+    """The graded answer. ``strict``: only the ``<answer>`` block (§A.2 extraction);
+    ``lenient``: that block, else the text outside ``<think>`` (§4 "lenient regex parsing")."""
+    if parsing == "strict":
+        return text.extract_answer(completion)
+    if parsing == "lenient":
+        return lenient_answer(completion)[0]
+    raise ValueError(f"answer_parsing must be 'strict' or 'lenient', got {parsing!r}")
+
+
+class JudgeReward:
+    """String-match judge reward R^j (000 §3.3): label GOOD/BAD/NA -> ``rewards[label]``."""
+
+    __name__ = "judge"
+
+    def __init__(self, rewards: Mapping[str, float] = CORVER_JUDGE_REWARDS, answer_parsing: str = "lenient"):
+        missing = {"GOOD", "BAD", "NA"} - set(rewards)
+        if missing:
+            raise ValueError(f"judge rewards need GOOD, BAD and NA; missing {sorted(missing)}")
+        answer_of("", answer_parsing)  # validate early
+        self.rewards = dict(rewards)
+        self.answer_parsing = answer_parsing
+
+    def labels(self, completions: Sequence[Any], golds: Sequence[Sequence[str]]) -> list[str]:
+        if len(golds) != len(completions):
+            raise ValueError(f"{len(completions)} completions but {len(golds)} gold lists")
+        return [text.grade_answer(answer_of(completion_text(c), self.answer_parsing), g)
+                for c, g in zip(completions, golds)]
+
+    def __call__(self, prompts=None, completions=(), golds=None, log_metric=None, **_: Any) -> list[float]:
+        if golds is None:
+            raise KeyError("JudgeReward needs a 'golds' column in the training dataset (list of gold answers)")
+        labels = self.labels(completions, golds)
+        if log_metric is not None and labels:
+            for label in ("GOOD", "BAD", "NA"):
+                log_metric(f"judge/{label.lower()}_rate", sum(lab == label for lab in labels) / len(labels))
+        return [self.rewards[lab] for lab in labels]
+
+
+class FormatReward:
+    """Format reward R^f (000 §3.3, §A.2): +1 when the template and anti-hack rules hold, else -1."""
+
+    __name__ = "format"
+
+    def __init__(self, positive: float = 1.0, negative: float = -1.0):
+        self.positive, self.negative = positive, negative
+
+    def __call__(self, prompts=None, completions=(), log_metric=None, **_: Any) -> list[float]:
+        scores = [text.format_reward(completion_text(c), self.positive, self.negative) for c in completions]
+        if log_metric is not None and scores:
+            log_metric("format/success_rate", sum(s == self.positive for s in scores) / len(scores))
+        return scores

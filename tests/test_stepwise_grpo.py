@@ -1,0 +1,157 @@
+"""Stepwise GRPO (000 §3.4, §B.4): token-level advantages and the TRL seam."""
+
+import pytest
+import torch
+
+from factlab.train.stepwise_grpo import TokenShaping, pad_shaping, token_level_advantages
+
+
+def _trl_sequence_advantages(rewards: torch.Tensor, G: int) -> torch.Tensor:
+    """TRL 1.16's sum_then_normalize / scale_rewards='group' formula, written out."""
+    g = rewards.view(-1, G)
+    mean = g.mean(dim=1).repeat_interleave(G)
+    std = g.std(dim=1).repeat_interleave(G)  # unbiased, as trl.trainer.utils.nanstd
+    return (rewards - mean) / (std + 1e-4)
+
+
+def test_zero_shaping_gives_the_sequence_advantage_on_every_token():
+    rewards = torch.tensor([3.0, -2.0, -2.0, 0.0, 1.0, 1.0, -2.0, 3.0])
+    mask = torch.tensor([[1] * 5, [1] * 3 + [0] * 2, [1] * 5, [1] + [0] * 4] * 2)
+    returns = rewards.unsqueeze(1).expand(8, 5).clone()
+    adv = token_level_advantages(returns, mask, num_generations=4)
+    expected = _trl_sequence_advantages(rewards, 4).unsqueeze(1).expand(8, 5) * mask
+    assert torch.allclose(adv, expected, atol=1e-6)
+    assert torch.all(adv[mask == 0] == 0)
+
+
+def test_baseline_is_group_mean_of_masked_means_and_scale_their_std():
+    returns = torch.tensor([[2.1, 2.1, 1.7, 0.0], [-1.0, -1.3, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    adv = token_level_advantages(returns, mask, num_generations=2)
+    means = torch.tensor([(2.1 + 2.1 + 1.7) / 3, (-1.0 - 1.3) / 2])
+    base, scale = means.mean(), means.std()
+    assert torch.allclose(adv[0, :3], (returns[0, :3] - base) / (scale + 1e-4))
+    assert torch.allclose(adv[1, :2], (returns[1, :2] - base) / (scale + 1e-4))
+    # two sentences of one response can get opposite local advantages (000 §3.4)
+    shaped = torch.tensor([[0.5, 0.5, -0.2, -0.2], [0.1, 0.1, 0.1, 0.1], [0.0, 0.0, 0.0, 0.0]])
+    adv = token_level_advantages(shaped, torch.ones(3, 4), num_generations=3)
+    assert adv[0, 0] > 0 > adv[0, 3]
+
+
+@pytest.mark.parametrize("scale", ["batch", "none"])
+def test_other_scalings_follow_trl(scale):
+    rewards = torch.tensor([1.0, 0.0, 2.0, 5.0])
+    returns = rewards.unsqueeze(1).repeat(1, 3)
+    adv = token_level_advantages(returns, torch.ones(4, 3), num_generations=2, scale_rewards=scale)
+    centred = rewards - rewards.view(-1, 2).mean(1).repeat_interleave(2)
+    expected = centred if scale == "none" else centred / (rewards.std() + 1e-4)
+    assert torch.allclose(adv[:, 0], expected, atol=1e-6)
+    with pytest.raises(ValueError, match="scale_rewards"):
+        token_level_advantages(returns, torch.ones(4, 3), 2, scale_rewards="groupwise")
+
+
+def test_groups_split_across_processes_are_normalized_together():
+    """Each process sees its rows; the gather supplies everyone's means, then its own slice is used."""
+    torch.manual_seed(0)
+    returns, mask = torch.randn(8, 6), (torch.rand(8, 6) > 0.3).long()
+    mask[:, 0] = 1
+    full = token_level_advantages(returns, mask, num_generations=8)
+    means = (returns * mask).sum(1) / mask.sum(1)
+    for p in (0, 1):
+        rows = slice(4 * p, 4 * p + 4)
+        part = token_level_advantages(returns[rows], mask[rows], num_generations=8,
+                                      gather=lambda local: means, process_index=p)
+        assert torch.allclose(part, full[rows], atol=1e-6)
+
+
+def test_unscorable_rows_and_empty_completions_get_zero_advantage():
+    returns = torch.tensor([[float("nan")] * 2, [1.0, 1.0], [0.0, 0.0], [2.0, 2.0]])
+    mask = torch.tensor([[1, 1], [1, 1], [0, 0], [1, 1]])
+    adv = token_level_advantages(returns, mask, num_generations=4)
+    assert torch.all(adv[0] == 0) and torch.all(adv[2] == 0)
+    # the NaN row is left out of the baseline (nanmean 1.0) and scale (nanstd of 1, 0, 2 = 1.0)
+    assert adv[3, 0].item() == pytest.approx(1 / (1 + 1e-4)) and adv[1, 0].item() == 0.0
+    with pytest.raises(ValueError, match="groups of 3"):
+        token_level_advantages(returns, mask, num_generations=3)
+
+
+def test_pad_shaping_checks_lengths():
+    out = pad_shaping([TokenShaping([0.1, -0.3]), TokenShaping([])], [2, 0], width=3)
+    assert torch.allclose(out, torch.tensor([[0.1, -0.3, 0.0], [0.0, 0.0, 0.0]]))
+    with pytest.raises(ValueError, match="completion 0 has 1 values for 2 tokens"):
+        pad_shaping([TokenShaping([0.1])], [2], width=3)
+
+
+# --- the real TRL seam: SmolLM2, real sampling -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def grpo_setup(model_and_tokenizer, tmp_path_factory):
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from factlab import prompts
+    from factlab.rewards.qa import FormatReward, JudgeReward
+
+    model, tok = model_and_tokenizer
+    rows = [{"prompt": [{"role": "system", "content": prompts.CORVER_TRAIN_SYSTEM},
+                        {"role": "user", "content": q}], "golds": g}
+            for q, g in [("What is the capital of France?", ["Paris"]),
+                         ("What is the capital of Japan?", ["Tokyo"])]]
+    args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("grpo")), per_device_train_batch_size=8,
+                      num_generations=4, max_completion_length=16, max_steps=1, report_to="none",
+                      use_cpu=True, bf16=False, beta=0.0, seed=42, save_strategy="no", disable_tqdm=True)
+    return model, tok, Dataset.from_list(rows), args, [JudgeReward(), FormatReward()]
+
+
+def _score(trainer, ds, seed=0):
+    trainer.model.train()
+    torch.manual_seed(seed)
+    batch = [dict(ds[0]) for _ in range(4)] + [dict(ds[1]) for _ in range(4)]
+    return trainer._generate_and_score_completions(batch)
+
+
+def test_stepwise_without_shaping_equals_plain_trl_grpo(grpo_setup):
+    from trl import GRPOTrainer
+
+    from factlab.train.stepwise_grpo import StepwiseGRPOTrainer
+
+    model, tok, ds, args, funcs = grpo_setup
+    plain = _score(GRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
+                               train_dataset=ds), ds)
+    stepwise = StepwiseGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
+                                   train_dataset=ds)
+    out = _score(stepwise, ds)
+    assert torch.equal(plain["completion_ids"], out["completion_ids"])  # same seed, same samples
+    m = out["completion_mask"].bool()
+    assert out["advantages"].shape == out["completion_ids"].shape
+    seq = plain["advantages"].unsqueeze(1).expand_as(out["advantages"])
+    assert torch.allclose(out["advantages"][m], seq[m], atol=1e-6)
+    assert torch.allclose(stepwise.last_sequence_advantages, plain["advantages"])
+    logged = stepwise._metrics["train"]
+    assert logged["advantages/min"][-1] <= logged["advantages/max"][-1]
+
+
+def test_shaping_moves_token_advantages_inside_the_trainer(grpo_setup):
+    from factlab.train.stepwise_grpo import StepwiseGRPOTrainer
+
+    model, tok, ds, args, funcs = grpo_setup
+
+    def first_half_bonus(texts, ids, rows):
+        return [TokenShaping([0.5 if t < len(x) // 2 else 0.0 for t in range(len(x))], {"alignment_rate": 1.0})
+                for x in ids]
+
+    trainer = StepwiseGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
+                                  train_dataset=ds, token_shaping=first_half_bonus)
+    out = _score(trainer, ds)
+    adv, mask = out["advantages"], out["completion_mask"]
+    row = int(torch.argmax(mask.sum(1)))
+    n = int(mask[row].sum())
+    assert n >= 2 and adv[row, 0] > adv[row, n - 1]  # the bonus half is ahead of the rest
+    assert trainer._metrics["train"]["stepwise/alignment_rate"][-1] == 1.0
+
+    def wrong_length(texts, ids, rows):
+        return [TokenShaping([0.0]) for _ in ids]
+
+    trainer.token_shaping = wrong_length
+    with pytest.raises(ValueError, match="token shaping for completion"):
+        _score(trainer, ds)
