@@ -67,6 +67,53 @@ class EvalDataConfig(Section):
     seed: int = 0
 
 
+class LoraSection(Section):
+    """LoRA adapter (peft). Defaults: CorVer's r=128, alpha=256, dropout 0, no bias, all seven
+    projections (000_ac66a963fabf3916.txt §A.1)."""
+
+    r: int = Field(128, ge=1)
+    alpha: int = Field(256, ge=1)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class GRPOSection(Section):
+    """TRL ``GRPOConfig`` knobs. Defaults: CorVer's Tables 5-7 and the headline row of
+    Table 6 (000 §A.1). ``extra`` passes any other GRPOConfig field through unchanged."""
+
+    learning_rate: float = Field(1.0e-5, gt=0.0)
+    beta: float = Field(0.001, ge=0.0)  # beta_KL
+    epsilon: float = Field(0.2, gt=0.0)  # PPO clip
+    epsilon_high: float | None = None
+    loss_type: str = "grpo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    num_generations: int = Field(16, ge=2)  # G
+    max_prompt_length: int = Field(256, ge=1)  # prompts longer than this are dropped (and counted)
+    max_completion_length: int = Field(1024, ge=1)
+    temperature: float = Field(1.0, gt=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    per_device_train_batch_size: int = Field(8, ge=1)  # completions per device per step
+    gradient_accumulation_steps: int = Field(3, ge=1)
+    max_steps: int = Field(100, ge=1)
+    lr_scheduler_type: str = "cosine"
+    warmup_ratio: float = Field(0.03, ge=0.0, lt=1.0)
+    optim: str = "adamw_8bit"
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    bf16: bool = True
+    tf32: bool = True  # CUDA only (Ampere+); ignored on CPU
+    gradient_checkpointing: bool = True
+    mask_truncated_completions: bool = False
+    importance_sampling_level: Literal["token", "sequence"] = "token"
+    use_vllm: bool = True
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_gpu_memory_utilization: float = Field(0.4, gt=0.0, le=1.0)
+    logging_steps: int = Field(1, ge=1)
+    save_steps: int = Field(50, ge=1)
+    save_total_limit: int | None = 4
+    seed: int = 42
+    extra: dict[str, Any] = {}
+
+
 class QuickstartConfig(Section):
     """``notebooks/00_quickstart.ipynb``: evaluate a model on short-form QA (000 §4)."""
 
@@ -77,8 +124,90 @@ class QuickstartConfig(Section):
     trained_prompt: bool = False  # add the anti-loop line (000 §A.3) for adapter checkpoints
 
 
+class IndexSection(Section):
+    """The infini-gram co-occurrence index (000 §3.2, §B.1)."""
+
+    corpus: str | None = None  # JSONL with a text field; None = the mini-world corpus
+    text_field: str = "text"
+    dir: str | None = None  # None = <cache>/indexes/<corpus>-<tokenizer>
+    tokenizer: str | None = None  # None = the policy's tokenizer
+    shard_tokens: int = Field(500_000_000, ge=1)
+    window: int = Field(1000, ge=1)  # W, tokens
+
+
+class ExtractorSection(Section):
+    """Triplet extractor (000 §3.2): ``heuristic`` (CPU smoke) or an HF causal LM id/path."""
+
+    name: str = "heuristic"
+    batch_size: int = Field(32, ge=1)
+    max_new_tokens: int = Field(96, ge=1)
+    rule: Literal["first", "min", "relcheck"] = "first"  # 000 §6.4, §B.3
+
+
+class CorVerRewardSection(Section):
+    """CorVer reward constants (000 §4 "Implementation details", Table 8)."""
+
+    lambda_f: float = 1.0
+    lambda_j: float = 1.0
+    lambda_c: float = 1.0
+    judge_rewards: dict[Literal["GOOD", "BAD", "NA"], float] = {"GOOD": 2.0, "BAD": -1.0, "NA": -1.0}
+    format_rewards: tuple[float, float] = (1.0, -1.0)
+    count_thresholds: tuple[int, int] = (5, 20)  # tau_1, tau_2
+    count_rewards: tuple[float, float, float, float] = (-0.3, -0.1, 0.0, 0.1)  # alpha_0..alpha_3
+    alignment_min: float = Field(0.5, ge=0.0, le=1.0)  # rho_min
+    answer_parsing: Literal["lenient", "strict"] = "lenient"
+
+
+class SelfFilterSection(Section):
+    """Learning-zone self-filter (000 §A.2, §A.4)."""
+
+    enabled: bool = True
+    num_samples: int = Field(16, ge=1)  # G
+    temperature: float = Field(0.7, ge=0.0)
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    max_new_tokens: int = Field(512, ge=1)
+    batch_size: int = Field(8, ge=1)
+    anchors: int = Field(0, ge=0)  # n_correct = G questions mixed back in (1,000 for 3B, 800 for 4B)
+    lenient: bool = True
+    seed: int = 42
+
+
+class TrainDataConfig(EvalDataConfig):
+    """The candidate question pool (000 §A.2: NQ-Open train + WebQuestions)."""
+
+    split: str = "train"
+
+
+class CalibrationSection(Section):
+    """Calibration audit (000 §6.1, §B.5): labelled sentences, or the mini-world claims."""
+
+    labelled: str | None = None  # JSONL with sentence + label; None = mini-world true/perturbed claims
+    limit: int | None = Field(None, ge=1)
+    seed: int = 0
+
+
+class CorVerConfig(Section):
+    """``notebooks/01_corver.ipynb``: CorVer end to end (000_ac66a963fabf3916.txt)."""
+
+    model: ModelConfig = ModelConfig()
+    world: WorldConfig = WorldConfig()
+    index: IndexSection = IndexSection()
+    extractor: ExtractorSection = ExtractorSection()
+    reward: CorVerRewardSection = CorVerRewardSection()
+    train_data: TrainDataConfig = TrainDataConfig()
+    self_filter: SelfFilterSection = SelfFilterSection()
+    grpo: GRPOSection = GRPOSection()
+    lora: LoraSection = LoraSection()
+    runs: list[Literal["full", "A1", "A2", "A3"]] = ["full", "A1"]  # trained from the same start
+    eval: list[EvalDataConfig] = [EvalDataConfig()]
+    eval_generation: GenerationConfig = GenerationConfig()
+    calibration: CalibrationSection = CalibrationSection()
+    trace_completions: int = Field(3, ge=0)  # per-sentence traces shown (§B.6)
+
+
 NOTEBOOK_CONFIGS: dict[str, type[Section]] = {
     "00_quickstart": QuickstartConfig,
+    "01_corver": CorVerConfig,
 }
 
 

@@ -238,3 +238,14 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 256
         bar.update(len(idx))
     bar.close()
     return results  # type: ignore[return-value]
+
+
+def lora_config(r: int = 128, alpha: int = 256, dropout: float = 0.0,
+                target_modules: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj",
+                                                 "gate_proj", "up_proj", "down_proj")):
+    """peft ``LoraConfig`` for a causal LM; defaults are CorVer's (000 §A.1): r=128,
+    alpha=256, dropout 0, no bias, all seven projections."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none",
+                      target_modules=list(target_modules), task_type="CAUSAL_LM")
