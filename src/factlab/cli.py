@@ -3,6 +3,8 @@
     factlab run NOTEBOOK [--params FILE] [--out DIR] [--smoke]
     factlab run-all [--full] [--out DIR]
     factlab world [--out DIR]
+    factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR [--text-field text]
+                        [--shard-tokens N] [--cpus N]
     factlab bench [NAME ...]
 """
 
@@ -47,6 +49,23 @@ def _cmd_world(args) -> int:
     return 0
 
 
+def _cmd_index_build(args) -> int:
+    from .corpus import CorpusIndex
+
+    kw = {} if args.shard_tokens is None else {"shard_tokens": args.shard_tokens}
+    try:
+        index = CorpusIndex.build(args.corpus, args.tokenizer, args.out, text_field=args.text_field,
+                                  cpus=args.cpus, **kw)
+    except (OSError, RuntimeError) as e:  # an unknown tokenizer, an occupied --out, a failed build
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    m = index.meta
+    print(f"index:  {index.path}\n"
+          f"docs:   {m['n_docs']}  tokens: {m['n_tokens']}  shards: {len(m['shards'])}  ({m['token_dtype']})\n"
+          f"built in {m['build_seconds']:.1f} s")
+    return 0
+
+
 def _cmd_bench(args) -> int:
     import subprocess
     from pathlib import Path
@@ -88,6 +107,19 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("world", help="build the countryinfo mini-world files")
     w.add_argument("--out", help="output folder (default: the user cache)")
     w.set_defaults(func=_cmd_world)
+
+    ix = sub.add_parser("index", help="corpus indexes (infini-gram)")
+    ix_sub = ix.add_subparsers(dest="index_cmd", required=True)
+    ib = ix_sub.add_parser("build", help="tokenize a JSONL corpus and build an infini-gram index")
+    ib.add_argument("corpus", help="JSONL file, one document per line")
+    ib.add_argument("--tokenizer", required=True,
+                    help="HF tokenizer id or local path (or smollm2-135m-instruct, the embedded default)")
+    ib.add_argument("--out", required=True, help="index folder (an existing index there is replaced)")
+    ib.add_argument("--text-field", default="text", help="JSON field holding the text (default: text)")
+    ib.add_argument("--shard-tokens", type=int, default=None,
+                    help="start a new shard after this many tokens (default: 500,000,000)")
+    ib.add_argument("--cpus", type=int, default=None, help="suffix-array jobs (default: all cores)")
+    ib.set_defaults(func=_cmd_index_build)
 
     b = sub.add_parser("bench", help="run the bench/bench_*.py scripts (each prints its ratios last)")
     b.add_argument("only", nargs="*", help="substrings of script names to run")

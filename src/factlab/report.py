@@ -62,3 +62,82 @@ def plot_quartiles(rows: Sequence[Mapping], title: str = "Accuracy by popularity
     ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+def plot_calibration(table, ax=None, title: str = "P(correct | co-occurrence bucket)"):
+    """Points of ``P(correct)`` per count bucket with Wilson 95% error bars and ``n``
+    annotated (000 §6.1 Figure 5): green dashed lines at the reward boundaries of Eq. (2),
+    a grey dotted line at the unused split ``c = 10``. ``table``: the DataFrame of
+    ``eval.calibration.calibration_table`` / ``audit``. Returns the figure."""
+    import math
+
+    from .eval.calibration import COUNT_BUCKETS
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    else:
+        fig = ax.figure
+    labels = list(table["bucket"])
+    xs = list(range(len(labels)))
+    for x, (_, row) in zip(xs, table.iterrows()):
+        p = row["p_correct"]
+        if row["n"] == 0 or math.isnan(p):
+            ax.text(x, 0.02, "n=0", ha="center", fontsize=8, color="grey")
+            continue
+        color = "tab:blue" if row["bucket"] in COUNT_BUCKETS else "tab:grey"
+        ax.errorbar([x], [p], yerr=[[max(0.0, p - row["wilson_lo"])], [max(0.0, row["wilson_hi"] - p)]], fmt="o",
+                    color=color, capsize=4)
+        ax.text(x, min(row["wilson_hi"] + 0.03, 1.02), f"{p:.0%}\nn={int(row['n'])}",
+                ha="center", fontsize=8)
+    pos = {b: i for i, b in enumerate(labels)}
+    for left, right, style in (("0", "1-4", "green"), ("1-4", "5-9", "green"),
+                               ("10-19", ">=20", "green"), ("5-9", "10-19", "grey")):
+        if left in pos and right in pos:
+            ax.axvline((pos[left] + pos[right]) / 2, color=style,
+                       linestyle="--" if style == "green" else ":", linewidth=1)
+    ax.set_xticks(xs, [f"c {b}" if b in COUNT_BUCKETS else b for b in labels])
+    ax.set_ylim(0, 1.15)
+    ax.set_ylabel("P(correct)")
+    ax.set_xlabel("co-occurrence count bucket")
+    auroc = getattr(table, "attrs", {}).get("auroc")
+    ax.set_title(title + (f"  (AUROC {auroc:.2f})" if auroc is not None and not math.isnan(auroc) else ""),
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_selffilter_buckets(table, ax=None, title: str = "Learning-zone self-filter"):
+    """Bars of the self-filter buckets (000 §A.4 Table 11) with count and share annotated.
+
+    ``table``: ``train.selffilter.bucket_table`` (three buckets, or one bar per
+    ``n_correct`` with ``detail=True``, coloured by bucket) or the table returned by
+    ``select_learning_zone`` (its ``retained`` row is drawn as the last bar)."""
+    colors = {"zero": "tab:red", "learning_zone": "tab:green", "mastered": "tab:blue",
+              "retained": "tab:olive"}
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5.2, 3.2))
+    else:
+        fig = ax.figure
+    if "n_correct" in table.columns:
+        xs = [str(n) for n in table["n_correct"]]
+        ax.set_xlabel("n_correct (of G)")
+    else:
+        xs = [f"{b}\n{r}" if b != "retained" else b
+              for b, r in zip(table["bucket"], table["n_correct_range"])]
+    bars = ax.bar(xs, table["count"], color=[colors.get(b, "tab:grey") for b in table["bucket"]])
+    top = max(list(table["count"]) + [1])
+    for b, c, s in zip(bars, table["count"], table["share"]):
+        if "n_correct" in table.columns and c == 0:
+            continue
+        ax.text(b.get_x() + b.get_width() / 2, c + 0.01 * top, f"{int(c)}\n{s:.0%}" if s == s else f"{int(c)}",
+                ha="center", fontsize=7 if "n_correct" in table.columns else 8)
+    ax.set_ylim(0, top * 1.25)
+    ax.set_ylabel("questions")
+    ax.set_title(title, fontsize=10)
+    if "n_correct" in table.columns:
+        from matplotlib.patches import Patch
+
+        ax.legend(handles=[Patch(color=colors[b], label=b) for b in ("zero", "learning_zone", "mastered")],
+                  fontsize=7)
+    fig.tight_layout()
+    return fig
