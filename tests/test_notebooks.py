@@ -46,3 +46,35 @@ def test_bad_params_fail_before_a_kernel_starts(tmp_path):
 def test_unknown_notebook_lists_known(tmp_path):
     with pytest.raises(FileNotFoundError, match="00_quickstart"):
         runner.run_notebook("nope", out=tmp_path)
+
+
+def test_corver_notebook_end_to_end(tmp_path):
+    """01_corver on a smaller smoke: real index, counts, self-filter, two runs, eval, cost, traces."""
+    params = tmp_path / "corver_tiny.yaml"
+    params.write_text(f"""base: {ROOT / 'params/01_corver_smoke.yaml'}
+train_data: {{limit: 12}}
+self_filter: {{num_samples: 2, max_new_tokens: 24}}
+grpo: {{max_steps: 2, max_completion_length: 24, save_steps: 1}}
+eval: [{{name: miniworld, split: heldout, limit: 8}}]
+eval_generation: {{max_new_tokens: 32}}
+calibration: {{limit: 120}}
+trace_completions: 2
+""")
+    res = runner.run_notebook("01_corver", params=params, out=tmp_path / "runs", progress=False)
+    assert res.ok, res.error
+    m = res.metrics
+    assert m["index"]["documents"] > 200 and m["index"]["tokens"] > 10_000
+    assert m["calibration"]["n"] == 120 and m["calibration"]["auroc"] > 0.8  # counts separate true from swapped
+    for who in ("raw", "full", "A1"):
+        e = m[f"eval_{who}"]["miniworld/heldout"]
+        assert e["n"] == 8 and 0.0 <= e["accuracy"] <= 1.0
+    tr = m["cost"]["training"]
+    assert tr["full"]["steps"] == 2 and tr["A1"]["steps"] == 2
+    assert tr["full"]["sentences_per_completion"] > 0 and tr["full"]["reward_calls_per_step"] > 0
+    assert "sentences_per_completion" not in tr["A1"] or tr["A1"]["sentences_per_completion"] == 0
+    for fig in ("calibration", "training_curves", "raw_vs_trained", "latency"):
+        assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
+    for run in ("full", "A1"):
+        assert (res.run_dir / "train" / run / "adapter" / "adapter_config.json").exists()
+    html = res.report.read_text()
+    assert "P(correct | count bucket)" in html and "Short-form QA: raw vs trained" in html

@@ -141,3 +141,44 @@ def plot_selffilter_buckets(table, ax=None, title: str = "Learning-zone self-fil
                   fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def plot_training_curves(frames: Mapping[str, "object"], keys: Sequence[str], title: str = "Training curves",
+                         ncols: int = 3):
+    """One panel per logged metric, one line per run. ``frames``: run name -> the DataFrame of
+    ``TrainResult.steps_frame()`` (indexed by step). Metrics a run did not log are skipped."""
+    keys = [k for k in keys if any(k in f.columns for f in frames.values())]
+    if not keys:
+        raise ValueError("none of the requested metrics were logged")
+    nrows = (len(keys) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.6 * nrows), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        for name, f in frames.items():
+            if key in f.columns:
+                ax.plot(f.index, f[key], marker="o", markersize=3, label=name)
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_latency_split(summaries: Mapping[str, Mapping[str, float]], title: str = "Per-sentence reward latency"):
+    """Stacked bars of mean extraction and lookup milliseconds per sentence (000 §5.3)."""
+    names = list(summaries)
+    ext = [summaries[n].get("extract_ms_mean", 0.0) for n in names]
+    look = [summaries[n].get("lookup_ms_mean", 0.0) for n in names]
+    fig, ax = plt.subplots(figsize=(1.8 + 1.4 * len(names), 3.2))
+    ax.bar(names, ext, label="extraction", color="tab:orange")
+    ax.bar(names, look, bottom=ext, label="index lookup", color="tab:blue")
+    for i, (e, lo) in enumerate(zip(ext, look)):
+        ax.text(i, e + lo, f"{e + lo:.2f} ms", ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("ms per sentence")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -137,3 +137,20 @@ def train_run(run: str, cfg: CorVerConfig, items: Sequence[QAItem], scorer: CorV
     if dropped:
         log.warning("%s: %d prompts dropped as longer than grpo.max_prompt_length", run, dropped)
     return result
+
+
+def training_pool(kept: Sequence[QAItem], pool: Sequence[QAItem], min_questions: int) -> tuple[list[QAItem], str | None]:
+    """The self-filtered questions, or the whole pool (with a warning returned and logged)
+    when fewer than ``min_questions`` survive (one optimizer step needs that many prompts)."""
+    if len(kept) >= min_questions:
+        return list(kept), None
+    msg = (f"the learning zone holds {len(kept)} questions, fewer than the {min_questions} one step needs; "
+           f"training on the whole pool of {len(pool)}")
+    log.warning(msg)
+    return list(pool), msg
+
+
+def prompts_per_step(cfg: CorVerConfig) -> int:
+    """Distinct prompts in one optimizer step: B x grad-accum / G."""
+    g = cfg.grpo
+    return g.per_device_train_batch_size * g.gradient_accumulation_steps // g.num_generations
