@@ -114,6 +114,42 @@ class GRPOSection(Section):
     extra: dict[str, Any] = {}
 
 
+class JudgeSection(Section):
+    """An LLM judge behind ``factlab.judges.make_judge`` (one interface, three backends).
+
+    ``transformers`` runs locally (left-padded batches); ``vllm`` is the offline engine
+    (``pip install factlab[gpu]``); ``openai`` calls any OpenAI-compatible server such as
+    ``vllm serve`` at ``base_url``. The API key is read from the environment variable
+    named by ``api_key_env``, never from params, and never logged."""
+
+    backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    model: str = "smollm2-135m-instruct"
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    device: str = "auto"
+    system: str | None = None
+    batch_size: int = Field(16, ge=1)
+    max_new_tokens: int = Field(256, ge=1)
+    temperature: float = Field(0.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    seed: int = 0
+    enable_thinking: bool | None = None  # Qwen3 chat templates: False = no <think> block
+    max_prompt_tokens: int | None = Field(None, ge=1)  # transformers: left-truncate longer prompts
+    # openai backend
+    base_url: str | None = None  # e.g. http://localhost:8000/v1
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = Field(8, ge=1)
+    timeout_s: float = Field(120.0, gt=0.0)
+    max_retries: int = Field(4, ge=0)
+    backoff_s: float = Field(1.0, ge=0.0)
+    # vllm backend
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float = Field(0.85, gt=0.0, le=1.0)
+    max_model_len: int | None = Field(None, ge=1)
+    # on-disk cache keyed by (backend model, system, prompt, sampling)
+    cache: bool = True
+    cache_dir: str | None = None  # None = <factlab cache>/judge_cache
+
+
 class QuickstartConfig(Section):
     """``notebooks/00_quickstart.ipynb``: evaluate a model on short-form QA (000 §4)."""
 
@@ -205,9 +241,85 @@ class CorVerConfig(Section):
     trace_completions: int = Field(3, ge=0)  # per-sentence traces shown (§B.6)
 
 
+RAR_REWARDS = ("binary_rar", "rating_rar", "veriscore", "lm_judge")
+
+
+class DatastoreSection(Section):
+    """Retrieval datastore of Binary RAR (001 §3.2, §4.2-4.3): BM25 (bm25s) over chunks."""
+
+    corpus: str | None = None  # JSONL (id, title?, text); None = the mini-world corpus
+    text_field: str = "text"
+    tokenizer: str | None = None  # None = the judge's tokenizer
+    chunk_tokens: int = Field(512, ge=8)  # 001 §4.3: 512-token chunks for Binary RAR
+    veriscore_chunk_tokens: int = Field(256, ge=8)  # 001 §4.2: 256-token chunks for VeriScore
+    overlap: int = Field(0, ge=0)
+    top_k: int = Field(8, ge=1)  # 001 §4.3: top 8 chunks per response
+    veriscore_top_k: int = Field(4, ge=1)  # 001 §4.2: top 4 chunks per claim
+    precache_docs: int = Field(10, ge=1)  # 001 §3.2 DS_cache(x): documents per prompt
+    dir: str | None = None  # None = <cache>/datastores/<corpus>-<tokenizer>-<chunk_tokens>
+
+
+class RARRewardSection(Section):
+    """Which reward trains the policy, which are compared, and judge-format help."""
+
+    train: Literal["binary_rar", "rating_rar", "veriscore", "lm_judge"] = "binary_rar"
+    compare: list[Literal["binary_rar", "rating_rar", "veriscore", "lm_judge"]] = list(RAR_REWARDS)
+    prefill: bool = False  # start judge answers with the JSON key (judges too small for the format)
+    max_claims: int = Field(32, ge=1)  # VeriScore: claims verified per response
+    claim_max_new_tokens: int | None = Field(None, ge=1)  # claim extraction budget; None = judge's
+
+
+class LongformPromptsSection(Section):
+    """Long-form prompts: JSONL (id, prompt, reference?) or the mini-world's
+    "Tell me about <country>." with the country's article as reference."""
+
+    path: str | None = None
+    heldout_path: str | None = None
+    train_limit: int | None = Field(None, ge=1)
+    eval_limit: int | None = Field(None, ge=1)
+    seed: int = 0
+
+
+class EarlyStoppingSection(Section):
+    """001 §4.3: stop when any utility benchmark drops more than 10% from the start."""
+
+    enabled: bool = True
+    eval_every: int = Field(50, ge=1)
+    max_relative_drop: float = Field(0.10, gt=0.0, lt=1.0)
+    lm_eval_tasks: list[str] = []  # run with lm-evaluation-harness when it is installed
+    qa_limit: int = Field(64, ge=1)  # fallback utility: forced-answer QA accuracy on this many items
+
+
+class RewardCompareSection(Section):
+    """Figure 4-style comparison of every reward on the same responses."""
+
+    prompts: int = Field(8, ge=1)  # heldout prompts; each gets one true and one perturbed response
+    policy_samples: int = Field(2, ge=0)  # plus this many base-policy samples per prompt
+
+
+class RARConfig(Section):
+    """``notebooks/02_binary_rar.ipynb``: Binary RAR end to end (001_f9c1f8134c3dd554.txt)."""
+
+    model: ModelConfig = ModelConfig()
+    world: WorldConfig = WorldConfig()
+    judge: JudgeSection = JudgeSection()
+    datastore: DatastoreSection = DatastoreSection()
+    reward: RARRewardSection = RARRewardSection()
+    prompts: LongformPromptsSection = LongformPromptsSection()
+    compare: RewardCompareSection = RewardCompareSection()
+    grpo: GRPOSection = GRPOSection()
+    lora: LoraSection | None = LoraSection()  # None = full fine-tuning
+    early_stopping: EarlyStoppingSection = EarlyStoppingSection()
+    eval: list[EvalDataConfig] = [EvalDataConfig()]  # short-form QA, abstain and forced modes
+    eval_generation: GenerationConfig = GenerationConfig()
+    longform_generation: GenerationConfig = GenerationConfig()
+    longform_recall_k: int = Field(10, ge=1)  # K of Recall@K / F1@K in the long-form evaluation
+
+
 NOTEBOOK_CONFIGS: dict[str, type[Section]] = {
     "00_quickstart": QuickstartConfig,
     "01_corver": CorVerConfig,
+    "02_binary_rar": RARConfig,
 }
 
 

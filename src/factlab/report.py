@@ -182,3 +182,32 @@ def plot_latency_split(summaries: Mapping[str, Mapping[str, float]], title: str 
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_reward_comparison(discrimination, costs, title: str = "Rewards on the same responses"):
+    """Left: mean reward on faithful vs perturbed responses per reward; right: judge calls
+    and seconds per response (log scale). Inputs: ``eval.cost.reward_discrimination`` and
+    the ``costs`` table of ``eval.cost.compare_rewards`` (rewards as rows)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = list(discrimination.index)
+    x = np.arange(len(names))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax1.bar(x - 0.2, discrimination["faithful_mean"].astype(float), 0.4, label="faithful", color="tab:green")
+    ax1.bar(x + 0.2, discrimination["perturbed_mean"].astype(float), 0.4, label="perturbed", color="tab:red")
+    ax1.set_xticks(x, names, fontsize=8)
+    ax1.set_ylim(0, 1.05)
+    ax1.set_ylabel("mean reward")
+    ax1.legend(fontsize=8)
+    ax1.set_title("Faithful vs perturbed", fontsize=10)
+    c = costs.loc[names]
+    ax2.bar(x - 0.2, c["judge_calls"].astype(float), 0.4, label="judge calls / response", color="tab:blue")
+    ax2.bar(x + 0.2, c["seconds"].astype(float), 0.4, label="seconds / response", color="tab:orange")
+    ax2.set_yscale("log")
+    ax2.set_xticks(x, names, fontsize=8)
+    ax2.legend(fontsize=8)
+    ax2.set_title("Cost per response", fontsize=10)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig

@@ -4,6 +4,12 @@ Three measurements: per-sentence latency of the co-occurrence reward split into
 extraction (the triplet extractor's forward pass) and lookup (the index query); the
 reward-call budget of Eq. (5), N_steps * B * G * m_sent, from a run's logged sentence
 counts; and the reward's share of training step time from the trainer's timing logs.
+
+Judge-based rewards (001_f9c1f8134c3dd554.txt §3.2 "Practical efficiency", §4.2):
+``compare_rewards`` runs several reward functions on the same responses and measures each
+one's cost per response (wall time, judge calls, prompt / completion tokens);
+``reward_discrimination`` summarizes how well each separates faithful from perturbed
+responses (Figure 4's question, asked with labelled responses).
 """
 
 from __future__ import annotations
@@ -81,3 +87,65 @@ def training_cost(log_history: Sequence[Mapping[str, Any]], completions_per_step
             "reward_share": (reward_s + shaping_s) / step_s if step_s else float("nan"),
             "sentences_per_completion": m_sent, "reward_calls_per_step": calls,
             "ms_per_reward_call": 1e3 * shaping_s / len(steps) / calls if calls else float("nan")}
+
+
+def _judges_of(reward) -> list:
+    judges = [getattr(reward, "judge", None), getattr(getattr(reward, "verifier", None), "judge", None)]
+    return list({id(j): j for j in judges if j is not None}.values())
+
+
+def compare_rewards(rewards: Mapping[str, Callable], responses: Sequence[Mapping[str, Any]]
+                    ) -> tuple[dict[str, list[float | None]], dict[str, dict[str, float]]]:
+    """Score ``responses`` (dicts with ``prompt``, ``response``, optional ``prompt_id`` and
+    ``reference``) with every TRL reward function in ``rewards``, one batched call each.
+
+    Returns ``(scores, costs)``: ``scores[name]`` one value per response (None = could not
+    be computed); ``costs[name]`` per response: ``seconds``, ``judge_calls``,
+    ``prompt_tokens``, ``completion_tokens``, and the ``unreadable`` fraction. Judges are
+    read through ``reward.judge`` / ``reward.verifier.judge``; run with uncached judges
+    for honest costs.
+    """
+    n = len(responses)
+    if n == 0:
+        raise ValueError("no responses to score")
+    cols: dict[str, Any] = {"prompts": [r["prompt"] for r in responses],
+                            "completions": [r["response"] for r in responses]}
+    if all(r.get("prompt_id") is not None for r in responses):
+        cols["prompt_id"] = [r["prompt_id"] for r in responses]
+    if all(r.get("reference") for r in responses):
+        cols["reference"] = [r["reference"] for r in responses]
+    scores, costs = {}, {}
+    for name, fn in rewards.items():
+        judges = _judges_of(fn)
+        before = [dict(j.stats) for j in judges]
+        t0 = time.perf_counter()
+        scores[name] = list(fn(**cols))
+        seconds = time.perf_counter() - t0
+        delta = {k: sum(j.stats.get(k, 0) - b.get(k, 0) for j, b in zip(judges, before))
+                 for k in ("calls", "prompt_tokens", "completion_tokens")}
+        costs[name] = {"seconds": seconds / n, "judge_calls": delta["calls"] / n,
+                       "prompt_tokens": delta["prompt_tokens"] / n,
+                       "completion_tokens": delta["completion_tokens"] / n,
+                       "unreadable": sum(s is None for s in scores[name]) / n}
+    return scores, costs
+
+
+def reward_discrimination(table, names: Sequence[str], label: str = "label", group: str = "prompt_id"):
+    """Per reward: mean score on faithful (label 1) and perturbed (label 0) responses, their
+    gap, and the pairwise accuracy (fraction of ``group``s whose faithful response scores
+    above its perturbed one; ties count half; pairs with a None are skipped)."""
+    import pandas as pd
+
+    rows = {}
+    lab = table[table[label].notna()]
+    for name in names:
+        good = lab[lab[label] == 1].groupby(group)[name].mean()
+        bad = lab[lab[label] == 0].groupby(group)[name].mean()
+        pairs = pd.concat([good.rename("good"), bad.rename("bad")], axis=1).dropna()
+        wins = ((pairs["good"] > pairs["bad"]) + 0.5 * (pairs["good"] == pairs["bad"])).sum()
+        rows[name] = {"faithful_mean": lab.loc[lab[label] == 1, name].mean(),
+                      "perturbed_mean": lab.loc[lab[label] == 0, name].mean(),
+                      "gap": lab.loc[lab[label] == 1, name].mean() - lab.loc[lab[label] == 0, name].mean(),
+                      "pairwise_acc": wins / len(pairs) if len(pairs) else float("nan"),
+                      "pairs": len(pairs)}
+    return pd.DataFrame(rows).T

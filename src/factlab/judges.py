@@ -1,0 +1,567 @@
+"""LLM judges behind one batched interface, plus tolerant parsing of what they answer.
+
+``judge.judge(prompts) -> texts``: one user turn per prompt (optionally a shared system
+turn), rendered with the judge's own chat template, answers returned in input order.
+Three backends:
+
+- ``TransformersJudge``: local HF model (any id, path or the embedded default), lazily
+  loaded once, left-padded batches through ``factlab.models.generate``; greedy or sampled.
+- ``VLLMJudge``: vLLM's offline engine (optional import; ``JudgeUnavailable`` names the
+  extra to install when vLLM is absent).
+- ``OpenAIJudge``: any OpenAI-compatible ``/chat/completions`` server (``vllm serve``,
+  a hosted API), stdlib HTTP, bounded concurrency, per-request timeout, retries with
+  exponential backoff on connection errors / 408 / 429 / 5xx, and a ``JudgeError`` after
+  the last retry. The API key comes from the environment only and is never logged.
+
+Every backend shares an on-disk cache (sqlite) keyed by (backend, model, system, prompt,
+sampling), so a rerun of a notebook costs no judge calls, and counts calls, cache hits,
+prompt / completion tokens and seconds in ``judge.stats``.
+
+``parse_json`` and ``parse_score`` read judge answers: code fences, smart quotes,
+single quotes, trailing text, trailing commas, ``"SCORE": "1"`` as a string. They never
+evaluate code; anything unreadable is ``None`` for the caller to count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+from .config import JudgeSection
+
+log = logging.getLogger(__name__)
+
+
+class JudgeError(RuntimeError):
+    """A judge call that failed for good (after the last retry, or a non-retryable error)."""
+
+
+class JudgeUnavailable(ImportError):
+    """The backend's library is not installed."""
+
+
+# ---------------------------------------------------------------- parsing judge answers
+
+_SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"',
+                        "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
+                        "\u00ab": '"', "\u00bb": '"'})
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+_BARE_LITERAL = re.compile(r"(?<![\w\"'])(True|False|None)(?![\w\"'])")
+_MAX_PARSE_CHARS = 50_000
+
+
+def _balanced_spans(text: str, max_openers: int = 64):
+    """Top-level ``{...}`` / ``[...]`` spans, bracket-matched outside of quoted strings, in
+    order. At most ``max_openers`` start positions are tried, bounding the work on
+    pathological inputs (``[[[[...``) to a few passes over the text."""
+    i, n, tried = 0, len(text), 0
+    while i < n and tried < max_openers:
+        if text[i] not in "{[":
+            i += 1
+            continue
+        tried += 1
+        depth, quote, j, esc = 0, None, i, False
+        while j < n:
+            ch = text[j]
+            if quote:
+                if esc:
+                    esc = False
+                elif ch == "\\":
+                    esc = True
+                elif ch == quote:
+                    quote = None
+            elif ch == '"':
+                quote = ch
+            elif ch in "{[":
+                depth += 1
+            elif ch in "}]":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if depth == 0 and j < n:
+            yield text[i:j + 1]
+            i = j + 1
+        else:  # unbalanced: try from the next opener
+            i += 1
+
+
+def _requote(s: str) -> str:
+    """Single-quoted strings -> JSON double-quoted strings (a lexer, not an evaluator)."""
+    out, i, n = [], 0, len(s)
+    while i < n:
+        ch = s[i]
+        if ch == '"':  # copy a double-quoted string verbatim
+            j, esc = i + 1, False
+            while j < n:
+                if esc:
+                    esc = False
+                elif s[j] == "\\":
+                    esc = True
+                elif s[j] == '"':
+                    break
+                j += 1
+            out.append(s[i:j + 1])
+            i = j + 1
+        elif ch == "'":
+            j, buf = i + 1, []
+            while j < n and s[j] != "'":
+                if s[j] == "\\" and j + 1 < n:
+                    buf.append(s[j + 1])
+                    j += 2
+                    continue
+                buf.append(s[j])
+                j += 1
+            out.append(json.dumps("".join(buf)))
+            i = j + 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _loads(candidate: str) -> Any:
+    fixes = [
+        lambda s: s,
+        lambda s: _TRAILING_COMMA.sub(r"\1", s),
+        lambda s: _TRAILING_COMMA.sub(r"\1", _requote(s)),
+        lambda s: _BARE_LITERAL.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)],
+                                    _TRAILING_COMMA.sub(r"\1", _requote(s))),
+    ]
+    for fix in fixes:
+        try:
+            obj = json.loads(fix(candidate))
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, (dict, list)):
+            return obj
+    return None
+
+
+def parse_json(text: Any) -> dict | list | None:
+    """The first JSON object or array in a judge's answer, else ``None``.
+
+    Tolerates code fences, prose before and after, smart quotes, single-quoted strings,
+    trailing commas and Python's ``True/False/None``. Never evaluates code. Inputs over
+    50k characters are cut (a runaway generation is not worth parsing whole).
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    text = text[:_MAX_PARSE_CHARS].translate(_SMART)
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for block in candidates:
+        for span in _balanced_spans(block):
+            obj = _loads(span)
+            if obj is not None:
+                return obj
+    return None
+
+
+_NUMBER = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)\s*(/\s*10)?\s*$")
+
+
+def _to_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        m = _NUMBER.match(value)
+        if m:
+            return float(value.split("/")[0])
+    if isinstance(value, list) and len(value) == 1:
+        return _to_number(value[0])
+    return None
+
+
+def parse_score(obj_or_text: Any, key: str = "SCORE") -> float | None:
+    """A numeric score from a parsed judge answer (``key`` matched case-insensitively at
+    any depth, value a number or a numeric string such as ``"1"`` or ``"7/10"``), or from
+    raw text (``"SCORE": 1``, ``SCORE = 7``, ``score: '0'``). ``None`` when absent."""
+    if isinstance(obj_or_text, dict):
+        for k, v in obj_or_text.items():
+            if str(k).strip().lower() == key.lower():
+                return _to_number(v)
+        for v in obj_or_text.values():
+            if isinstance(v, (dict, list)):
+                s = parse_score(v, key)
+                if s is not None:
+                    return s
+        return None
+    if isinstance(obj_or_text, list):
+        for v in obj_or_text:
+            if isinstance(v, (dict, list)):
+                s = parse_score(v, key)
+                if s is not None:
+                    return s
+        return None
+    if isinstance(obj_or_text, str):
+        text = obj_or_text[:_MAX_PARSE_CHARS].translate(_SMART)
+        m = re.search(r"[\"']?\b" + re.escape(key) + r"\b[\"']?\s*[:=]\s*[\"']?\s*([-+]?\d+(?:\.\d+)?)",
+                      text, re.IGNORECASE)
+        return float(m.group(1)) if m else None
+    return None
+
+
+# ---------------------------------------------------------------- cache
+
+class JudgeCache:
+    """Judge answers on disk (sqlite, one file), keyed by a hash of everything that
+    determines the answer. Safe across threads; a corrupt file is set aside, not fatal."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError:
+            bad = self.path.with_suffix(".corrupt")
+            log.warning("judge cache %s is unreadable; moved to %s and starting empty", self.path, bad)
+            self.path.replace(bad)
+            self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, text TEXT NOT NULL)")
+        db.commit()
+        return db
+
+    @staticmethod
+    def key(**parts: Any) -> str:
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        with self._lock:
+            for b in range(0, len(keys), 500):
+                chunk = list(keys[b:b + 500])
+                q = f"SELECT key, text FROM answers WHERE key IN ({','.join('?' * len(chunk))})"
+                out.update(dict(self._db.execute(q, chunk).fetchall()))
+        return out
+
+    def put_many(self, items: dict[str, str]) -> None:
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", list(items.items()))
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+
+
+def default_cache_path() -> Path:
+    from .models import cache_dir
+
+    return cache_dir() / "judge_cache" / "answers.sqlite"
+
+
+# ---------------------------------------------------------------- the interface
+
+class Judge:
+    """Base judge: ``judge(prompts) -> texts`` with caching and accounting.
+
+    Subclasses implement ``_generate(prompts) -> texts`` for cache misses only.
+    ``stats``: ``prompts`` asked, ``calls`` that reached the backend, ``cache_hits``,
+    ``prompt_tokens`` / ``completion_tokens`` (backend-reported or tokenizer-counted),
+    ``retries``, ``failures``; ``seconds`` is backend wall time.
+    """
+
+    backend = "base"
+
+    def __init__(self, model: str, *, system: str | None = None, max_new_tokens: int = 256,
+                 temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
+                 enable_thinking: bool | None = None, cache: JudgeCache | str | Path | bool | None = None):
+        self.model_name = model
+        self.system = system
+        self.max_new_tokens, self.temperature, self.top_p, self.seed = max_new_tokens, temperature, top_p, seed
+        self.enable_thinking = enable_thinking
+        if cache is True:
+            cache = default_cache_path()
+        self.cache: JudgeCache | None = (JudgeCache(cache) if isinstance(cache, (str, Path))
+                                         else cache if isinstance(cache, JudgeCache) else None)
+        self.stats: Counter = Counter()
+        self.seconds = 0.0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model_name!r})"
+
+    def sampling(self) -> dict[str, Any]:
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
+                "top_p": self.top_p, "seed": self.seed, "enable_thinking": self.enable_thinking}
+
+    def cache_key(self, prompt: str, prefix: str = "") -> str:
+        return JudgeCache.key(backend=self.backend, model=self.model_name, system=self.system,
+                              prompt=prompt, prefix=prefix, sampling=self.sampling())
+
+    def judge(self, prompts: Sequence[str], prefix: str | None = None) -> list[str]:
+        """One answer per prompt, in order; cached answers are not recomputed.
+
+        ``prefix``: the start of the answer, written into the assistant turn before
+        generation ("prefill"), and included in the returned text. It lets a judge too
+        small to follow an output format (the embedded 135M model) answer in it, e.g.
+        ``'{"SCORE": '``; a model that follows the format needs none.
+        """
+        prefix = prefix or ""
+        prompts = [p if isinstance(p, str) else str(p) for p in prompts]
+        self.stats["prompts"] += len(prompts)
+        if not prompts:
+            return []
+        cache = self.cache
+        keys = [self.cache_key(p, prefix) for p in prompts] if cache is not None else []
+        found = cache.get_many(sorted(set(keys))) if cache is not None else {}
+        todo = [i for i in range(len(prompts)) if cache is None or keys[i] not in found]
+        # identical prompts in one batch are generated once
+        unique: dict[str, int] = {}
+        for i in todo:
+            unique.setdefault(prompts[i], i)
+        self.stats["cache_hits"] += len(prompts) - len(todo)
+        fresh: dict[str, str] = {}
+        if unique:
+            t0 = time.perf_counter()
+            texts = [prefix + t for t in self._generate(list(unique), prefix)]
+            self.seconds += time.perf_counter() - t0
+            self.stats["calls"] += len(unique)
+            if len(texts) != len(unique):
+                raise JudgeError(f"{self!r} returned {len(texts)} answers for {len(unique)} prompts")
+            fresh = dict(zip(unique, texts))
+            if cache is not None:
+                cache.put_many({self.cache_key(p, prefix): t for p, t in fresh.items()})
+        return [fresh[p] if p in fresh else found[keys[i]] for i, p in enumerate(prompts)]
+
+    def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:  # pragma: no cover - abstract
+        """Continuations of the answers to ``prompts`` that start with ``prefix``."""
+        raise NotImplementedError
+
+    def _messages(self, prompt: str, prefix: str = "") -> list[dict[str, str]]:
+        msgs = ([{"role": "system", "content": self.system}] if self.system else []) + [
+            {"role": "user", "content": prompt}]
+        return msgs + ([{"role": "assistant", "content": prefix}] if prefix else [])
+
+    def summary(self) -> dict[str, float]:
+        """Accounting for reports: calls, cache hits, tokens, seconds per backend call."""
+        calls = self.stats["calls"]
+        return {"prompts": self.stats["prompts"], "calls": calls, "cache_hits": self.stats["cache_hits"],
+                "prompt_tokens": self.stats["prompt_tokens"], "completion_tokens": self.stats["completion_tokens"],
+                "retries": self.stats["retries"], "seconds": round(self.seconds, 3),
+                "seconds_per_call": round(self.seconds / calls, 4) if calls else float("nan")}
+
+
+class TransformersJudge(Judge):
+    """A local HF causal LM as judge; loaded on first use (or pass ``model_obj``/``tokenizer``
+    to share an already-loaded model)."""
+
+    backend = "transformers"
+
+    def __init__(self, model: str = "smollm2-135m-instruct", *, dtype: str = "float32", device: str = "auto",
+                 batch_size: int = 16, max_prompt_tokens: int | None = None, progress: bool = False,
+                 model_obj=None, tokenizer=None, **kw: Any):
+        super().__init__(model, **kw)
+        self.dtype, self.device, self.batch_size = dtype, device, batch_size
+        self.max_prompt_tokens, self.progress = max_prompt_tokens, progress
+        self._model, self._tok = model_obj, tokenizer
+
+    def load(self):
+        if self._model is None:
+            from .models import load_model
+
+            log.info("loading judge model %s", self.model_name)
+            self._model, self._tok = load_model(self.model_name, dtype=self.dtype, device=self.device)
+        return self._model, self._tok
+
+    def render(self, prompt: str, prefix: str = "") -> str:
+        from .models import chat_prompt
+
+        _, tok = self.load()
+        if self.max_prompt_tokens is not None:
+            ids = tok(prompt, add_special_tokens=False)["input_ids"]
+            if len(ids) > self.max_prompt_tokens:  # keep the end: the question the judge must answer
+                self.stats["truncated_prompts"] += 1
+                prompt = tok.decode(ids[-self.max_prompt_tokens:])
+        if self.enable_thinking is not None and getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template(self._messages(prompt), tokenize=False, add_generation_prompt=True,
+                                           enable_thinking=self.enable_thinking)
+        else:
+            text = chat_prompt(tok, prompt, system=self.system)
+        return text + prefix
+
+    def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:
+        from .models import generate
+
+        model, tok = self.load()
+        rendered = [self.render(p, prefix) for p in prompts]
+        gens = generate(model, tok, rendered, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                        top_p=self.top_p, batch_size=self.batch_size, seed=self.seed, progress=self.progress,
+                        desc="judge")
+        self.stats["prompt_tokens"] += sum(len(tok(r, add_special_tokens=False)["input_ids"]) for r in rendered)
+        self.stats["completion_tokens"] += sum(len(g[0].token_ids) for g in gens)
+        return [g[0].text for g in gens]
+
+
+class VLLMJudge(Judge):
+    """vLLM's offline engine as judge (GPU). Requires ``pip install 'factlab[gpu]'``."""
+
+    backend = "vllm"
+
+    def __init__(self, model: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.85,
+                 max_model_len: int | None = None, dtype: str = "auto", **kw: Any):
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            raise JudgeUnavailable(
+                "the 'vllm' judge backend needs vLLM, which is not installed: "
+                "`pip install 'factlab[gpu]'` on a CUDA machine, or use backend 'transformers' "
+                "or 'openai' (a `vllm serve` endpoint)") from None
+        super().__init__(model, **kw)
+        self._engine_kw = dict(tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+                               gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)
+        self._llm = None
+
+    def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:  # pragma: no cover - needs a GPU and vLLM
+        from vllm import LLM, SamplingParams
+
+        from .models import resolve_model
+
+        if self._llm is None:
+            self._llm = LLM(model=resolve_model(self.model_name), seed=self.seed,
+                            **{k: v for k, v in self._engine_kw.items() if v is not None})
+        sp = SamplingParams(max_tokens=self.max_new_tokens, temperature=self.temperature,
+                            top_p=self.top_p, seed=self.seed)
+        msgs = [self._messages(p, prefix) for p in prompts]
+        extra: dict[str, Any] = {} if self.enable_thinking is None else {
+            "chat_template_kwargs": {"enable_thinking": self.enable_thinking}}
+        if prefix:
+            extra.update(add_generation_prompt=False, continue_final_message=True)
+        outs = self._llm.chat(msgs, sp, use_tqdm=False, **extra)
+        self.stats["prompt_tokens"] += sum(len(o.prompt_token_ids or []) for o in outs)
+        self.stats["completion_tokens"] += sum(len(o.outputs[0].token_ids) for o in outs)
+        return [o.outputs[0].text for o in outs]
+
+
+_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class OpenAIJudge(Judge):
+    """An OpenAI-compatible chat-completions endpoint (``vllm serve``, or any other).
+
+    ``base_url`` ends before ``/chat/completions`` (e.g. ``http://localhost:8000/v1``).
+    At most ``concurrency`` requests are in flight; each has ``timeout_s``; connection
+    errors, timeouts, 408/429/5xx are retried ``max_retries`` times with exponential
+    backoff (``backoff_s * 2**attempt``, honouring ``Retry-After``), then ``JudgeError``.
+    """
+
+    backend = "openai"
+
+    def __init__(self, model: str, base_url: str, *, api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8,
+                 timeout_s: float = 120.0, max_retries: int = 4, backoff_s: float = 1.0, **kw: Any):
+        super().__init__(model, **kw)
+        if not base_url:
+            raise JudgeError("the 'openai' judge backend needs judge.base_url (e.g. http://localhost:8000/v1)")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.api_key_env = api_key_env
+        self.concurrency, self.timeout_s = concurrency, timeout_s
+        self.max_retries, self.backoff_s = max_retries, backoff_s
+        self._stats_lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAIJudge(model={self.model_name!r}, url={self.url!r})"
+
+    def _headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env)
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        return h
+
+    def _body(self, prompt: str, prefix: str = "") -> bytes:
+        body: dict[str, Any] = {"model": self.model_name, "messages": self._messages(prompt, prefix),
+                                "max_tokens": self.max_new_tokens, "temperature": self.temperature,
+                                "top_p": self.top_p, "seed": self.seed}
+        if self.enable_thinking is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
+        if prefix:  # vLLM's prefill flags; the answer continues the assistant message
+            body.update(add_generation_prompt=False, continue_final_message=True)
+        return json.dumps(body).encode()
+
+    def _count(self, **kw: int) -> None:
+        with self._stats_lock:
+            self.stats.update(kw)
+
+    def _post(self, prompt: str, prefix: str = "") -> str:
+        last = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            retry_after = None
+            try:
+                req = urllib.request.Request(self.url, data=self._body(prompt, prefix), headers=self._headers(), method="POST")
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    data = json.loads(resp.read().decode("utf-8"))
+                try:
+                    text = data["choices"][0]["message"]["content"] or ""
+                except (KeyError, IndexError, TypeError):
+                    raise JudgeError(f"{self.url} answered without choices[0].message.content: "
+                                     f"{json.dumps(data)[:200]}") from None
+                usage = data.get("usage") or {}
+                self._count(prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                            completion_tokens=int(usage.get("completion_tokens") or 0))
+                return text
+            except urllib.error.HTTPError as e:
+                detail = e.read()[:300].decode("utf-8", "replace")
+                if e.code in (401, 403):
+                    raise JudgeError(f"{self.url} refused the request (HTTP {e.code}); set the API key in "
+                                     f"${self.api_key_env}: {detail}") from None
+                if e.code not in _RETRYABLE_STATUS:
+                    raise JudgeError(f"{self.url} answered HTTP {e.code}: {detail}") from None
+                last = f"HTTP {e.code}: {detail}"
+                ra = e.headers.get("Retry-After") if e.headers else None
+                retry_after = float(ra) if ra and ra.replace(".", "", 1).isdigit() else None
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
+                last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+            except json.JSONDecodeError as e:
+                last = f"unreadable JSON body ({e})"
+            if attempt < self.max_retries:
+                self._count(retries=1)
+                delay = retry_after if retry_after is not None else self.backoff_s * 2 ** attempt
+                log.warning("judge %s: attempt %d/%d failed (%s); retrying in %.1fs",
+                            self.url, attempt + 1, self.max_retries + 1, last, delay)
+                time.sleep(delay)
+        self._count(failures=1)
+        raise JudgeError(f"judge {self.url} failed after {self.max_retries + 1} attempts; last error: {last}")
+
+    def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts))) as pool:
+            return list(pool.map(lambda p: self._post(p, prefix), prompts))
+
+
+def make_judge(cfg: JudgeSection | None = None, **overrides: Any) -> Judge:
+    """The judge a params ``judge:`` block describes (``JudgeSection``); keyword overrides
+    replace fields, e.g. ``make_judge(cfg.judge, cache=False)``."""
+    cfg = (cfg or JudgeSection()).model_copy(update=overrides)
+    if cfg.cache:
+        cache: Any = Path(cfg.cache_dir) / "answers.sqlite" if cfg.cache_dir else True
+    else:
+        cache = None
+    common = dict(system=cfg.system, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                  top_p=cfg.top_p, seed=cfg.seed, enable_thinking=cfg.enable_thinking, cache=cache)
+    if cfg.backend == "transformers":
+        return TransformersJudge(cfg.model, dtype=cfg.dtype, device=cfg.device, batch_size=cfg.batch_size,
+                                 max_prompt_tokens=cfg.max_prompt_tokens, **common)
+    if cfg.backend == "vllm":
+        return VLLMJudge(cfg.model, tensor_parallel_size=cfg.tensor_parallel_size,
+                         gpu_memory_utilization=cfg.gpu_memory_utilization, max_model_len=cfg.max_model_len,
+                         **common)
+    return OpenAIJudge(cfg.model, cfg.base_url or "", api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
+                       timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s, **common)

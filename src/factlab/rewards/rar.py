@@ -1,0 +1,290 @@
+"""Retrieval-augmented factuality rewards of Binary RAR and its baselines.
+
+001_f9c1f8134c3dd554.txt:
+
+- ``BinaryRAR`` (§3.2, Eq. 3, Figure 6): retrieve C(x, y) (top-8 512-token BM25 chunks
+  from the prompt's pre-cached documents, §4.3), one judge call on (passages, prompt,
+  response); r = 1 when the judge finds no contradiction (SCORE 1), else 0.
+- ``RatingRAR`` (§5 "Binary rewards outperform dense alternatives", Figure 7): the same
+  call with the 0-10 confidence prompt, scaled to [0, 1].
+- ``VeriScoreReward`` (§4.2, Figures 8-9; Chen et al., 2025): extract atomic claims,
+  retrieve the top-4 256-token chunks per claim, verify each claim; r = supported / claims.
+- ``LMJudgeReward`` (§4.2 "LM Judge"): 0-10 quality against a reference response, / 10.
+
+Each is a TRL reward function ``f(prompts, completions, **columns) -> list[float | None]``
+batched over the whole GRPO group (one ``judge.judge`` call per reward evaluation). A
+reward that cannot be computed (judge output without a readable score, a judge error) is
+``None``, never a silent 0: TRL turns it into NaN and leaves it out of the group
+statistics, and the failure is counted in ``stats`` and logged as ``<name>/failure_rate``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections import Counter
+from typing import Any, Sequence
+
+from .. import prompts as P
+from ..corpus.retrieval import rar_query
+from ..judges import parse_json, parse_score
+from .qa import completion_text
+
+log = logging.getLogger(__name__)
+
+_SMART_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"'})
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+
+
+def response_text(completion: Any) -> str:
+    """The response a fact-checker reads: the completion without any ``<think>`` block."""
+    return _THINK.sub("", completion_text(completion)).strip()
+
+
+def prompt_text(prompt: Any) -> str:
+    """The user turn of a TRL prompt (string or chat messages)."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(str(m.get("content", "")) for m in prompt if m.get("role") == "user")
+
+
+def format_passages(hits: Sequence[Any]) -> str:
+    """Retrieved chunks as the judge's "search results": one numbered block per chunk."""
+    blocks = []
+    for i, h in enumerate(hits, start=1):
+        chunk = getattr(h, "chunk", h)
+        title = getattr(chunk, "title", "") or ""
+        blocks.append(f"[{i}] {title}\n{chunk.text}".strip() if title else f"[{i}] {chunk.text}")
+    return "\n\n".join(blocks)
+
+
+# Answer prefixes for judges too small to follow the output format ("prefill", see
+# ``factlab.judges.Judge.judge``). Off by default (the paper's Qwen3-32B needs none); the
+# smoke params turn them on for the embedded 135M judge. The score prefix skips the
+# REASONING field that Figures 6-7 ask for first.
+SCORE_PREFILL = '{"SCORE": '
+CLAIMS_PREFILL = '["'
+
+
+def score_from_judge(text: str, allowed: tuple[float, float]) -> float | None:
+    """The SCORE of a judge answer in ``[lo, hi]`` (JSON, or a bare ``"SCORE": n``), else None."""
+    score = parse_score(parse_json(text), key="SCORE")
+    if score is None:
+        score = parse_score(text, key="SCORE")
+    lo, hi = allowed
+    if score is None or not (lo <= score <= hi):
+        return None
+    return float(score)
+
+
+class _JudgeReward:
+    """Shared plumbing: stats, failure logging, per-call timing."""
+
+    __name__ = "judge_reward"
+
+    def __init__(self, judge, prefill: bool = False):
+        self.judge, self.prefill = judge, prefill
+        self.stats: Counter = Counter()
+        self.seconds = 0.0
+
+    def _log(self, log_metric, scores: Sequence[float | None]) -> None:
+        failed = sum(s is None for s in scores)
+        self.stats["responses"] += len(scores)
+        self.stats["failures"] += failed
+        if failed:
+            log.warning("%s: %d of %d rewards could not be computed (judge output unreadable)",
+                        self.__name__, failed, len(scores))
+        if log_metric is not None and scores:
+            log_metric(f"{self.__name__}/failure_rate", failed / len(scores))
+
+    def _call_judge(self, prompts: list[str]) -> list[str]:
+        t0 = time.perf_counter()
+        try:
+            return self.judge.judge(prompts, prefix=SCORE_PREFILL if self.prefill else None)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.stats["judge_calls"] += len(prompts)
+
+
+class BinaryRAR(_JudgeReward):
+    """Binary retrieval-augmented reward r(x, y) in {0, 1} (001 §3.2 Eq. 3, Figure 6).
+
+    ``datastore.retrieve(query, k, prompt_id)`` gives C(x, y): the query is the prompt and
+    the response; with a ``prompt_id`` column the search is restricted to that prompt's
+    pre-cached documents (§3.2 "pre-caching strategy")."""
+
+    __name__ = "binary_rar"
+    template = P.RAR_BINARY_PROMPT
+    score_range = (0.0, 1.0)
+
+    def __init__(self, judge, datastore, k: int = 8, prefill: bool = False):
+        super().__init__(judge, prefill)
+        self.datastore, self.k = datastore, k
+
+    def judge_prompts(self, prompts: Sequence[Any], completions: Sequence[Any],
+                      prompt_ids: Sequence[Any] | None = None) -> list[str]:
+        xs = [prompt_text(p) for p in prompts]
+        ys = [response_text(c) for c in completions]
+        hits = self.datastore.retrieve_many([rar_query(x, y) for x, y in zip(xs, ys)], self.k,
+                                            prompt_ids=list(prompt_ids) if prompt_ids is not None else None)
+        self.stats["passages"] += sum(len(h) for h in hits)
+        self.stats["no_evidence"] += sum(not h for h in hits)
+        return [self.template.format(passages=format_passages(h), prompt=x, response=y)
+                for h, x, y in zip(hits, xs, ys)]
+
+    def to_reward(self, score: float) -> float:
+        return 1.0 if score >= 1.0 else 0.0
+
+    def __call__(self, prompts=(), completions=(), prompt_id=None, log_metric=None, **_: Any) -> list[float | None]:
+        texts = self._call_judge(self.judge_prompts(prompts, completions, prompt_id))
+        scores = [score_from_judge(t, self.score_range) for t in texts]
+        self._log(log_metric, scores)
+        return [None if s is None else self.to_reward(s) for s in scores]
+
+
+class RatingRAR(BinaryRAR):
+    """Rating retrieval-augmented reward: the judge's 0-10 confidence / 10 (001 Figure 7)."""
+
+    __name__ = "rating_rar"
+    template = P.RAR_RATING_PROMPT
+    score_range = (0.0, 10.0)
+
+    def to_reward(self, score: float) -> float:
+        return score / 10.0
+
+
+class LMJudgeReward(_JudgeReward):
+    """LM-judge quality reward (001 §4.2): 0-10 against the ``reference`` column, / 10."""
+
+    __name__ = "lm_judge"
+
+    def __call__(self, prompts=(), completions=(), reference=None, log_metric=None, **_: Any) -> list[float | None]:
+        if reference is None:
+            raise KeyError("LMJudgeReward needs a 'reference' column (a reference response per prompt)")
+        jp = [P.LM_JUDGE_QUALITY_PROMPT.format(prompt=prompt_text(p), reference=r, response=response_text(c))
+              for p, c, r in zip(prompts, completions, reference)]
+        scores = [score_from_judge(t, (0.0, 10.0)) for t in self._call_judge(jp)]
+        self._log(log_metric, scores)
+        return [None if s is None else s / 10.0 for s in scores]
+
+
+_VERDICT = re.compile(r"\b(supported|contradicted|inconclusive)\b", re.IGNORECASE)
+
+
+def parse_verdict(text: str) -> str | None:
+    """First of supported / contradicted / inconclusive in a Figure 9 answer, else None."""
+    m = _VERDICT.search(text or "")
+    return m.group(1).lower() if m else None
+
+
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _truncated_string_list(text: str) -> list[str] | None:
+    """The complete strings of a JSON list cut off by the token limit (``["a", "b", "c``)."""
+    start = text.find("[")
+    if start < 0 or "]" in text[start:]:
+        return None
+    out = []
+    for m in _JSON_STRING.finditer(text[start:]):
+        try:
+            out.append(json.loads(f'"{m.group(1)}"'))
+        except ValueError:
+            continue
+    return out or None
+
+
+def parse_claims(text: str) -> list[str] | None:
+    """A Figure 8 answer as a list of distinct claim strings; None when no list is readable.
+
+    A list cut off by the judge's token limit keeps its complete strings (judges that run
+    on repeat the same claim; duplicates are dropped)."""
+    obj = parse_json(text)
+    if isinstance(obj, dict):  # {"claims": [...]} / {"facts": [...]}
+        obj = next((v for v in obj.values() if isinstance(v, list)), None)
+    if not isinstance(obj, list):
+        obj = _truncated_string_list((text or "").translate(_SMART_QUOTES))
+    if obj is None:
+        return None
+    claims = [str(c).strip() for c in obj if isinstance(c, (str, int, float)) and str(c).strip()]
+    return list(dict.fromkeys(claims))
+
+
+class ClaimVerifier:
+    """Claim extraction (Figure 8) and retrieval-backed verification (Figure 9) with one
+    judge; shared by the VeriScore reward and long-form precision evaluation."""
+
+    def __init__(self, judge, datastore, k_per_claim: int = 4, max_claims: int = 32, prefill: bool = False):
+        self.judge, self.datastore, self.prefill = judge, datastore, prefill
+        self.k_per_claim, self.max_claims = k_per_claim, max_claims
+        self.stats: Counter = Counter()
+
+    def extract(self, prompts: Sequence[str], responses: Sequence[str]) -> list[list[str] | None]:
+        outs = self.judge.judge([P.CLAIM_EXTRACTION_PROMPT.format(prompt=p, response=r)
+                                 for p, r in zip(prompts, responses)],
+                                prefix=CLAIMS_PREFILL if self.prefill else None)
+        self.stats["extraction_calls"] += len(outs)
+        claims = []
+        for text, resp in zip(outs, responses):
+            c = [] if not resp.strip() else parse_claims(text)
+            if c is None:
+                self.stats["extraction_failures"] += 1
+            claims.append(None if c is None else c[:self.max_claims])
+        return claims
+
+    def verify(self, claims: Sequence[str], prompt_ids: Sequence[Any] | None = None) -> list[str | None]:
+        """A Figure 9 verdict per claim, against its top ``k_per_claim`` chunks; None = unreadable."""
+        if not claims:
+            return []
+        hits = self.datastore.retrieve_many(list(claims), self.k_per_claim,
+                                            prompt_ids=list(prompt_ids) if prompt_ids is not None else None)
+        outs = self.judge.judge([P.CLAIM_VERIFICATION_PROMPT.format(passages=format_passages(h), claim=c)
+                                 for c, h in zip(claims, hits)])
+        self.stats["verification_calls"] += len(outs)
+        verdicts = [parse_verdict(t) for t in outs]
+        self.stats["verification_failures"] += sum(v is None for v in verdicts)
+        return verdicts
+
+    def claim_labels(self, prompts: Sequence[str], responses: Sequence[str],
+                     prompt_ids: Sequence[Any] | None = None) -> list[list[bool] | None]:
+        """Per response, one supported flag per extracted claim (``[]``: no claims; None:
+        the claim list was unreadable). Contradicted, inconclusive and unreadable verdicts
+        are not supported (unreadable ones are counted in ``stats``)."""
+        claims = self.extract(prompts, responses)
+        flat = [(i, c) for i, cs in enumerate(claims) for c in (cs or [])]
+        verdicts = self.verify([c for _, c in flat],
+                               [prompt_ids[i] for i, _ in flat] if prompt_ids is not None else None)
+        labels: list[list[bool] | None] = [None if cs is None else [] for cs in claims]
+        for (i, _), v in zip(flat, verdicts):
+            labels[i].append(v == "supported")  # type: ignore[union-attr]
+        self.claims = claims  # the last batch's claims, for inspection
+        return labels
+
+
+class VeriScoreReward(_JudgeReward):
+    """VeriScore as a reward (001 §4.2; Chen et al., 2025): supported claims / claims.
+
+    A response with no verifiable claim gets 0.0 (nothing supported; counted as
+    ``no_claims``); a response whose claim list cannot be parsed gets None."""
+
+    __name__ = "veriscore"
+
+    def __init__(self, judge, datastore, k_per_claim: int = 4, max_claims: int = 32, prefill: bool = False):
+        super().__init__(judge, prefill)
+        self.verifier = ClaimVerifier(judge, datastore, k_per_claim, max_claims, prefill)
+
+    def __call__(self, prompts=(), completions=(), prompt_id=None, log_metric=None, **_: Any) -> list[float | None]:
+        t0 = time.perf_counter()
+        labels = self.verifier.claim_labels([prompt_text(p) for p in prompts],
+                                            [response_text(c) for c in completions], prompt_id)
+        self.seconds += time.perf_counter() - t0
+        self.stats["judge_calls"] = (self.verifier.stats["extraction_calls"]
+                                     + self.verifier.stats["verification_calls"])
+        scores = [None if ls is None else (sum(ls) / len(ls) if ls else 0.0) for ls in labels]
+        self.stats["no_claims"] += sum(ls == [] for ls in labels)
+        self._log(log_metric, scores)
+        if log_metric is not None and labels:
+            log_metric("veriscore/claims_mean", sum(len(ls) for ls in labels if ls) / len(labels))
+        return scores

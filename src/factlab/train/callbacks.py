@@ -1,0 +1,75 @@
+"""Trainer callbacks shared by the RL notebooks.
+
+``UtilityEarlyStopping``: Binary RAR's guard against utility loss (001_f9c1f8134c3dd554.txt
+§4.3: "we stop training if a checkpoint shows more than a 10% drop on any utility
+benchmark"). Pluggable: ``utility_fn(model) -> {benchmark: score}`` is any callable (the
+notebooks pass a forced-answer QA accuracy; ``factlab.eval.utility.lm_eval_utility`` runs
+lm-evaluation-harness tasks when it is installed).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Mapping
+
+from transformers import TrainerCallback
+
+log = logging.getLogger(__name__)
+
+
+def relative_drops(baseline: Mapping[str, float], current: Mapping[str, float]) -> dict[str, float]:
+    """(baseline - current) / baseline per benchmark present in both (0 when baseline is 0)."""
+    out = {}
+    for k, b in baseline.items():
+        if k in current:
+            out[k] = (b - current[k]) / b if b else 0.0
+    return out
+
+
+class UtilityEarlyStopping(TrainerCallback):
+    """Measure utility before training and every ``eval_every`` steps; stop when any
+    benchmark drops by more than ``max_relative_drop`` (0.10) relative to the baseline.
+
+    ``history`` keeps ``{"step", <benchmark>: score, ...}`` rows; ``stopped_at`` is the
+    step that triggered the stop (None if training ran to the end).
+    """
+
+    def __init__(self, utility_fn: Callable[[object], Mapping[str, float]], eval_every: int = 50,
+                 max_relative_drop: float = 0.10):
+        if eval_every < 1:
+            raise ValueError(f"eval_every must be >= 1, got {eval_every}")
+        if not 0.0 < max_relative_drop < 1.0:
+            raise ValueError(f"max_relative_drop must be in (0, 1), got {max_relative_drop}")
+        self.utility_fn, self.eval_every, self.max_relative_drop = utility_fn, eval_every, max_relative_drop
+        self.baseline: dict[str, float] | None = None
+        self.history: list[dict[str, float]] = []
+        self.stopped_at: int | None = None
+
+    def _measure(self, model, step: int) -> dict[str, float]:
+        was_training = model.training
+        model.eval()
+        try:
+            scores = {k: float(v) for k, v in self.utility_fn(model).items()}
+        finally:
+            model.train(was_training)
+        self.history.append({"step": step, **scores})
+        return scores
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.baseline is None and model is not None:
+            self.baseline = self._measure(model, state.global_step)
+            log.info("utility baseline: %s", self.baseline)
+        return control
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if model is None or self.baseline is None or state.global_step % self.eval_every:
+            return control
+        drops = relative_drops(self.baseline, self._measure(model, state.global_step))
+        worst = max(drops.items(), key=lambda kv: kv[1], default=(None, 0.0))
+        if worst[1] > self.max_relative_drop:
+            log.warning("utility %s dropped %.1f%% (> %.0f%%) at step %d: stopping", worst[0], 100 * worst[1],
+                        100 * self.max_relative_drop, state.global_step)
+            self.stopped_at = state.global_step
+            control.should_training_stop = True
+            control.should_save = True
+        return control
