@@ -78,3 +78,40 @@ trace_completions: 2
         assert (res.run_dir / "train" / run / "adapter" / "adapter_config.json").exists()
     html = res.report.read_text()
     assert "P(correct | count bucket)" in html and "Short-form QA: raw vs trained" in html
+
+
+def test_binary_rar_notebook_end_to_end(tmp_path):
+    """02_binary_rar on a smaller smoke: real datastore and retrieval, the embedded model as
+    policy and judge, every reward on the same responses, one GRPO step, evaluations."""
+    params = tmp_path / "rar_tiny.yaml"
+    params.write_text(f"""base: {ROOT / 'params/02_binary_rar_smoke.yaml'}
+judge: {{cache: false, max_new_tokens: 6}}
+reward: {{max_claims: 2, claim_max_new_tokens: 16}}
+prompts: {{train_limit: 4, eval_limit: 2}}
+compare: {{prompts: 1, policy_samples: 0}}
+grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
+early_stopping: {{eval_every: 1, qa_limit: 4}}
+eval: [{{name: miniworld, split: heldout, limit: 4}}]
+eval_generation: {{max_new_tokens: 16}}
+longform_generation: {{max_new_tokens: 24}}
+""")
+    res = runner.run_notebook("02_binary_rar", params=params, out=tmp_path / "runs", progress=False)
+    assert res.ok, res.error
+    m = res.metrics
+    rar_store = next(t for t in m["datastore"]["tables"] if t["datastore"] == "rar")
+    assert rar_store["documents"] > 200 and rar_store["prompts cached"] == 6
+    assert rar_store["top-1 hit is the prompt's own article (uncached)"] >= 0.5
+    cost = m["reward_comparison"]["cost"]
+    assert set(cost) == {"binary_rar", "rating_rar", "veriscore", "lm_judge"}
+    assert all(c["judge_calls"] >= 1 and c["prompt_tokens"] > 0 for c in cost.values())
+    assert cost["veriscore"]["judge_calls"] >= cost["binary_rar"]["judge_calls"]
+    assert m["training"]["steps"] == 1 and m["training"]["judge"]["calls"] == 8  # one judge call per rollout
+    assert [h["step"] for h in m["training"]["utility_history"]] == [0, 1]
+    for when in ("before", "after"):
+        bd = m[when]["abstention"]
+        assert len(bd) == 2 and all(b["n"] == 4 for b in bd.values())
+        assert all(abs(b["correct"] + b["incorrect"] + b["abstained"] - 1) < 1e-9 for b in bd.values())
+        assert m[when]["longform"]["unreadable"] + m[when]["longform"].get("n_responses", 0) == 2
+    for fig in ("reward_comparison", "training_curves", "abstention"):
+        assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
+    assert "Every reward on the same responses" in res.report.read_text()
