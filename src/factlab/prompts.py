@@ -223,3 +223,27 @@ LM_JUDGE_QUALITY_PROMPT = (
     "\n"
     'Respond in JSON format. {{"REASONING": "[...]", "SCORE": "<your-score>"}}'
 )
+
+
+# ---- SEVA (002_56f1a732f42030d3.txt, Appendix K.1-K.2). Text as printed; the PDF's soft line
+# wraps are joined, quotes are straight, and "0.0--1.0" is kept as printed. Both constants are
+# str.format templates with literal braces doubled, so call .format() on the system prompt too
+# even though it has no fields (factlab.rewards.seva.verifier_messages does both).
+
+# 002 Appendix K.1 "SFT System Prompt" (SFT training and evaluation). No fields.
+SEVA_SYSTEM_PROMPT = (
+    "You are a fact attribution verifier. Given a claim and a source document, determine whether the claim is fully supported by the source. Respond in JSON with the following structure:\n"
+    '{{ "evidence_alignment": [\n'
+    '  {{ "claim_span": "...", "source_span": "...", "status": "match|mismatch|not_found" }},\n'
+    '], "reasoning_chain": [\n'
+    '  {{ "claim_part": "...", "source_evidence": "...", "judgment": "supported|not_supported|partially_supported", "explanation": "..."}},\n'
+    '], "label": "Attributable|Not Attributable", "confidence": 0.0--1.0, "error_type": "(if Not Attributable) numerical_exaggeration|negation_flip|scope_inflation|temporal_shift|entity_substitution|fabrication", "fix_suggestion": "(if NA) correction" }}'
+)
+
+# 002 Appendix K.2 "User Prompt Template". Fields: claim, source.
+SEVA_USER_PROMPT = (
+    "Claim: {claim}\n"
+    "Source: {source}\n"
+    "Is this claim attributable to the source?\n"
+    "Provide your analysis in structured JSON format."
+)

@@ -1,0 +1,709 @@
+"""SEVA's structured verifier output, its process reward, and the binary-reward baseline.
+
+002_56f1a732f42030d3.txt, read next to:
+
+- §2.2, Appendix K.1, §B.1, Appendix H, Table 20: the output v = (A, C, y, gamma, e, s) as
+  ``EvidenceAlignment`` / ``ReasoningStep`` / ``VerifierOutput``; ``parse_verifier_output`` and
+  ``validate_output``; the prompts are ``factlab.prompts.SEVA_SYSTEM_PROMPT`` /
+  ``SEVA_USER_PROMPT`` (``verifier_messages``).
+- Appendix C.1, Table 13: ``normalize_label``.
+- Eq. (1), §2.3 "Process reward as the resolution" / "Component scoring", Algorithm 1,
+  Appendix C.2-C.4 (Eqs. 3-5): ``process_reward`` / ``process_reward_parts`` and the component
+  scorers ``score_format`` (R_f), ``score_alignment`` (R_a), ``score_chain`` (R_c),
+  ``score_label`` (R_l), ``score_diagnosis`` (R_d), ``calibration_term`` (R_cal).
+- §2.3 "The failure of binary reward": ``binary_reward``.
+- Appendix I, Table 21: ``SevaRewardWeights`` and ``WEIGHT_SPLITS``.
+- Table 1, Appendix C.5 Table 14: ``reward_landscape`` (the paper's numbers beside ours).
+- ``SevaProcessReward`` / ``SevaBinaryReward``: TRL reward functions over a ``label`` column.
+
+The paper's numbers do not all follow from its formulas (Algorithm 1 promises R in
+[-0.10, 1.28]; the formulas give [-0.08, 1.21]). The code follows the formulas; where they
+leave a choice open, it makes the one below.
+
+Interpretations:
+
+1. Parsing (Algorithm 1 lines 1-2). The response is read with ``factlab.judges.parse_json``
+   (code fences, prose around the JSON, smart or single quotes, trailing commas; the first
+   50,000 characters). The parse fails, and R = 0.0 with every part 0, when no JSON is found,
+   when the first JSON value is an array, or when the object found is a lone
+   evidence_alignment / reasoning_chain entry with no top-level field: that is what
+   ``parse_json`` salvages from a response cut off mid-list, not the verifier's output.
+2. R_f in {0, 0.2, 0.5, 1.0} (Algorithm 1 line 4; §2.3 "valid JSON with all required fields";
+   the §B.1 validation). 0: parse failure (it never enters the sum, R is 0 then). 0.2: a JSON
+   object missing any of the §B.1 required fields evidence_alignment, reasoning_chain, label,
+   confidence (Table 14's "JSON only, no fields" = 0.10 x 0.2 = 0.02). 0.5: all four present
+   but some value fails §B.1 checks (2)-(4) or has the wrong type: a list field that is not a
+   list, an entry that is not an object, a missing or non-string span / text field, a status or
+   judgment outside its set, a label that is no Table 13 alias, a confidence that is not a
+   JSON number in [0, 1]. 1.0: all four present and valid. error_type / fix_suggestion do not
+   enter R_f (§B.1 does not require them; R_d scores them); ``validate_output`` still reports
+   them against Appendix H (a Not Attributable label needs an error type from the taxonomy
+   and a fix; an Attributable label has no error type).
+3. Lengths |x| in Eqs. 3-5 are characters of the whitespace-stripped string; a value that is
+   not a string (missing, null, a number, a list) has length 0.
+4. status, judgment and error_type match their sets case-insensitively, with spaces and
+   hyphens read as underscores ("Not Found" = not_found); labels go through
+   ``normalize_label`` (Table 13), case-, whitespace- and punctuation-insensitive.
+5. R_a (Eq. 3): "|source_span| > 0 or NOT_FOUND" reads NOT_FOUND as status = not_found, so a
+   not_found entry with an empty source span scores 0.9 (the last term needs 3 characters).
+   The mean runs over every item of the list (an item that is not an object scores 0 and
+   counts); the cap at 1.0 (§C.2) never binds since each entry is at most 1.0. An empty
+   list, or a value that is not a list, gives R_a = 0 (the mean over no entries is undefined
+   and nothing was grounded).
+6. R_c (Eq. 4 plus "LenBonus", Algorithm 1 line 6): mean over steps + min(|C|/3, 1) x 0.2,
+   with |C| the number of items in the list (non-objects score 0 and count in both terms).
+   R_c is not capped (Appendix C caps only R_a), so R_c in [0, 1.2]. An empty list or a
+   non-list gives R_c = 0 (mean undefined, bonus min(0/3, 1) x 0.2 = 0).
+7. R_l (Algorithm 1 line 7): 1 iff normalize_label(y_hat) equals normalize_label(y*); a
+   missing or unreadable label is wrong. The gold label must be a Table 13 alias
+   (ValueError otherwise).
+8. R_d (Eq. 5; Algorithm 1 line 8, ScoreDiagnosis(e, s, y*)) depends on the gold label and
+   on error_type / fix_suggestion, not on the predicted label, and applies to every parsed
+   response, one without a label included. "err. present": error_type is not missing / null
+   / empty / a list or object with nothing in it / a null word (none, null, n/a, na, no error,
+   not applicable); anything else is present, even outside the taxonomy. For y* = A the fix
+   is ignored. Consequences the paper's numbers do not show: ``{}`` scores 0.17 against gold
+   Attributable (Table 14: 0.02), and a bare correct "Attributable" label with confidence 0.7
+   scores 0.425 (Table 1: ~0.28; the same bare label against gold Not Attributable scores
+   0.275). The paper's own §4.2 ("correct omission = 1.0") agrees with Eq. 5 here.
+9. Calibration (Algorithm 1 lines 10-14): gamma = confidence when it is a finite JSON number
+   (not a boolean or a string), clamped to [0, 1]; otherwise gamma = 0 (no bonus, no
+   penalty). "y_hat = y*" compares normalized labels, so a missing label takes the penalty.
+10. Weights (Eq. 1, §2.3): 0.10 / 0.30 / 0.30 / 0.15 / 0.15, calibration +0.15 / -0.10. The
+   Table 21 splits keep the ratios inside each group (w_f : w_a : w_c = 1 : 3 : 3,
+   w_l : w_d = 1 : 1) and the calibration coefficients; 0/100 is "equivalent to binary
+   reward" (Appendix I), i.e. w_l = 1, every other weight and both calibration coefficients
+   0, which makes ``process_reward`` equal ``binary_reward``.
+11. Range: a parsed response scores in [0.2 w_f - penalty, w_f + w_a + 1.2 w_c + w_l + w_d +
+   bonus] (``reward_bounds``), [-0.08, 1.21] with the default weights. Algorithm 1's -0.10
+   would need R_f = 0 on a parsed response, and 1.28 is out of reach: 0.10 + 0.30 + 0.36 +
+   0.15 + 0.15 + 0.15 = 1.21.
+12. Binary reward (§2.3): the same parser; a parse failure is 0, otherwise 1 iff the
+   normalized label equals the gold label.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal, Mapping, Sequence
+
+from .. import prompts as P
+from ..judges import parse_json
+from .qa import completion_text
+
+Label = Literal["attributable", "not_attributable"]
+
+ALIGNMENT_STATUSES = ("match", "mismatch", "not_found")  # §2.2
+STEP_JUDGMENTS = ("supported", "not_supported", "partially_supported")  # §2.2
+# §2.2, Table 20, names as in the K.1 prompt and Table 17.
+ERROR_TYPES = ("numerical_exaggeration", "negation_flip", "scope_inflation", "temporal_shift",
+               "entity_substitution", "fabrication")
+REQUIRED_FIELDS = ("evidence_alignment", "reasoning_chain", "label", "confidence")  # §B.1 (1)
+DIAGNOSIS_FIELDS = ("error_type", "fix_suggestion")  # §2.2 "Error diagnosis"
+ALIGNMENT_FIELDS = ("claim_span", "source_span", "status")
+STEP_FIELDS = ("claim_part", "source_evidence", "judgment", "explanation")
+LABEL_NAMES: Mapping[Label, str] = {"attributable": "Attributable", "not_attributable": "Not Attributable"}
+
+# Table 13, plus the canonical labels; keys in normalized form (see ``_words``).
+LABEL_ALIASES: Mapping[str, Label] = {
+    "attributable": "attributable",
+    "yes": "attributable", "true": "attributable", "entailment": "attributable", "supported": "attributable",
+    "not attributable": "not_attributable",
+    "no": "not_attributable", "false": "not_attributable", "contradiction": "not_attributable",
+    "neutral": "not_attributable", "not supported": "not_attributable",
+}
+NO_ERROR_WORDS = frozenset({"", "none", "null", "n a", "na", "no error", "not applicable"})
+
+_NON_WORD = re.compile(r"[\W_]+")
+
+
+def _words(value: str) -> str:
+    """Lower case, every run of punctuation / whitespace / underscores one space, stripped."""
+    return _NON_WORD.sub(" ", value.lower()).strip()
+
+
+def _token(value: Any) -> str | None:
+    """An enum value as a snake_case token ("Not Found" -> "not_found"); None if not a string."""
+    return "_".join(_words(value).split()) if isinstance(value, str) else None
+
+
+def _length(value: Any) -> int:
+    """|x| of Eqs. 3-5: characters of the stripped string; 0 for anything that is not a string."""
+    return len(value.strip()) if isinstance(value, str) else 0
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object" if isinstance(value, Mapping) else type(value).__name__
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- schema (§2.2, K.1)
+
+
+@dataclass(frozen=True)
+class EvidenceAlignment:
+    """One entry (c_i, d_i, status_i) of the evidence alignment A (§2.2)."""
+
+    claim_span: str
+    source_span: str
+    status: Literal["match", "mismatch", "not_found"]
+
+
+@dataclass(frozen=True)
+class ReasoningStep:
+    """One step of the reasoning chain C (§2.2)."""
+
+    claim_part: str
+    source_evidence: str
+    judgment: Literal["supported", "not_supported", "partially_supported"]
+    explanation: str
+
+
+@dataclass(frozen=True)
+class VerifierOutput:
+    """The structured output v = (A, C, y, gamma, e, s) in the JSON shape of Appendix K.1.
+
+    ``error_type`` / ``fix_suggestion`` are left out of the JSON when None (Attributable)."""
+
+    evidence_alignment: tuple[EvidenceAlignment, ...]
+    reasoning_chain: tuple[ReasoningStep, ...]
+    label: str  # "Attributable" | "Not Attributable"
+    confidence: float
+    error_type: str | None = None
+    fix_suggestion: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "evidence_alignment": [asdict(a) for a in self.evidence_alignment],
+            "reasoning_chain": [asdict(s) for s in self.reasoning_chain],
+            "label": self.label,
+            "confidence": self.confidence,
+        }
+        for name in DIAGNOSIS_FIELDS:
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+
+def verifier_messages(claim: str, source: str) -> list[dict[str, str]]:
+    """The chat turns SEVA is trained and evaluated with: K.1 system prompt, K.2 user prompt."""
+    return [{"role": "system", "content": P.SEVA_SYSTEM_PROMPT.format()},
+            {"role": "user", "content": P.SEVA_USER_PROMPT.format(claim=claim, source=source)}]
+
+
+def normalize_label(label: Any) -> Label | None:
+    """"attributable" / "not_attributable" for the canonical labels and every alias of Table 13
+    (case-, whitespace- and punctuation-insensitive; JSON true / false as "true" / "false");
+    None for anything else."""
+    if isinstance(label, bool):
+        label = str(label)
+    if not isinstance(label, str):
+        return None
+    return LABEL_ALIASES.get(_words(label))
+
+
+def normalize_error_type(value: Any) -> str | None:
+    """The Table 20 error type named by ``value`` (case-insensitive, spaces = underscores), else None."""
+    token = _token(value)
+    return token if token in ERROR_TYPES else None
+
+
+def error_present(value: Any) -> bool:
+    """Eq. 5's "err. present": anything but missing / null / empty / a no-error word."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return _words(value) not in NO_ERROR_WORDS
+    if isinstance(value, (list, Mapping)):
+        return len(value) > 0
+    return True
+
+
+def _entry_problems(value: Any, name: str, text_fields: Sequence[str], enum_field: str,
+                    allowed: Sequence[str]) -> list[tuple[str, str]]:
+    if not isinstance(value, list):
+        return [(name, f"expected an array, got {_kind(value)}")]
+    out = []
+    for i, entry in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(entry, Mapping):
+            out.append((where, f"expected an object, got {_kind(entry)}"))
+            continue
+        for key in text_fields:
+            if key not in entry:
+                out.append((f"{where}.{key}", "missing"))
+            elif not isinstance(entry[key], str):
+                out.append((f"{where}.{key}", f"expected a string, got {_kind(entry[key])}"))
+        if enum_field not in entry:
+            out.append((f"{where}.{enum_field}", "missing"))
+        elif _token(entry[enum_field]) not in allowed:
+            out.append((f"{where}.{enum_field}", f"{_show(entry[enum_field])} is not one of {'|'.join(allowed)}"))
+    return out
+
+
+def _required_field_problems(obj: Mapping) -> list[tuple[str, str]]:
+    """§B.1 checks (1)-(4) on the four required fields, plus their types."""
+    out = [(name, "missing") for name in REQUIRED_FIELDS if name not in obj]
+    if "evidence_alignment" in obj:
+        out += _entry_problems(obj["evidence_alignment"], "evidence_alignment",
+                               ("claim_span", "source_span"), "status", ALIGNMENT_STATUSES)
+    if "reasoning_chain" in obj:
+        out += _entry_problems(obj["reasoning_chain"], "reasoning_chain",
+                               ("claim_part", "source_evidence", "explanation"), "judgment", STEP_JUDGMENTS)
+    if "label" in obj and normalize_label(obj["label"]) is None:
+        out.append(("label", f"{_show(obj['label'])} is not Attributable / Not Attributable or a Table 13 alias"))
+    if "confidence" in obj:
+        c = obj["confidence"]
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or not 0.0 <= c <= 1.0:
+            out.append(("confidence", f"expected a number in [0, 1], got {_show(c)}"))
+    return out
+
+
+def _diagnosis_problems(obj: Mapping) -> list[tuple[str, str]]:
+    """§2.2 / Appendix H: NA needs one taxonomy error type and a fix; A has no error type."""
+    out = []
+    error, fix = obj.get("error_type"), obj.get("fix_suggestion")
+    if error_present(error) and normalize_error_type(error) is None:
+        out.append(("error_type", f"{_show(error)} is not one of {'|'.join(ERROR_TYPES)}"))
+    if fix is not None and not isinstance(fix, str):
+        out.append(("fix_suggestion", f"expected a string, got {_kind(fix)}"))
+    predicted = normalize_label(obj.get("label"))
+    if predicted == "not_attributable":
+        if not error_present(error):
+            out.append(("error_type", "missing: a Not Attributable label needs an error type (Appendix H)"))
+        if not _length(fix):
+            out.append(("fix_suggestion", "missing: a Not Attributable label needs a fix suggestion (§2.2)"))
+    elif predicted == "attributable" and error_present(error):
+        out.append(("error_type", "an Attributable label has no error type (Appendix H)"))
+    return out
+
+
+def validate_output(obj: Any) -> list[str]:
+    """Every schema problem of a parsed output as ``"field.path: what is wrong"``; [] = valid."""
+    if not isinstance(obj, Mapping):
+        return [f"<root>: expected a JSON object, got {_kind(obj)}"]
+    return [f"{path}: {msg}" for path, msg in _required_field_problems(obj) + _diagnosis_problems(obj)]
+
+
+_ENTRY_KEYS = frozenset(ALIGNMENT_FIELDS + STEP_FIELDS)
+_TOP_LEVEL_KEYS = frozenset(REQUIRED_FIELDS + DIAGNOSIS_FIELDS)
+
+
+def _read(text: Any) -> tuple[dict | None, str | None]:
+    """The verifier's JSON object, or (None, why the parse failed) (interpretation 1)."""
+    obj = parse_json(text)
+    if obj is None:
+        return None, "no JSON object found"
+    if not isinstance(obj, dict):
+        return None, "the first JSON value is an array, not an object"
+    if not (_TOP_LEVEL_KEYS & obj.keys()) and (_ENTRY_KEYS & obj.keys()):
+        return None, "the only complete JSON object is a lone alignment / reasoning entry (response cut off?)"
+    return obj, None
+
+
+def parse_verifier_output(text: str) -> tuple[dict | None, list[str]]:
+    """(parsed output, its schema problems); (None, [why]) when Algorithm 1's parse fails."""
+    obj, failure = _read(text)
+    if obj is None:
+        return None, [failure or "parse failed"]
+    return obj, validate_output(obj)
+
+
+# ---------------------------------------------------------------- components (Appendix C)
+
+
+def score_format(obj: Any) -> float:
+    """R_f in {0, 0.2, 0.5, 1.0} (Algorithm 1 line 4, §B.1; interpretation 2)."""
+    if not isinstance(obj, Mapping):
+        return 0.0
+    if any(name not in obj for name in REQUIRED_FIELDS):
+        return 0.2
+    return 0.5 if _required_field_problems(obj) else 1.0
+
+
+def score_alignment_entry(entry: Any) -> float:
+    """Eq. 3: one evidence-alignment entry, in [0, 1]."""
+    if not isinstance(entry, Mapping):
+        return 0.0
+    claim, source = _length(entry.get("claim_span")), _length(entry.get("source_span"))
+    status = _token(entry.get("status"))
+    tenths = (3 * (claim > 0) + 3 * (source > 0 or status == "not_found") + 2 * (status in ALIGNMENT_STATUSES)
+              + (3 <= claim <= 200) + (3 <= source <= 500))
+    return tenths / 10
+
+
+def score_alignment(entries: Any) -> float:
+    """R_a (Algorithm 1 line 5, §C.2): mean of Eq. 3 over the entries, capped at 1; 0 for none."""
+    if not isinstance(entries, list) or not entries:
+        return 0.0
+    return min(1.0, sum(score_alignment_entry(e) for e in entries) / len(entries))
+
+
+def score_step(step: Any) -> float:
+    """Eq. 4: one reasoning step, in [0, 1]."""
+    if not isinstance(step, Mapping):
+        return 0.0
+    tenths = (3 * (_token(step.get("judgment")) in STEP_JUDGMENTS) + 3 * (_length(step.get("explanation")) >= 10)
+              + 2 * (_length(step.get("source_evidence")) >= 5) + 2 * (_length(step.get("claim_part")) > 0))
+    return tenths / 10
+
+
+def chain_length_bonus(n_steps: int) -> float:
+    """§C.3 "LenBonus": min(|C| / 3, 1) x 0.2."""
+    return min(n_steps / 3, 1.0) * 0.2
+
+
+def _chain_terms(steps: Any) -> tuple[float, float]:
+    if not isinstance(steps, list) or not steps:
+        return 0.0, 0.0
+    return sum(score_step(s) for s in steps) / len(steps), chain_length_bonus(len(steps))
+
+
+def score_chain(steps: Any) -> float:
+    """R_c (Algorithm 1 line 6, §C.3): mean of Eq. 4 over the steps + length bonus, in [0, 1.2]."""
+    mean, bonus = _chain_terms(steps)
+    return mean + bonus
+
+
+def _gold(gold_label: Any) -> Label:
+    gold = normalize_label(gold_label)
+    if gold is None:
+        raise ValueError(f"gold label {gold_label!r} is neither Attributable / Not Attributable "
+                         f"nor a Table 13 alias ({', '.join(LABEL_ALIASES)})")
+    return gold
+
+
+def score_label(predicted: Any, gold_label: Any) -> float:
+    """R_l (Algorithm 1 line 7): 1 iff the normalized labels agree."""
+    return 1.0 if normalize_label(predicted) == _gold(gold_label) else 0.0
+
+
+def score_diagnosis(error_type: Any, fix_suggestion: Any, gold_label: Any) -> float:
+    """R_d (Eq. 5): 1.0 / 0.3 for gold Attributable without / with an error;
+    0.6 x [e in taxonomy] + 0.4 x [|s| >= 10] for gold Not Attributable (interpretation 8)."""
+    if _gold(gold_label) == "attributable":
+        return 0.3 if error_present(error_type) else 1.0
+    return (6 * (normalize_error_type(error_type) is not None) + 4 * (_length(fix_suggestion) >= 10)) / 10
+
+
+def confidence_of(value: Any) -> float:
+    """gamma: a finite JSON number clamped to [0, 1]; 0 for anything else (interpretation 9)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return min(1.0, max(0.0, float(value)))
+
+
+# ---------------------------------------------------------------- weights (Eq. 1, Table 21)
+
+
+@dataclass(frozen=True)
+class SevaRewardWeights:
+    """Eq. 1's component weights and Algorithm 1's calibration coefficients (§2.3)."""
+
+    format: float = 0.10
+    alignment: float = 0.30
+    chain: float = 0.30
+    label: float = 0.15
+    diagnosis: float = 0.15
+    calibration_bonus: float = 0.15
+    overconfidence_penalty: float = 0.10
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"weight {f.name} must be a finite number >= 0, got {value!r}")
+
+    @property
+    def process_share(self) -> float:
+        return self.format + self.alignment + self.chain
+
+    @property
+    def outcome_share(self) -> float:
+        return self.label + self.diagnosis
+
+    @classmethod
+    def split(cls, name: str) -> SevaRewardWeights:
+        """A Table 21 variant by name ("90/10", "70/30", ... or "process-heavy", "ours", ...)."""
+        key = WEIGHT_SPLIT_ALIASES.get(name, name)
+        if key not in WEIGHT_SPLITS:
+            known = ", ".join([*WEIGHT_SPLITS, *WEIGHT_SPLIT_ALIASES])
+            raise KeyError(f"unknown weight split {name!r}; known: {known}")
+        return WEIGHT_SPLITS[key]
+
+
+def _process_outcome_split(process_percent: int) -> SevaRewardWeights:
+    """Interpretation 10: w_f : w_a : w_c = 1 : 3 : 3 and w_l = w_d inside the two shares."""
+    outcome_percent = 100 - process_percent
+    return SevaRewardWeights(format=process_percent / 700, alignment=3 * process_percent / 700,
+                             chain=3 * process_percent / 700, label=outcome_percent / 200,
+                             diagnosis=outcome_percent / 200)
+
+
+DEFAULT_WEIGHTS = SevaRewardWeights()
+WEIGHT_SPLITS: Mapping[str, SevaRewardWeights] = {
+    "90/10": _process_outcome_split(90),
+    "70/30": _process_outcome_split(70),  # == DEFAULT_WEIGHTS
+    "50/50": _process_outcome_split(50),
+    "30/70": _process_outcome_split(30),
+    # Appendix I: "The 0/100 configuration is equivalent to binary reward."
+    "0/100": SevaRewardWeights(format=0.0, alignment=0.0, chain=0.0, label=1.0, diagnosis=0.0,
+                               calibration_bonus=0.0, overconfidence_penalty=0.0),
+}
+WEIGHT_SPLIT_ALIASES: Mapping[str, str] = {"process-heavy": "90/10", "ours": "70/30", "balanced": "50/50",
+                                           "outcome-heavy": "30/70", "binary": "0/100"}
+
+
+def _weights(weights: SevaRewardWeights | str) -> SevaRewardWeights:
+    return SevaRewardWeights.split(weights) if isinstance(weights, str) else weights
+
+
+def calibration_term(confidence: Any, label_correct: bool,
+                     weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> float:
+    """R_cal (Algorithm 1 lines 10-14): +gamma x 0.15 when the label is right, -gamma x 0.10 when not."""
+    w, gamma = _weights(weights), confidence_of(confidence)
+    return gamma * w.calibration_bonus if label_correct else -gamma * w.overconfidence_penalty
+
+
+def reward_bounds(weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> tuple[float, float]:
+    """The least and greatest ``process_reward`` over all responses and both gold labels
+    (interpretation 11): [-0.08, 1.21] with the default weights. Both ends are reached
+    (``reward_landscape``'s Algorithm 1 rows)."""
+    w = _weights(weights)
+    lowest = 0.2 * w.format - w.overconfidence_penalty  # {"label": <wrong>, "confidence": 1}, gold NA
+    highest = w.format + w.alignment + 1.2 * w.chain + w.label + w.diagnosis + w.calibration_bonus
+    return min(0.0, lowest), max(0.0, highest)
+
+
+# ---------------------------------------------------------------- rewards (Algorithm 1)
+
+_PART_KEYS = ("R_f", "R_a", "R_c_steps", "length_bonus", "R_c", "R_l", "R_d", "confidence", "calibration", "total")
+
+
+def process_reward_parts(response: str, gold_label: str,
+                         weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> dict[str, Any]:
+    """Algorithm 1 term by term: R_f, R_a, R_c (= R_c_steps + length_bonus), R_l, R_d, gamma,
+    the calibration term, the total R, ``parse_failed`` and the schema ``problems``."""
+    gold, w = _gold(gold_label), _weights(weights)
+    obj, failure = _read(response)
+    if obj is None:  # Algorithm 1 line 2
+        return {**dict.fromkeys(_PART_KEYS, 0.0), "parse_failed": True, "problems": [failure]}
+    steps_mean, bonus = _chain_terms(obj.get("reasoning_chain"))
+    predicted = normalize_label(obj.get("label"))
+    parts = {
+        "R_f": score_format(obj),
+        "R_a": score_alignment(obj.get("evidence_alignment")),
+        "R_c_steps": steps_mean,
+        "length_bonus": bonus,
+        "R_c": steps_mean + bonus,
+        "R_l": 1.0 if predicted == gold else 0.0,
+        "R_d": score_diagnosis(obj.get("error_type"), obj.get("fix_suggestion"), gold),
+        "confidence": confidence_of(obj.get("confidence")),
+        "calibration": calibration_term(obj.get("confidence"), predicted == gold, w),
+    }
+    parts["total"] = (w.format * parts["R_f"] + w.alignment * parts["R_a"] + w.chain * parts["R_c"]
+                      + w.label * parts["R_l"] + w.diagnosis * parts["R_d"] + parts["calibration"])
+    return {**parts, "parse_failed": False, "problems": validate_output(obj)}
+
+
+def process_reward(response: str, gold_label: str, weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> float:
+    """SEVA's process reward R (Eq. 1, Algorithm 1); 0.0 when the response does not parse."""
+    return process_reward_parts(response, gold_label, weights)["total"]
+
+
+def binary_reward(response: str, gold_label: str) -> float:
+    """The binary baseline (§2.3): 1.0 iff the parsed label matches the gold label, else 0.0."""
+    gold = _gold(gold_label)
+    obj, _ = _read(response)
+    return 1.0 if obj is not None and normalize_label(obj.get("label")) == gold else 0.0
+
+
+# ---------------------------------------------------------------- TRL reward functions
+
+
+class _SevaReward:
+    __name__ = "seva"
+
+    def __init__(self) -> None:
+        self.stats: Counter = Counter()
+
+    def _texts(self, completions: Sequence[Any], label: Sequence[Any] | None) -> list[str]:
+        if label is None:
+            raise KeyError(f"{type(self).__name__} needs a 'label' column in the training dataset "
+                           "(the gold Attributable / Not Attributable label of each claim-source pair)")
+        if len(label) != len(completions):
+            raise ValueError(f"{len(completions)} completions but {len(label)} gold labels")
+        return [completion_text(c) for c in completions]
+
+    def _count(self, parse_failed: Sequence[bool], log_metric) -> None:
+        self.stats["responses"] += len(parse_failed)
+        self.stats["parse_failures"] += sum(parse_failed)
+        if log_metric is not None and parse_failed:
+            log_metric("seva/parse_failure_rate", sum(parse_failed) / len(parse_failed))
+
+
+class SevaProcessReward(_SevaReward):
+    """TRL reward function: Algorithm 1's process reward against the ``label`` column.
+
+    Logs ``seva/parse_failure_rate`` and the batch means ``seva/R_f`` ... ``seva/R_d`` (the
+    structural-quality curves of §3.5 / Figure 6)."""
+
+    __name__ = "seva_process"
+
+    def __init__(self, weights: SevaRewardWeights | str = DEFAULT_WEIGHTS):
+        super().__init__()
+        self.weights = _weights(weights)
+
+    def __call__(self, prompts=None, completions=(), label=None, log_metric=None, **_: Any) -> list[float]:
+        texts = self._texts(completions, label)
+        parts = [process_reward_parts(t, g, self.weights) for t, g in zip(texts, label)]
+        self._count([p["parse_failed"] for p in parts], log_metric)
+        if log_metric is not None and parts:
+            for key in ("R_f", "R_a", "R_c", "R_l", "R_d"):
+                log_metric(f"seva/{key}", sum(p[key] for p in parts) / len(parts))
+        return [p["total"] for p in parts]
+
+
+class SevaBinaryReward(_SevaReward):
+    """TRL reward function: the binary baseline (§2.3) against the ``label`` column."""
+
+    __name__ = "seva_binary"
+
+    def __call__(self, prompts=None, completions=(), label=None, log_metric=None, **_: Any) -> list[float]:
+        texts = self._texts(completions, label)
+        objs = [_read(t)[0] for t in texts]
+        self._count([o is None for o in objs], log_metric)
+        return [0.0 if o is None else score_label(o.get("label"), g) for o, g in zip(objs, label)]
+
+
+# ---------------------------------------------------------------- reward landscape (Tables 1, 14)
+
+# Figure 3: claim "60% of participants significantly improved", source "60% of subjects
+# showed improvement"; its alignment, chain, label, confidence and diagnosis as full JSON.
+FIGURE_3_OUTPUT = VerifierOutput(
+    evidence_alignment=(EvidenceAlignment("60% of participants", "60% of subjects", "match"),
+                        EvidenceAlignment("significantly improved", "", "not_found")),
+    reasoning_chain=(
+        ReasoningStep("60% of participants", "60% of subjects", "supported",
+                      "The percentage matches and participants are the subjects."),
+        ReasoningStep("significantly improved", "showed improvement", "not_supported",
+                      "The source reports improvement, not that it was significant."),
+    ),
+    label="Not Attributable", confidence=0.85, error_type="scope_inflation",
+    fix_suggestion='Remove "significantly".',
+)
+
+# Appendix J Ex. 2: claim "The study involved 500 participants from 12 countries.", source
+# "The research included 500 volunteers from 8 different nations."; three perfect steps.
+EXAMPLE_2_OUTPUT = VerifierOutput(
+    evidence_alignment=(EvidenceAlignment("The study involved", "The research included", "match"),
+                        EvidenceAlignment("500 participants", "500 volunteers", "match"),
+                        EvidenceAlignment("12 countries", "8 different nations", "mismatch")),
+    reasoning_chain=(
+        ReasoningStep("The study involved", "The research included", "supported",
+                      "The study and the research are the same work."),
+        ReasoningStep("500 participants", "500 volunteers", "supported", "Both report 500 people taking part."),
+        ReasoningStep("12 countries", "8 different nations", "not_supported", "The source names 8 nations, not 12."),
+    ),
+    label="Not Attributable", confidence=1.0, error_type="numerical_exaggeration", fix_suggestion="Change 12 to 8.",
+)
+
+# Appendix J Ex. 1: claim "The company was founded in 2004 and is headquartered in San
+# Francisco.", source "Founded in 2004, the technology firm operates from its main office in
+# San Francisco, CA."; three perfect steps.
+EXAMPLE_1_OUTPUT = VerifierOutput(
+    evidence_alignment=(EvidenceAlignment("The company", "the technology firm", "match"),
+                        EvidenceAlignment("founded in 2004", "Founded in 2004", "match"),
+                        EvidenceAlignment("headquartered in San Francisco", "main office in San Francisco, CA",
+                                          "match")),
+    reasoning_chain=(
+        ReasoningStep("The company", "the technology firm", "supported",
+                      "The firm is the company the claim describes."),
+        ReasoningStep("founded in 2004", "Founded in 2004", "supported", "The founding year is the same."),
+        ReasoningStep("headquartered in San Francisco", "main office in San Francisco, CA", "supported",
+                      "A main office in San Francisco is its headquarters."),
+    ),
+    label="Attributable", confidence=1.0,
+)
+
+
+def _as_attributable(output: VerifierOutput, confidence: float) -> str:
+    """The same evidence and reasoning with the label flipped to Attributable (no diagnosis)."""
+    return replace(output, label="Attributable", confidence=confidence, error_type=None, fix_suggestion=None).to_json()
+
+
+def _all_wrong(n_steps: int, label: str, confidence: float) -> str:
+    """Every field present, every value wrong: empty spans and texts, statuses and judgments
+    outside their sets, a wrong label, an error type outside the taxonomy, a 4-character fix."""
+    return json.dumps({
+        "evidence_alignment": [{"claim_span": "", "source_span": "", "status": "unclear"}],
+        "reasoning_chain": [{"claim_part": "", "source_evidence": "", "judgment": "unclear",
+                             "explanation": ""}] * n_steps,
+        "label": label, "confidence": confidence, "error_type": "other", "fix_suggestion": "none",
+    })
+
+
+def reward_landscape(weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> list[dict[str, Any]]:
+    """Table 1's rows and Table 14's / Algorithm 1's extremes as concrete responses, scored.
+
+    Each row: ``table``, ``case``, ``gold``, ``response``, ``paper`` (the paper's process reward;
+    Table 14 / Algorithm 1 rows give its min or max), ``paper_binary`` (Table 1 only), ``ours``
+    (``process_reward``) and ``binary`` (``binary_reward``). Table 14 scenarios, as built here:
+    "All fields, all wrong" is ``_all_wrong`` with one step, label Attributable, confidence 1,
+    gold NA (min) / three steps, label NA, confidence 0, gold A (max); "Perfect process, wrong
+    label" has perfect alignment, three perfect steps and a diagnosis that fits the predicted
+    label (Appendix H): predicts A with confidence 1 against gold NA (min) / predicts NA with
+    a taxonomy error and a fix, confidence 0, against gold A (max). An NA prediction with no
+    diagnosis would score 0.91 against gold A (R_d = 1.0, interpretation 8)."""
+    NA, A = "Not Attributable", "Attributable"
+    figure_3 = FIGURE_3_OUTPUT.to_json()
+    cut_off = figure_3[:120]  # ends inside the second alignment entry
+    prose = "The claim is attributable to the source."
+    cases = [
+        ("Table 1", "Correct label + good reasoning (Figure 3)", NA, figure_3, 1.13, 1.0),
+        ("Table 1", "Good reasoning, wrong label (predicts A, no diagnosis)", NA,
+         _as_attributable(FIGURE_3_OUTPUT, 0.85), 0.63, 0.0),
+        ("Table 1", "Good reasoning, wrong label (predicts NA with diagnosis)", A, figure_3, 0.63, 0.0),
+        ("Table 1", "Correct label, poor reasoning (label + confidence only)", NA,
+         '{"label": "Not Attributable", "confidence": 0.7}', 0.28, 1.0),
+        ("Table 1", "Correct label, poor reasoning (Appendix J SFT output)", A,
+         '{"label": "Attributable", "confidence": 0.7}', 0.28, 1.0),
+        ("Table 1", "Unparseable output (cut off mid-list)", NA, cut_off, 0.0, 0.0),
+        ("Table 14 min", "Unparseable (no JSON)", NA, prose, 0.0, None),
+        ("Table 14 max", "Unparseable (no JSON)", A, cut_off, 0.0, None),
+        ("Table 14 min", "JSON only, no fields", NA, "{}", 0.02, None),
+        ("Table 14 max", "JSON only, no fields", A, "{}", 0.02, None),
+        ("Table 14 min", "All fields, all wrong", NA, _all_wrong(1, A, 1.0), 0.10, None),
+        ("Table 14 max", "All fields, all wrong", A, _all_wrong(3, NA, 0.0), 0.25, None),
+        ("Table 14 min", "Perfect process, wrong label", NA, _as_attributable(EXAMPLE_2_OUTPUT, 1.0), 0.55, None),
+        ("Table 14 max", "Perfect process, wrong label", A, replace(EXAMPLE_2_OUTPUT, confidence=0.0).to_json(),
+         0.70, None),
+        ("Table 14 min", "Everything perfect", NA, replace(EXAMPLE_2_OUTPUT, confidence=0.0).to_json(), 1.00, None),
+        ("Table 14 max", "Everything perfect", A, EXAMPLE_1_OUTPUT.to_json(), 1.28, None),
+        ("Algorithm 1 min", "Overconfident wrong bare label", NA, '{"label": "Attributable", "confidence": 1.0}',
+         -0.10, None),
+        ("Algorithm 1 max", "Everything perfect, confidence 1", A, EXAMPLE_1_OUTPUT.to_json(), 1.28, None),
+    ]
+    return [{"table": table, "case": case, "gold": gold, "response": response, "paper": paper,
+             "paper_binary": paper_binary, "ours": process_reward(response, gold, weights),
+             "binary": binary_reward(response, gold)}
+            for table, case, gold, response, paper, paper_binary in cases]
