@@ -75,6 +75,17 @@ def test_unscorable_rows_and_empty_completions_get_zero_advantage():
         token_level_advantages(returns, mask, num_generations=3)
 
 
+def test_group_advantage_spread():
+    from factlab.train.stepwise_grpo import group_advantage_spread
+
+    adv = torch.tensor([[1.0, 3.0], [0.0, 0.0], [2.0, 9.0], [2.0, 9.0]])
+    mask = torch.tensor([[1, 1], [1, 0], [1, 0], [1, 0]])
+    # completion means: 2, 0 | 2, 2  -> spreads 2 and 0 (a collapsed group)
+    assert group_advantage_spread(adv, mask, 2).tolist() == [2.0, 0.0]
+    with pytest.raises(ValueError, match="groups of 3"):
+        group_advantage_spread(adv, mask, 3)
+
+
 def test_pad_shaping_checks_lengths():
     out = pad_shaping([TokenShaping([0.1, -0.3]), TokenShaping([])], [2, 0], width=3)
     assert torch.allclose(out, torch.tensor([[0.1, -0.3, 0.0], [0.0, 0.0, 0.0]]))
@@ -129,6 +140,10 @@ def test_stepwise_without_shaping_equals_plain_trl_grpo(grpo_setup):
     assert torch.allclose(stepwise.last_sequence_advantages, plain["advantages"])
     logged = stepwise._metrics["train"]
     assert logged["advantages/min"][-1] <= logged["advantages/max"][-1]
+    groups = plain["advantages"].view(-1, 4)
+    spread = groups.max(1).values - groups.min(1).values
+    assert logged["advantages/group_spread"][-1] == pytest.approx(spread.mean().item(), abs=1e-5)
+    assert logged["advantages/collapsed_group_frac"][-1] == pytest.approx((spread < 1e-6).float().mean().item())
 
 
 def test_shaping_moves_token_advantages_inside_the_trainer(grpo_setup):

@@ -235,8 +235,7 @@ def train_run(cfg: RARConfig, prompts: Sequence[LongformPrompt], reward: Callabl
         stopper = UtilityEarlyStopping(utility_fn(cfg, tok, utility_items), cfg.early_stopping.eval_every,
                                        cfg.early_stopping.max_relative_drop)
         callbacks.append(stopper)
-    from trl import GRPOTrainer
-
-    result = train_grpo(f"rar-{name}", model, tok, ds, [reward], args, lora=cfg.lora, trainer_cls=GRPOTrainer,
-                        callbacks=callbacks)
+    # StepwiseGRPOTrainer without token shaping is plain GRPO (tested) that also logs the
+    # advantage-collapse diagnostics (group spread, collapsed groups)
+    result = train_grpo(f"rar-{name}", model, tok, ds, [reward], args, lora=cfg.lora, callbacks=callbacks)
     return result, stopper

@@ -104,6 +104,18 @@ def pad_shaping(shaping: Sequence[TokenShaping], lengths: Sequence[int], width: 
     return out
 
 
+def group_advantage_spread(advantages: torch.Tensor, mask: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """Per group of ``num_generations`` completions: max - min of the completions' mean token
+    advantage. A spread of 0 is a collapsed group that gives no learning signal
+    (002_56f1a732f42030d3.txt §2.3 "The failure of binary reward", Table 5, Figures 4-5)."""
+    m = mask.to(advantages.dtype)
+    per_completion = (advantages * m).sum(1) / m.sum(1).clamp(min=1)
+    if per_completion.numel() % num_generations:
+        raise ValueError(f"{per_completion.numel()} completions do not split into groups of {num_generations}")
+    groups = per_completion.view(-1, num_generations)
+    return groups.max(1).values - groups.min(1).values
+
+
 class StepwiseGRPOTrainer(GRPOTrainer):
     """TRL GRPOTrainer with token-level returns R_t = R^r + shaping_t (000 §3.4, Algorithm 1).
 
@@ -113,8 +125,11 @@ class StepwiseGRPOTrainer(GRPOTrainer):
 
     Logged each step: ``stepwise/<stat>`` means of the shaping diagnostics (co-occurrence
     reward mean, alignment rate, fallback rate, ...), ``stepwise/return_mean``,
-    ``advantages/min`` / ``advantages/max`` over completion tokens, and the seconds spent
-    in reward functions and shaping (``timing/*``) for the cost analysis of §5.3.
+    ``advantages/min`` / ``advantages/max`` over completion tokens, the advantage-collapse
+    diagnostics of SEVA (002 Table 5): ``advantages/group_spread`` (mean over groups of the
+    max - min completion advantage) and ``advantages/collapsed_group_frac`` (groups with no
+    spread; TRL itself logs ``frac_reward_zero_std``, ``reward`` and ``entropy``), and the
+    seconds spent in reward functions and shaping (``timing/*``) for the cost analysis of §5.3.
     """
 
     def __init__(self, *args: Any, token_shaping: TokenShapingFn | None = None, **kwargs: Any):
@@ -166,7 +181,7 @@ class StepwiseGRPOTrainer(GRPOTrainer):
                                      gather=self.accelerator.gather,
                                      process_index=self.accelerator.process_index)
         output["advantages"] = adv
-        self._log_stepwise(mode, shaping, token_returns, adv, mask, reward_s, shaping_s)
+        self._log_stepwise(mode, shaping, token_returns, adv, mask, reward_s, shaping_s, num_generations)
         return output
 
     def _gathered_mean(self, total: float, count: float) -> float:
@@ -174,7 +189,7 @@ class StepwiseGRPOTrainer(GRPOTrainer):
         total, count = self.accelerator.gather(t).view(-1, 2).sum(dim=0).tolist()
         return total / count if count else float("nan")
 
-    def _log_stepwise(self, mode, shaping, token_returns, adv, mask, reward_s, shaping_s) -> None:
+    def _log_stepwise(self, mode, shaping, token_returns, adv, mask, reward_s, shaping_s, num_generations) -> None:
         metrics = self._metrics[mode]
         keys = sorted({k for s in shaping for k in s.stats})
         for key in keys:  # every process computes the same key set from the same shaping function
@@ -189,5 +204,9 @@ class StepwiseGRPOTrainer(GRPOTrainer):
         hi = adv.masked_fill(~m, -big).max() if n else torch.tensor(0.0, device=adv.device)
         metrics["advantages/min"].append(self.accelerator.gather(lo.reshape(1)).min().item())
         metrics["advantages/max"].append(self.accelerator.gather(hi.reshape(1)).max().item())
+        spread = group_advantage_spread(self.accelerator.gather(adv.contiguous()),
+                                        self.accelerator.gather(mask.contiguous()), num_generations)
+        metrics["advantages/group_spread"].append(spread.mean().item())
+        metrics["advantages/collapsed_group_frac"].append((spread < 1e-6).float().mean().item())
         metrics["timing/reward_funcs_s"].append(reward_s)
         metrics["timing/token_shaping_s"].append(shaping_s)
