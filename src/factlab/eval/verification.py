@@ -1,0 +1,140 @@
+"""Evaluation of structured fact-attribution verifiers (SEVA, 002_56f1a732f42030d3.txt).
+
+§3.1: macro F1 and accuracy per benchmark, plus structural quality (mean R_a alignment
+score, mean R_c reasoning score, format compliance); Table 15: confusion matrix with a
+format-error row; Table 17: the distribution of predicted error types among "Not
+Attributable" predictions; Appendix B "Evaluation": greedy decoding.
+
+A response whose JSON cannot be read, or whose label is no Table 13 alias, is a *format
+error*: its predicted label is None. It counts as wrong for accuracy and as a miss for
+both classes' F1 (so macro F1 cannot be raised by emitting garbage), and it is reported in
+the confusion table's format-error row as a share of all samples, as in Table 15, whose
+gold rows are normalised over the parsed predictions of that gold class.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+from ..rewards import seva
+
+CLASSES = ("attributable", "not_attributable")
+
+
+@dataclass
+class VerificationRecord:
+    """One verified pair: gold and predicted labels, structure scores, the raw response."""
+
+    id: str
+    gold: str
+    predicted: str | None  # None = format error
+    R_f: float
+    R_a: float
+    R_c: float
+    error_type: str | None
+    response: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def grade_response(response: str, gold_label: str, id: str = "") -> VerificationRecord:
+    """Parse one verifier response and score its structure (``seva.process_reward_parts``)."""
+    parts = seva.process_reward_parts(response, gold_label)
+    obj, _ = seva.parse_verifier_output(response)
+    predicted = seva.normalize_label(obj.get("label")) if obj else None
+    error_type = seva.normalize_error_type(obj.get("error_type")) if obj and predicted == "not_attributable" else None
+    return VerificationRecord(id=id, gold=seva.normalize_label(gold_label) or gold_label, predicted=predicted,
+                              R_f=parts["R_f"], R_a=parts["R_a"], R_c=parts["R_c"], error_type=error_type,
+                              response=response)
+
+
+def classification_metrics(golds: Sequence[str], preds: Sequence[str | None]) -> dict[str, float]:
+    """Accuracy, macro F1 over the two classes, per-class precision / recall / F1, and the
+    format-error rate. Format errors (None) are wrong and count against recall."""
+    if len(golds) != len(preds):
+        raise ValueError(f"{len(golds)} gold labels for {len(preds)} predictions")
+    if not golds:
+        raise ValueError("no predictions to score")
+    out: dict[str, float] = {"n": len(golds)}
+    f1s = []
+    for c in CLASSES:
+        tp = sum(g == c and p == c for g, p in zip(golds, preds))
+        fp = sum(g != c and p == c for g, p in zip(golds, preds))
+        fn = sum(g == c and p != c for g, p in zip(golds, preds))
+        prec = tp / (tp + fp) if tp + fp else 0.0
+        rec = tp / (tp + fn) if tp + fn else 0.0
+        f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+        out.update({f"{c}/precision": prec, f"{c}/recall": rec, f"{c}/f1": f1})
+        f1s.append(f1)
+    out["accuracy"] = sum(g == p for g, p in zip(golds, preds)) / len(golds)
+    out["macro_f1"] = sum(f1s) / len(f1s)
+    out["format_error_rate"] = sum(p is None for p in preds) / len(preds)
+    out["predicted_not_attributable"] = sum(p == "not_attributable" for p in preds) / len(preds)
+    return out
+
+
+def confusion_table(golds: Sequence[str], preds: Sequence[str | None]):
+    """Table 15 layout: rows Gold Attr. / Gold Not Attr. as shares of that row's parsed
+    predictions (Pred A, Pred NA), and a Format errors row (share of all samples)."""
+    import pandas as pd
+
+    rows = {}
+    for c, name in zip(CLASSES, ("Gold Attr.", "Gold Not Attr.")):
+        parsed = [p for g, p in zip(golds, preds) if g == c and p is not None]
+        n = len(parsed)
+        rows[name] = {"Pred A": parsed.count("attributable") / n if n else float("nan"),
+                      "Pred NA": parsed.count("not_attributable") / n if n else float("nan"),
+                      "n": n}
+    rows["Format errors"] = {"Pred A": sum(p is None for p in preds) / len(preds) if preds else float("nan"),
+                             "Pred NA": float("nan"), "n": sum(p is None for p in preds)}
+    return pd.DataFrame(rows).T
+
+
+def structural_quality(records: Sequence[VerificationRecord]) -> dict[str, float]:
+    """§3.1 structural quality: mean R_a, mean R_c, format compliance (share with R_f = 1),
+    and the parse rate (share whose JSON was read at all)."""
+    n = len(records)
+    if not n:
+        raise ValueError("no records")
+    return {"mean_R_a": sum(r.R_a for r in records) / n, "mean_R_c": sum(r.R_c for r in records) / n,
+            "format_compliance": sum(r.R_f == 1.0 for r in records) / n,
+            "parse_rate": sum(r.R_f > 0 for r in records) / n}
+
+
+def error_type_distribution(records: Sequence[VerificationRecord]):
+    """Table 17: predicted error types among "Not Attributable" predictions (count, share);
+    predictions without a taxonomy error type are counted as ``(none)``."""
+    import pandas as pd
+
+    na = [r for r in records if r.predicted == "not_attributable"]
+    counts = Counter(r.error_type or "(none)" for r in na)
+    rows = [{"error_type": k, "count": v, "share": v / len(na)} for k, v in counts.most_common()]
+    return pd.DataFrame(rows, columns=["error_type", "count", "share"])
+
+
+def summarize(records: Sequence[VerificationRecord]) -> dict[str, float]:
+    """``classification_metrics`` plus ``structural_quality`` for one benchmark."""
+    return {**classification_metrics([r.gold for r in records], [r.predicted for r in records]),
+            **structural_quality(records)}
+
+
+def evaluate_verifier(model, tokenizer, pairs: Sequence[Any], *, max_new_tokens: int = 1024, batch_size: int = 8,
+                      temperature: float = 0.0, seed: int = 0, progress: bool = True, desc: str = "verify"
+                      ) -> tuple[list[VerificationRecord], dict[str, float]]:
+    """Generate a structured verdict for each claim/source pair with the K.1-K.2 prompts
+    (greedy by default, Appendix B) and grade it. ``pairs`` need ``id``, ``claim``,
+    ``source`` and ``label`` attributes (``factlab.data.pairs.ClaimPair``)."""
+    from ..models import generate
+
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("no pairs to verify")
+    prompts = [tokenizer.apply_chat_template(seva.verifier_messages(p.claim, p.source), tokenize=False,
+                                             add_generation_prompt=True) for p in pairs]
+    gens = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
+                    batch_size=batch_size, seed=seed, progress=progress, desc=desc)
+    records = [grade_response(g[0].text, p.label, id=p.id) for p, g in zip(pairs, gens)]
+    return records, summarize(records)

@@ -1,0 +1,84 @@
+"""factlab.eval.verification: metrics by hand, Table 15 layout, structure scores, Table 17."""
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from factlab.eval import verification as V
+
+A, NA = "attributable", "not_attributable"
+
+
+def test_classification_metrics_by_hand():
+    golds = [A, A, A, NA, NA, NA]
+    preds = [A, A, None, NA, A, NA]
+    m = V.classification_metrics(golds, preds)
+    # A: tp 2, fp 1, fn 1 -> P 2/3, R 2/3, F1 2/3; NA: tp 2, fp 0, fn 1 -> P 1, R 2/3, F1 0.8
+    assert m[f"{A}/f1"] == pytest.approx(2 / 3) and m[f"{NA}/f1"] == pytest.approx(0.8)
+    assert m["macro_f1"] == pytest.approx((2 / 3 + 0.8) / 2)
+    assert m["accuracy"] == pytest.approx(4 / 6) and m["format_error_rate"] == pytest.approx(1 / 6)
+    with pytest.raises(ValueError):
+        V.classification_metrics([A], [])
+
+
+@given(st.lists(st.tuples(st.sampled_from([A, NA]), st.sampled_from([A, NA, None])), min_size=1, max_size=50))
+def test_metric_ranges(pairs):
+    golds, preds = zip(*pairs)
+    m = V.classification_metrics(list(golds), list(preds))
+    assert 0 <= m["macro_f1"] <= 1 and 0 <= m["accuracy"] <= 1
+    if all(p is None for p in preds):
+        assert m["macro_f1"] == 0 and m["accuracy"] == 0  # garbage cannot score
+
+
+def test_confusion_table_layout():
+    t = V.confusion_table([A, A, A, NA, NA], [A, NA, None, NA, NA])
+    assert list(t.index) == ["Gold Attr.", "Gold Not Attr.", "Format errors"]
+    assert t.loc["Gold Attr.", "Pred A"] == 0.5 and t.loc["Gold Attr.", "Pred NA"] == 0.5  # over parsed only
+    assert t.loc["Gold Not Attr.", "Pred NA"] == 1.0
+    assert t.loc["Format errors", "Pred A"] == pytest.approx(1 / 5)
+
+
+def _response(label, error_type=None, steps=3):
+    return json.dumps({
+        "evidence_alignment": [{"claim_span": "capital is Paris", "source_span": "capital of France is Paris",
+                                "status": "match"}],
+        "reasoning_chain": [{"claim_part": "capital", "source_evidence": "capital of France is Paris",
+                             "judgment": "supported", "explanation": "The source states it directly."}] * steps,
+        "label": label, "confidence": 0.9, "error_type": error_type,
+        "fix_suggestion": "Replace Lyon with Paris." if error_type else None})
+
+
+def test_grading_structure_and_error_types():
+    recs = [V.grade_response(_response("Attributable"), "Attributable", "a"),
+            V.grade_response(_response("Not Attributable", "entity_substitution"), "Not Attributable", "b"),
+            V.grade_response(_response("not supported", "fabrication"), "Attributable", "c"),
+            V.grade_response("no json at all", "Attributable", "d")]
+    assert [r.predicted for r in recs] == [A, NA, NA, None]
+    assert recs[0].R_f == 1.0 and recs[0].R_a > 0.5 and recs[0].R_c > 0.5
+    assert recs[3].R_f == 0.0 and recs[3].R_a == 0.0
+    q = V.structural_quality(recs)
+    assert q["parse_rate"] == 0.75 and q["format_compliance"] == 0.75
+    dist = V.error_type_distribution(recs)
+    assert dict(zip(dist.error_type, dist["count"])) == {"entity_substitution": 1, "fabrication": 1}
+    s = V.summarize(recs)
+    assert s["accuracy"] == 0.5 and s["format_error_rate"] == 0.25
+
+
+def test_evaluate_verifier_on_embedded_model(model_and_tokenizer):
+    from dataclasses import dataclass
+
+    @dataclass
+    class Pair:
+        id: str
+        claim: str
+        source: str
+        label: str
+
+    model, tok = model_and_tokenizer
+    pairs = [Pair("p1", "The capital of France is Paris.", "France's capital is Paris.", "Attributable"),
+             Pair("p2", "The capital of France is Lyon.", "France's capital is Paris.", "Not Attributable")]
+    recs, m = V.evaluate_verifier(model, tok, pairs, max_new_tokens=24, batch_size=2, progress=False)
+    assert [r.id for r in recs] == ["p1", "p2"] and all(r.response for r in recs)
+    assert m["n"] == 2 and 0 <= m["macro_f1"] <= 1 and 0 <= m["parse_rate"] <= 1
