@@ -1,0 +1,1 @@
+"""Data synthesis for the verifier and checklist papers (SEVA teacher annotations and probes)."""

@@ -1,0 +1,140 @@
+"""SEVA data synthesis: teacher annotation and the Reflect / Probe steps of self-evolution.
+
+002_56f1a732f42030d3.txt:
+
+- ``annotate`` (§2.4, Appendix B.1): a teacher (any ``factlab.judges`` backend, with the
+  K.1 system prompt) writes the structured output for each claim/source pair; each answer
+  is validated (JSON with evidence_alignment, reasoning_chain, label, confidence; statuses,
+  judgments and confidence in range: ``rewards.seva.validate_output``) and re-generated up
+  to 3 times when it fails. Ours, on top of B.1: an annotation whose label disagrees with the
+  gold label is rejected too (``require_gold_label``), since SFT on it would teach the wrong
+  verdict. Retries use a new sampling seed per attempt; with a greedy teacher they would
+  repeat the same answer, so ``annotate`` warns when ``temperature`` is 0.
+- ``weakness_profile`` (§2.5 Reflect): per error category, the detection accuracy of the
+  verifier on the gold "Not Attributable" pairs of that category, from its own errors.
+- ``allocate_budget`` (§2.5 Probe): the generation budget split in proportion to each
+  category's error rate (1 - detection accuracy), so a category at 42% gets (1-0.42)/(1-0.78)
+  ~ 2.6x the budget of one at 78%, the paper's "~3x" example. Largest-remainder rounding
+  keeps the total exact; a category with no errors gets nothing, and when every category is
+  perfect the budget is split evenly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+from .. import prompts as P
+from ..rewards import seva
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3  # B.1: failing samples are re-generated, up to 3 attempts
+
+
+def annotation_prompt(claim: str, source: str) -> str:
+    """The K.2 user prompt for one pair (the teacher judge carries the K.1 system prompt)."""
+    return P.SEVA_USER_PROMPT.format(claim=claim, source=source)
+
+
+def teacher_system_prompt() -> str:
+    return P.SEVA_SYSTEM_PROMPT.format()
+
+
+def annotate(judge, pairs: Sequence[Any], max_attempts: int = MAX_ATTEMPTS, require_gold_label: bool = True
+             ) -> tuple[list[dict | None], dict[str, Any]]:
+    """Structured annotations for ``pairs`` (objects with ``claim``, ``source``, ``label``).
+
+    Returns ``(annotations, report)``: one validated output dict per pair, or None when
+    every attempt failed; ``report`` has ``n``, ``accepted``, ``acceptance_rate``,
+    ``attempts`` (judge calls), ``accepted_by_attempt`` and ``rejections`` counted by
+    reason (the first problem of each rejected answer).
+    """
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+    if getattr(judge, "temperature", 0.0) == 0.0 and max_attempts > 1:
+        log.warning("teacher judge is greedy (temperature 0): re-generation repeats the same answer; "
+                    "set judge.temperature > 0 for retries to help")
+    pairs = list(pairs)
+    out: list[dict | None] = [None] * len(pairs)
+    pending = list(range(len(pairs)))
+    rejections: Counter = Counter()
+    by_attempt: Counter = Counter()
+    calls = 0
+    base_seed = getattr(judge, "seed", 0)
+    try:
+        for attempt in range(max_attempts):
+            if not pending:
+                break
+            judge.seed = base_seed + attempt
+            texts = judge.judge([annotation_prompt(pairs[i].claim, pairs[i].source) for i in pending])
+            calls += len(pending)
+            still = []
+            for i, text in zip(pending, texts):
+                obj, problems = seva.parse_verifier_output(text)
+                gold = seva.normalize_label(pairs[i].label)
+                if obj is not None and not problems and require_gold_label and seva.normalize_label(obj.get("label")) != gold:
+                    problems = [f"label {obj.get('label')!r} disagrees with gold {pairs[i].label!r}"]
+                if obj is None or problems:
+                    reason = (problems or ["unparseable"])[0].split(":")[0]
+                    rejections[reason] += 1
+                    still.append(i)
+                else:
+                    out[i] = obj
+                    by_attempt[attempt + 1] += 1
+            pending = still
+    finally:
+        judge.seed = base_seed
+    accepted = sum(o is not None for o in out)
+    report = {"n": len(pairs), "accepted": accepted, "acceptance_rate": accepted / len(pairs) if pairs else 0.0,
+              "attempts": calls, "accepted_by_attempt": dict(sorted(by_attempt.items())),
+              "rejections": dict(rejections.most_common())}
+    log.info("teacher annotation: %d of %d accepted (%d calls)", accepted, len(pairs), calls)
+    return out, report
+
+
+def weakness_profile(records: Sequence[Any], pairs: Sequence[Any]) -> dict[str, dict[str, float]]:
+    """§2.5 Reflect: per gold error category of the "Not Attributable" pairs, the verifier's
+    detection accuracy (predicted Not Attributable) and error rate, with counts.
+
+    ``records`` (``eval.verification.VerificationRecord``) and ``pairs`` (with ``id`` and
+    ``error_type``) are matched by id; pairs without an error type are skipped.
+    """
+    by_id = {p.id: p for p in pairs}
+    hits: Counter = Counter()
+    totals: Counter = Counter()
+    confused: dict[str, Counter] = {}
+    for r in records:
+        p = by_id.get(r.id)
+        if p is None or r.gold != "not_attributable" or not getattr(p, "error_type", None):
+            continue
+        totals[p.error_type] += 1
+        if r.predicted == "not_attributable":
+            hits[p.error_type] += 1
+            if r.error_type and r.error_type != p.error_type:
+                confused.setdefault(p.error_type, Counter())[r.error_type] += 1
+    return {cat: {"n": totals[cat], "detection_accuracy": hits[cat] / totals[cat],
+                  "error_rate": 1 - hits[cat] / totals[cat],
+                  "diagnosed_as": dict(confused.get(cat, Counter()).most_common(3))}
+            for cat in sorted(totals)}
+
+
+def allocate_budget(error_rates: Mapping[str, float], budget: int) -> dict[str, int]:
+    """§2.5 Probe: ``budget`` examples split in proportion to ``error_rates`` (largest
+    remainder; exact total). All-zero rates split evenly."""
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    if not error_rates:
+        raise ValueError("no categories to allocate over")
+    if any(v < 0 for v in error_rates.values()):
+        raise ValueError(f"error rates must be >= 0: {dict(error_rates)}")
+    total = sum(error_rates.values())
+    weights = dict(error_rates) if total > 0 else {k: 1.0 for k in error_rates}
+    total = sum(weights.values())
+    exact = {k: budget * w / total for k, w in weights.items()}
+    alloc = {k: int(v) for k, v in exact.items()}
+    left = budget - sum(alloc.values())
+    for k in sorted(exact, key=lambda k: (-(exact[k] - alloc[k]), k))[:left]:
+        alloc[k] += 1
+    return alloc

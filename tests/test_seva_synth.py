@@ -1,0 +1,111 @@
+"""factlab.synth.seva: teacher annotation with B.1 validation and retries; Reflect / Probe."""
+
+import json
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from factlab.judges import Judge, TransformersJudge
+from factlab.synth import seva as S
+
+
+@dataclass
+class Pair:
+    id: str
+    claim: str
+    source: str
+    label: str
+    error_type: str | None = None
+
+
+VALID = json.dumps({
+    "evidence_alignment": [{"claim_span": "Paris", "source_span": "capital is Paris", "status": "match"}],
+    "reasoning_chain": [{"claim_part": "capital", "source_evidence": "capital is Paris", "judgment": "supported",
+                         "explanation": "Stated in the source."}],
+    "label": "Attributable", "confidence": 0.9, "error_type": None, "fix_suggestion": None})
+
+
+class SeededJudge(Judge):
+    """Answers by (attempt seed, prompt): invalid on seed 0, valid afterwards."""
+
+    def __init__(self):
+        super().__init__("scripted", cache=None, temperature=1.0)
+        self.seeds = []
+
+    def _generate(self, prompts, prefix=""):
+        self.seeds.append(self.seed)
+        return [VALID if self.seed > 0 else '{"label": "Attributable", "confidence": 2}' for _ in prompts]
+
+
+def test_annotate_retries_until_valid():
+    j = SeededJudge()
+    pairs = [Pair("a", "The capital is Paris.", "France's capital is Paris.", "Attributable")]
+    ann, rep = S.annotate(j, pairs)
+    assert ann[0]["label"] == "Attributable"
+    assert rep["accepted"] == 1 and rep["accepted_by_attempt"] == {2: 1} and rep["attempts"] == 2
+    assert j.seeds == [0, 1] and j.seed == 0  # seed restored
+    assert sum(rep["rejections"].values()) == 1
+
+
+def test_annotate_rejects_wrong_label_and_gives_up_after_three():
+    j = SeededJudge()
+    pairs = [Pair("b", "The capital is Lyon.", "France's capital is Paris.", "Not Attributable")]
+    ann, rep = S.annotate(j, pairs)
+    assert ann == [None] and rep["attempts"] == 3 and rep["acceptance_rate"] == 0.0
+    assert any("disagrees with gold" in k for k in rep["rejections"])
+    ann, rep = S.annotate(SeededJudge(), pairs, require_gold_label=False)
+    assert ann[0] is not None
+    with pytest.raises(ValueError):
+        S.annotate(j, pairs, max_attempts=0)
+
+
+def test_annotate_with_the_embedded_model(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    teacher = TransformersJudge(model_obj=model, tokenizer=tok, system=S.teacher_system_prompt(), max_new_tokens=24,
+                                temperature=1.0, cache=None)
+    pairs = [Pair("c", "The capital of France is Paris.", "France's capital is Paris.", "Attributable")]
+    ann, rep = S.annotate(teacher, pairs, max_attempts=2)
+    assert rep["n"] == 1 and 1 <= rep["attempts"] <= 2
+    assert rep["accepted"] + sum(rep["rejections"].values()) >= 1
+
+
+def test_weakness_profile():
+    from factlab.eval.verification import VerificationRecord
+
+    def rec(i, gold, pred, et=None):
+        return VerificationRecord(i, gold, pred, 1.0, 1.0, 1.0, et, "")
+
+    pairs = [Pair("1", "", "", "Not Attributable", "entity_substitution"),
+             Pair("2", "", "", "Not Attributable", "entity_substitution"),
+             Pair("3", "", "", "Not Attributable", "fabrication"),
+             Pair("4", "", "", "Attributable")]
+    recs = [rec("1", "not_attributable", "not_attributable", "fabrication"),
+            rec("2", "not_attributable", "attributable"),
+            rec("3", "not_attributable", "not_attributable", "fabrication"),
+            rec("4", "attributable", "attributable")]
+    prof = S.weakness_profile(recs, pairs)
+    assert prof["entity_substitution"]["detection_accuracy"] == 0.5
+    assert prof["entity_substitution"]["diagnosed_as"] == {"fabrication": 1}
+    assert prof["fabrication"]["error_rate"] == 0.0 and set(prof) == {"entity_substitution", "fabrication"}
+
+
+def test_allocate_budget_paper_example():
+    alloc = S.allocate_budget({"entity_substitution": 1 - 0.42, "fabrication": 1 - 0.78}, 100)
+    assert sum(alloc.values()) == 100
+    assert 2.4 < alloc["entity_substitution"] / alloc["fabrication"] < 2.9  # "~3x" (§2.5)
+    assert S.allocate_budget({"a": 0.0, "b": 0.0}, 5) in ({"a": 3, "b": 2}, {"a": 2, "b": 3})
+    assert S.allocate_budget({"a": 0.0, "b": 0.5}, 4) == {"a": 0, "b": 4}
+    with pytest.raises(ValueError):
+        S.allocate_budget({}, 3)
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 1), min_size=1, max_size=6), st.integers(0, 500))
+def test_allocate_budget_properties(rates, budget):
+    alloc = S.allocate_budget(rates, budget)
+    assert sum(alloc.values()) == budget and set(alloc) == set(rates)
+    total = sum(rates.values())
+    if total > 0:
+        for k, v in alloc.items():
+            assert abs(v - budget * rates[k] / total) < 1 + 1e-9
