@@ -109,3 +109,21 @@ def test_allocate_budget_properties(rates, budget):
     if total > 0:
         for k, v in alloc.items():
             assert abs(v - budget * rates[k] / total) < 1 + 1e-9
+
+
+def test_strategy_budget_and_probe():
+    from factlab.data.miniworld import ensure_world
+    from factlab.data.pairs import STRATEGY_ERROR_TYPES, strategy_counts
+
+    profile = {"entity_substitution": {"error_rate": 0.58}, "fabrication": {"error_rate": 0.22},
+               "temporal_shift": {"error_rate": 0.9}}
+    b = S.strategy_budget(profile, 40)
+    assert sum(b.values()) == 40 and set(b) == {"entity_confusion", "multi_hop_graft", "unanswerable_wrap"}
+    assert b["entity_confusion"] + b["multi_hop_graft"] == 29 and b["unanswerable_wrap"] == 11
+    even = S.strategy_budget({}, 12)
+    assert set(even) == set(STRATEGY_ERROR_TYPES) and set(even.values()) == {2}
+    world = ensure_world()
+    first = S.probe(world, {"entity_confusion": 3, "unanswerable_wrap": 2})
+    assert {k: v for k, v in strategy_counts(first).items() if v} == {"entity_confusion": 3, "unanswerable_wrap": 2}
+    again = S.probe(world, {"entity_confusion": 3, "unanswerable_wrap": 2}, seen_claims={p.claim for p in first})
+    assert not again  # the same seed regenerates the same pairs: all seen

@@ -138,3 +138,33 @@ def allocate_budget(error_rates: Mapping[str, float], budget: int) -> dict[str, 
     for k in sorted(exact, key=lambda k: (-(exact[k] - alloc[k]), k))[:left]:
         alloc[k] += 1
     return alloc
+
+
+def strategy_budget(profile: Mapping[str, Mapping[str, float]], budget: int) -> dict[str, int]:
+    """§2.5 Probe on the Table 19 strategies: the budget split over error categories by their
+    error rate (``allocate_budget`` over ``weakness_profile``), then each category's share
+    split evenly over the strategies that produce it (``data.pairs.STRATEGY_ERROR_TYPES``).
+    Categories no strategy produces (``temporal_shift`` in the mini-world) are dropped."""
+    from ..data.pairs import STRATEGY_ERROR_TYPES
+
+    producible = {c for c in STRATEGY_ERROR_TYPES.values()}
+    rates = {c: p["error_rate"] for c, p in profile.items() if c in producible}
+    if not rates:  # nothing measured: spread evenly over every strategy
+        return allocate_budget({s: 1.0 for s in STRATEGY_ERROR_TYPES}, budget)
+    out: dict[str, int] = {}
+    for cat, n in allocate_budget(rates, budget).items():
+        strategies = sorted(s for s, c in STRATEGY_ERROR_TYPES.items() if c == cat)
+        out.update(allocate_budget({s: 1.0 for s in strategies}, n))
+    return out
+
+
+def probe(world_paths, allocation: Mapping[str, int], seen_claims: set[str] | None = None, seed: int = 0) -> list:
+    """§2.5 Probe: new adversarial mini-world pairs per strategy as allocated (each with its
+    attributable twin), skipping claims already seen in training or evaluation."""
+    from ..data.pairs import miniworld_pairs
+
+    seen = seen_claims or set()
+    pairs = miniworld_pairs(world_paths, seed=seed, per_strategy=dict(allocation))
+    kept = [p for p in pairs if p.claim not in seen]
+    log.info("probe: %d new pairs (%d already seen)", len(kept), len(pairs) - len(kept))
+    return kept
