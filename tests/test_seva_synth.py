@@ -127,3 +127,18 @@ def test_strategy_budget_and_probe():
     assert {k: v for k, v in strategy_counts(first).items() if v} == {"entity_confusion": 3, "unanswerable_wrap": 2}
     again = S.probe(world, {"entity_confusion": 3, "unanswerable_wrap": 2}, seen_claims={p.claim for p in first})
     assert not again  # the same seed regenerates the same pairs: all seen
+
+
+def test_reference_annotations_are_valid_and_score_high():
+    import json
+
+    from factlab.data.miniworld import ensure_world
+    from factlab.data.pairs import miniworld_pairs
+    from factlab.rewards import seva
+
+    pairs = miniworld_pairs(ensure_world(), per_strategy=2)
+    for p in pairs:
+        ann = S.reference_annotation(p)
+        assert seva.validate_output(ann) == [], (p.id, seva.validate_output(ann))
+        r = seva.process_reward(json.dumps(ann), p.label)
+        assert r > 1.0, (p.id, r)  # correct label, full structure, calibrated confidence
