@@ -115,3 +115,33 @@ longform_generation: {{max_new_tokens: 24}}
     for fig in ("reward_comparison", "training_curves", "abstention"):
         assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
     assert "Every reward on the same responses" in res.report.read_text()
+
+
+def test_seva_notebook_end_to_end(tmp_path):
+    """03_seva on a smaller smoke: landscape, teacher annotation, real SFT, process and binary
+    GRPO from the same SFT checkpoint, evaluation, one self-evolution round."""
+    params = tmp_path / "seva_tiny.yaml"
+    params.write_text(f"""base: {ROOT / 'params/03_seva_smoke.yaml'}
+train_data: {{limit: 8}}
+eval: [{{name: miniworld, split: heldout, limit: 2}}]
+teacher: {{limit: 2, max_attempts: 1, judge: {{max_new_tokens: 8, cache: false}}}}
+sft: {{max_steps: 2, save_steps: 2, max_length: 768}}
+grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
+eval_generation: {{max_new_tokens: 16}}
+self_evolution: {{rounds: 1, probe_budget: 2, refine_steps: 1}}
+""")
+    res = runner.run_notebook("03_seva", params=params, out=tmp_path / "runs", progress=False)
+    assert res.ok, res.error
+    m = res.metrics
+    assert [round(b, 2) for b in m["reward_landscape"]["bounds"]] == [-0.08, 1.21]
+    assert m["teacher"]["n"] == 2 and m["teacher"]["attempts"] == 2
+    assert m["teacher"]["sft_examples"] == 8  # rejected mini-world pairs got reference annotations
+    assert m["sft"]["steps"] == 2 and len(m["sft"]["losses"]) == 2
+    for reward in ("process", "binary"):
+        rows = m["grpo_diagnostics"][reward]
+        assert len(rows) == 1 and "advantages/group_spread" in rows[0] and "frac_reward_zero_std" in rows[0]
+    assert {k.split(" · ")[0] for k in m["evaluation"]} == {"base", "SFT", "GRPO-process", "GRPO-binary"}
+    assert all(0 <= e["macro_f1"] <= 1 for e in m["evaluation"].values())
+    (rnd,) = m["self_evolution"]["rounds"]
+    assert sum(rnd["allocation"].values()) == 2 and rnd["refine_steps"] == 1
+    assert (res.run_dir / "figures" / "advantage_diagnostics.png").exists()

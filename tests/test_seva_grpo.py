@@ -32,6 +32,7 @@ def test_dataset_and_reward_names():
         T.verifier_prompt_dataset([])
 
 
+@pytest.mark.slow  # the 03_seva notebook test runs real SFT and GRPO in CI
 def test_process_and_binary_runs_from_the_same_start(tmp_path):
     from factlab import models
 

@@ -37,6 +37,7 @@ def test_dataset_skips_rejected_and_checks_lengths():
         sft_args(SFTSection(extra={"not_a_field": 1}), "/tmp/x")
 
 
+@pytest.mark.slow  # the 03_seva notebook test runs real SFT and GRPO in CI
 def test_real_sft_lowers_loss_and_resumes(tmp_path):
     from factlab import models
 

@@ -241,6 +241,73 @@ class CorVerConfig(Section):
     trace_completions: int = Field(3, ge=0)  # per-sentence traces shown (§B.6)
 
 
+class SFTSection(Section):
+    """TRL ``SFTConfig`` knobs. Defaults: SEVA's SFT (002 §2.4, Table 8)."""
+
+    learning_rate: float = Field(2.0e-5, gt=0.0)
+    num_train_epochs: float = Field(3.0, gt=0.0)
+    max_steps: int = -1  # > 0 overrides epochs
+    per_device_train_batch_size: int = Field(8, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    max_length: int = Field(2048, ge=16)
+    lr_scheduler_type: str = "cosine"
+    warmup_ratio: float = Field(0.03, ge=0.0, lt=1.0)
+    bf16: bool = True
+    gradient_checkpointing: bool = True
+    logging_steps: int = Field(1, ge=1)
+    save_steps: int = Field(200, ge=1)
+    save_total_limit: int | None = 2
+    seed: int = 42
+    extra: dict[str, Any] = {}
+
+
+class PairDataConfig(Section):
+    """Claim/source pairs: ``miniworld`` (Table 19 perturbations) or a ``factlab.data.pairs``
+    dataset (clearfacts, fever, halueval, anli) by HF id or local JSONL."""
+
+    name: str = "miniworld"
+    path: str | None = None
+    hf_id: str | None = None
+    split: str | None = None
+    limit: int | None = Field(None, ge=2)
+    seed: int = 0
+
+
+class TeacherSection(Section):
+    """Teacher annotation (002 §2.4, B.1): any judge backend with the K.1 system prompt."""
+
+    judge: JudgeSection = JudgeSection()
+    limit: int | None = Field(None, ge=1)  # pairs to annotate (None = all training pairs)
+    max_attempts: int = Field(3, ge=1)
+    require_gold_label: bool = True
+    reference_fallback: bool = False  # mini-world: rejected pairs get a reference annotation
+
+
+class SelfEvolutionSection(Section):
+    """Verify -> Reflect -> Probe -> Refine (002 §2.5, App. F)."""
+
+    rounds: int = Field(1, ge=0)
+    probe_budget: int = Field(60, ge=1)  # perturbed pairs generated per round (each with its twin)
+    refine_steps: int = Field(50, ge=1)  # GRPO steps on the probe set per round
+
+
+class SevaConfig(Section):
+    """``notebooks/03_seva.ipynb``: SEVA end to end (002_56f1a732f42030d3.txt)."""
+
+    model: ModelConfig = ModelConfig()
+    world: WorldConfig = WorldConfig()
+    train_data: PairDataConfig = PairDataConfig()
+    eval: list[PairDataConfig] = [PairDataConfig()]
+    teacher: TeacherSection = TeacherSection()
+    sft: SFTSection = SFTSection()
+    grpo: GRPOSection = GRPOSection()
+    grpo_rewards: list[Literal["process", "binary"]] = ["process", "binary"]
+    reward_weights: str = "70/30"  # Table 21 split name; 70/30 = the paper's default weights
+    lora: LoraSection | None = LoraSection()
+    eval_generation: GenerationConfig = GenerationConfig()
+    self_evolution: SelfEvolutionSection = SelfEvolutionSection()
+
+
 RAR_REWARDS = ("binary_rar", "rating_rar", "veriscore", "lm_judge")
 
 
@@ -320,6 +387,7 @@ NOTEBOOK_CONFIGS: dict[str, type[Section]] = {
     "00_quickstart": QuickstartConfig,
     "01_corver": CorVerConfig,
     "02_binary_rar": RARConfig,
+    "03_seva": SevaConfig,
 }
 
 

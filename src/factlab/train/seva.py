@@ -53,3 +53,20 @@ def train_verifier_grpo(reward: str, model, tokenizer, pairs: Sequence[Any], grp
     fn = make_reward(reward, weights)
     args = grpo_args(grpo, Path(out_dir) / reward, run_name=f"seva-{reward}")
     return train_grpo(f"seva-{reward}", model, tokenizer, verifier_prompt_dataset(pairs), [fn], args, lora=lora)
+
+
+def load_pair_set(cfg, world) -> list:
+    """Pairs for a ``PairDataConfig``: the mini-world (``split`` train / heldout by country,
+    the same countries as the QA heldout split; sampled to ``limit`` with balanced labels) or
+    a registered dataset via ``data.pairs.load_pairs``."""
+    from ..data.pairs import load_pairs, miniworld_pairs, stratified_sample
+    from ..data.types import read_jsonl
+
+    if cfg.name != "miniworld":
+        return load_pairs(cfg.name, path=cfg.path, hf_id=cfg.hf_id, split=cfg.split, limit=cfg.limit, seed=cfg.seed)
+    split = cfg.split or "train"
+    if split not in ("train", "heldout"):
+        raise ValueError(f"miniworld pairs: split must be 'train' or 'heldout', got {split!r}")
+    held = {r["meta"]["doc_id"] for r in read_jsonl(world["qa_heldout"])}
+    pairs = [p for p in miniworld_pairs(world, seed=cfg.seed) if (p.meta.get("doc_id") in held) == (split == "heldout")]
+    return stratified_sample(pairs, cfg.limit, seed=cfg.seed) if cfg.limit and cfg.limit < len(pairs) else pairs

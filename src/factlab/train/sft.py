@@ -18,34 +18,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from pydantic import Field
-
-from ..config import LoraSection, Section
+from ..config import LoraSection, SFTSection
 from ..rewards import seva
 
 log = logging.getLogger(__name__)
 
 _DONE = "sft_result.json"
-
-
-class SFTSection(Section):
-    """TRL ``SFTConfig`` knobs. Defaults: SEVA's SFT (002 §2.4, Table 8)."""
-
-    learning_rate: float = Field(2.0e-5, gt=0.0)
-    num_train_epochs: float = Field(3.0, gt=0.0)
-    max_steps: int = -1  # > 0 overrides epochs
-    per_device_train_batch_size: int = Field(8, ge=1)
-    gradient_accumulation_steps: int = Field(1, ge=1)
-    max_length: int = Field(2048, ge=16)
-    lr_scheduler_type: str = "cosine"
-    warmup_ratio: float = Field(0.03, ge=0.0, lt=1.0)
-    bf16: bool = True
-    gradient_checkpointing: bool = True
-    logging_steps: int = Field(1, ge=1)
-    save_steps: int = Field(200, ge=1)
-    save_total_limit: int | None = 2
-    seed: int = 42
-    extra: dict[str, Any] = {}
 
 
 def sft_dataset(pairs: Sequence[Any], annotations: Sequence[dict | None]):
@@ -120,3 +98,20 @@ def train_sft(model, tokenizer, dataset, cfg: SFTSection, output_dir: str | Path
                     int(trainer.state.global_step), resume)
     done.write_text(json.dumps(asdict(res), default=float, indent=1))
     return res
+
+
+def merged_model_dir(result: SFTResult, base_model: str) -> str:
+    """A plain model folder to start GRPO from: the SFT model itself, or (LoRA SFT) the base
+    model with the adapter merged in, saved once next to it as ``merged/``."""
+    model_dir = Path(result.model_dir)
+    if not (model_dir / "adapter_config.json").exists():
+        return str(model_dir)
+    merged = Path(result.output_dir) / "merged"
+    if not (merged / "config.json").exists():
+        from ..models import load_model
+
+        model, tok = load_model(base_model, device="cpu", adapter=str(model_dir))
+        model = model.merge_and_unload()
+        model.save_pretrained(str(merged))
+        tok.save_pretrained(str(merged))
+    return str(merged)
