@@ -58,6 +58,12 @@ def test_list_item_error_has_index(tmp_path):
         load_config(p, QuickstartConfig)
 
 
+def test_unknown_pair_dataset_names_key_and_known_names(tmp_path):
+    p = _write(tmp_path, "bad.yaml", "eval:\n  - {name: miniworld}\n  - {name: feverr, limit: 4}\n")
+    with pytest.raises(ConfigError, match=r"'eval.1.name'.*unknown pair dataset 'feverr'.*truthfulqa"):
+        load_config(p, config.SevaConfig)
+
+
 def test_out_of_range_and_literal(tmp_path):
     p = _write(tmp_path, "bad.yaml", "generation:\n  top_p: 1.5\nmodel:\n  dtype: float8\n")
     with pytest.raises(ConfigError) as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import types
@@ -45,11 +46,15 @@ EXPECTED = {
     "fever": lambda r: A if r["label"] == 0 else NA,  # 0 SUPPORTS, 1 NOT ENOUGH INFO, 2 REFUTES
     "halueval": lambda r: A if r["hallucination"] == "no" else NA,
     "anli": lambda r: A if r["label"] == 0 else NA,  # 0 entailment, 1 neutral, 2 contradiction
+    # TruthfulQA has no label field: the pair's label is the parity of the question's MD5.
+    "truthfulqa": lambda r: A if int(hashlib.md5(r["question"].encode()).hexdigest(), 16) % 2 == 0 else NA,
 }
 
 
 def test_registry():
-    assert set(P.PAIR_DATASETS) == {"clearfacts", "fever", "halueval", "anli"}
+    assert set(P.PAIR_DATASETS) == {"clearfacts", "fever", "halueval", "truthfulqa", "anli"}
+    tqa = P.PAIR_DATASETS["truthfulqa"]
+    assert (tqa.hf_id, tqa.hf_config, tqa.split) == ("truthfulqa/truthful_qa", "generation", "validation")
     spec = P.PAIR_DATASETS["halueval"]
     assert (spec.hf_id, spec.hf_config, spec.split) == ("pminervini/HaluEval", "qa_samples", "data")
     assert P.PAIR_DATASETS["anli"].hf_id == "facebook/anli"
@@ -99,6 +104,35 @@ def test_loader_fields():
         assert p.label == normalize_label(["entailment", "neutral", "contradiction"][r["label"]])
 
 
+def test_truthfulqa_pairs_ground_the_answer_in_the_reference_answers():
+    rows = {r["question"]: r for r in _rows("truthfulqa")}
+    pairs = P.load_pairs("truthfulqa", path=_fixture("truthfulqa"))
+    for p in pairs:
+        r = rows[p.meta["question"]]
+        assert p.claim == f"{r['question']} Answer: {p.meta['answer']}"
+        assert p.source.startswith(f"Question: {r['question']}\nCorrect answers: ")
+        assert "I have no comment" not in p.source
+        assert r["best_answer"] in p.source or r["best_answer"] == "I have no comment"
+        if p.label == A:
+            assert p.meta["answer"] in p.source
+        else:  # a misconception the source does not list
+            assert p.meta["answer"] == r["incorrect_answers"][0] and p.meta["answer"] not in p.source
+        assert p.meta["source"] == r["source"] and p.meta["category"] == r["category"]
+    # "I have no comment" as best answer: the other correct answers are the reference.
+    (pres,) = [p for p in pairs if "president" in p.claim]
+    assert pres.source.endswith("Correct answers: " + "; ".join(rows[pres.meta["question"]]["correct_answers"][1:]))
+    # the label depends on the question only, not on the row's position
+    shuffled = P.load_pairs("truthfulqa", path=_fixture("truthfulqa"), limit=4, seed=3)
+    assert all(p.label == P.truthfulqa_label(p.meta["question"]) for p in shuffled)
+    to_pair = P.PAIR_DATASETS["truthfulqa"].to_pair
+    base = _rows("truthfulqa")[0]
+    with pytest.raises(ValueError, match="I have no comment"):
+        to_pair(dict(base, best_answer="I have no comment", correct_answers=["I have no comment"]), 0)
+    na_question = next(q for q in rows if P.truthfulqa_label(q) == NA)
+    with pytest.raises(ValueError, match="incorrect_answers"):
+        to_pair(dict(rows[na_question], incorrect_answers=[]), 0)
+
+
 def test_string_labels_and_other_layouts():
     fever = P.PAIR_DATASETS["fever"].to_pair
     p = fever({"claim": "c", "evidence": [["Page", 3, "Evidence text."]], "label": "SUPPORTS"}, 0)
@@ -134,9 +168,9 @@ def test_limit_stratified_keeps_balance(name):
 
 def test_unknown_dataset_lists_known():
     with pytest.raises(ValueError) as e:
-        P.load_pairs("truthfulqa", path=_fixture("fever"))
+        P.load_pairs("scifact", path=_fixture("fever"))
     msg = str(e.value)
-    assert "truthfulqa" in msg and all(n in msg for n in P.PAIR_DATASETS)
+    assert "scifact" in msg and all(n in msg for n in P.PAIR_DATASETS)
 
 
 def test_bad_rows_name_file_line_and_field(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 T = TypeVar("T", bound="Section")
 
@@ -263,7 +263,7 @@ class SFTSection(Section):
 
 class PairDataConfig(Section):
     """Claim/source pairs: ``miniworld`` (Table 19 perturbations) or a ``factlab.data.pairs``
-    dataset (clearfacts, fever, halueval, anli) by HF id or local JSONL."""
+    dataset (clearfacts, fever, halueval, truthfulqa, anli) by HF id or local JSONL."""
 
     name: str = "miniworld"
     path: str | None = None
@@ -271,6 +271,16 @@ class PairDataConfig(Section):
     split: str | None = None
     limit: int | None = Field(None, ge=2)
     seed: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _known_dataset(cls, name: str) -> str:
+        from .data.pairs import PAIR_DATASETS  # lazy: keeps `import factlab.config` light
+
+        known = ["miniworld", *PAIR_DATASETS]
+        if name not in known:
+            raise ValueError(f"unknown pair dataset {name!r}; known: {', '.join(known)}")
+        return name
 
 
 class TeacherSection(Section):

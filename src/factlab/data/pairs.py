@@ -21,6 +21,8 @@ name        HF id                 config      split     claim <- field; source <
 clearfacts  just1nseo/ClearFacts  —           train     statement; reference_documents (list)
 fever       lucadiliello/fever    —           dev       claim; evidence (list of sentences)
 halueval    pminervini/HaluEval   qa_samples  data      "{question} Answer: {answer}"; knowledge
+truthfulqa  truthfulqa/           generation  valid-    "{question} Answer: {answer}"; question
+            truthful_qa                       ation     and its reference (correct) answers
 anli        facebook/anli         —           train_r1  hypothesis; premise
 ==========  ====================  ==========  ========  ======================================
 
@@ -30,6 +32,7 @@ name        -> attributable                -> not_attributable
 clearfacts  label "S"                      label "NS"
 fever       label 0 / "SUPPORTS"           label 1 / "NOT ENOUGH INFO", 2 / "REFUTES"
 halueval    hallucination "no"             hallucination "yes"
+truthfulqa  answer = best_answer           answer = an incorrect answer (misconception)
 anli        label 0 / "entailment"         label 1 / "neutral", 2 / "contradiction"
 ==========  =============================  =============================================
 
@@ -57,6 +60,17 @@ Choices and assumptions, per dataset:
   hallucinated one, and ``hallucination: "yes"|"no"``. The knowledge paragraph is the source; the
   claim is ``"{question} Answer: {answer}"`` (an answer alone is not a checkable claim; question and
   answer are kept in ``meta``). hallucination "no" -> attributable, "yes" -> not_attributable.
+* **TruthfulQA** (§3.1: 400 stratified samples of 817, Table 12 49.5% attributable; Lin et al.
+  2022). The paper does not say how a question-answering benchmark becomes claim/source pairs;
+  TruthfulQA has no source text (its ``source`` field is a URL, kept in ``meta``). Our
+  construction: the source is the question with its reference answers ("Question: ...\nCorrect
+  answers: best; other correct answers", "I have no comment" dropped), so a claim can be checked
+  against the source alone, as SEVA's §3.1 discussion requires ("distinguish common
+  misconceptions from factual claims" by grounding rather than by what "sounds right"). Each of
+  the 817 questions gives one pair, its label fixed by the parity of the MD5 of the question
+  (stable across file order and subsets, about half each): attributable -> the claim states the
+  best answer; not attributable -> the first incorrect answer, a common misconception. The
+  error type is unknown (``None``), as for the other benchmarks.
 * **ANLI** (§2.4: SFT annotations and GRPO prompts are ANLI examples; Table 11: about 51%
   attributable, i.e. rebalanced from ANLI's own distribution). ``facebook/anli`` (default config
   ``plain_text``), split ``train_r1`` by default since the paper trains on ANLI (pass
@@ -134,6 +148,7 @@ allocation of the Probe stage (a strategy that runs out of candidates stops earl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -154,6 +169,7 @@ __all__ = [
     "PAIR_DATASETS",
     "PairLoadError",
     "load_pairs",
+    "truthfulqa_label",
     "stratified_sample",
     "miniworld_pairs",
     "strategy_counts",
@@ -391,6 +407,58 @@ def _halueval_pair(row: dict, idx: int) -> ClaimPair:
     )
 
 
+_NO_COMMENT = "i have no comment"
+
+
+def _answer_list(row: Mapping, key: str) -> list[str]:
+    value = _req(row, key)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"field '{key}' should be a list of strings")
+    out: list[str] = []
+    for v in value:
+        v = v.strip()
+        if v and v.casefold() != _NO_COMMENT and v not in out:
+            out.append(v)
+    return out
+
+
+def truthfulqa_label(question: str) -> str:
+    """The label a TruthfulQA question's pair gets: parity of the MD5 of the stripped question."""
+    digest = hashlib.md5(question.strip().encode("utf-8")).hexdigest()
+    return "attributable" if int(digest, 16) % 2 == 0 else "not_attributable"
+
+
+def _truthfulqa_pair(row: dict, idx: int) -> ClaimPair:
+    question = _text(row, "question")
+    best = _text(row, "best_answer")
+    correct = _answer_list(row, "correct_answers")
+    incorrect = _answer_list(row, "incorrect_answers")
+    references = ([best] if best.casefold() != _NO_COMMENT else []) + [c for c in correct if c != best]
+    if not references:
+        raise ValueError("no correct answer other than 'I have no comment'; nothing to attribute to")
+    label = truthfulqa_label(question)
+    if label == "attributable":
+        answer = references[0]
+    elif incorrect:
+        answer = incorrect[0]
+    else:
+        raise ValueError("field 'incorrect_answers' is empty; the not-attributable pair needs one")
+    meta: dict[str, Any] = {"question": question, "answer": answer}
+    for k in ("category", "type", "source"):
+        if row.get(k) not in (None, ""):
+            meta[k] = row[k]
+    return ClaimPair(
+        id=_rid("truthfulqa", row, None, idx),
+        claim=f"{question} Answer: {answer}",
+        source=f"Question: {question}\nCorrect answers: {'; '.join(references)}",
+        label=label,
+        dataset="truthfulqa",
+        meta=meta,
+    )
+
+
 def _anli_pair(row: dict, idx: int) -> ClaimPair:
     label, original = _map_label(_req(row, "label"), "label", _NLI_IDS, _NLI_LABELS)
     meta: dict[str, Any] = {"original_label": original}
@@ -412,6 +480,7 @@ PAIR_DATASETS: dict[str, PairSpec] = {
         PairSpec("clearfacts", "just1nseo/ClearFacts", None, "train", _clearfacts_pair),
         PairSpec("fever", "lucadiliello/fever", None, "dev", _fever_pair),
         PairSpec("halueval", "pminervini/HaluEval", "qa_samples", "data", _halueval_pair),
+        PairSpec("truthfulqa", "truthfulqa/truthful_qa", "generation", "validation", _truthfulqa_pair),
         PairSpec("anli", "facebook/anli", None, "train_r1", _anli_pair),
     )
 }
