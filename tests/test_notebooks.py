@@ -125,7 +125,7 @@ def test_seva_notebook_end_to_end(tmp_path):
 train_data: {{limit: 8}}
 eval: [{{name: miniworld, split: heldout, limit: 2}}]
 teacher: {{limit: 2, max_attempts: 1, judge: {{max_new_tokens: 8, cache: false}}}}
-sft: {{max_steps: 2, save_steps: 2, max_length: 768}}
+sft: {{max_steps: 2, save_steps: 2, max_length: 768, per_device_train_batch_size: 2}}
 grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
 eval_generation: {{max_new_tokens: 16}}
 self_evolution: {{rounds: 1, probe_budget: 2, refine_steps: 1}}

@@ -142,3 +142,18 @@ def test_reference_annotations_are_valid_and_score_high():
         assert seva.validate_output(ann) == [], (p.id, seva.validate_output(ann))
         r = seva.process_reward(json.dumps(ann), p.label)
         assert r > 1.0, (p.id, r)  # correct label, full structure, calibrated confidence
+        steps = ann["reasoning_chain"]
+        assert all(st["source_evidence"] in p.source for st in steps)  # quotes, not paraphrases
+        if p.label == "not_attributable":
+            assert ann["error_type"] == p.error_type
+            assert ann["fix_suggestion"] == f"Write instead: {p.meta['true_claim']}"
+            part = steps[1]["claim_part"]
+            assert part in p.claim and steps[1]["judgment"] == "not_supported"
+            if p.strategy in ("numerical_perturbation", "multi_hop_graft", "unanswerable_wrap"):
+                assert part != p.claim.rstrip(".")  # the erroneous words, not the whole claim
+                assert part not in p.source or p.strategy == "unanswerable_wrap"
+            if p.strategy == "entity_confusion":  # the wrong subject is the first failed step
+                assert steps[0]["claim_part"] == p.meta["confused_with"]
+                assert steps[0]["judgment"] == "not_supported"
+        else:
+            assert [st["judgment"] for st in steps] == ["supported"] * 3

@@ -12,6 +12,7 @@ shaping (plain GRPO), which logs the advantage-collapse diagnostics of Table 5 /
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -70,3 +71,77 @@ def load_pair_set(cfg, world) -> list:
     held = {r["meta"]["doc_id"] for r in read_jsonl(world["qa_heldout"])}
     pairs = [p for p in miniworld_pairs(world, seed=cfg.seed) if (p.meta.get("doc_id") in held) == (split == "heldout")]
     return stratified_sample(pairs, cfg.limit, seed=cfg.seed) if cfg.limit and cfg.limit < len(pairs) else pairs
+
+
+@dataclass
+class EvolutionRound:
+    """One Verify -> Reflect -> Probe -> Refine round of §2.5 / Appendix F."""
+
+    round: int
+    profile: dict[str, dict[str, Any]]  # Reflect: per error category, detection accuracy / error rate
+    allocation: dict[str, int]          # Probe: new pairs per Table 19 strategy
+    probes: int                         # probe pairs kept (perturbed + attributable twins, unseen claims)
+    before: dict[str, float]            # Verify: metrics on the round's verify set
+    after: dict[str, float]             # the same verify set after Refine
+    refine_steps: int
+    model_dir: str                      # the refined verifier, start of the next round
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def self_evolve(start_model_dir: str, world, cfg, run_dir: str | Path,
+                seen_claims: set[str] | None = None, progress: bool = True) -> list[EvolutionRound]:
+    """The self-evolution loop of §2.5 for ``cfg.self_evolution.rounds`` rounds (``cfg``: a
+    ``SevaConfig``), starting from the verifier in ``start_model_dir``.
+
+    Verify: the current verifier on fresh mini-world pairs, the same number per Table 19
+    strategy (``probe_budget`` rounded down to a multiple of six, at least one each), with their
+    attributable twins. Reflect: ``synth.seva.weakness_profile`` of its own errors. Probe: the
+    budget split by error rate (``strategy_budget``), new pairs generated, claims already seen
+    (training, evaluation, earlier rounds) skipped. Refine: ``refine_steps`` GRPO steps with the
+    process reward on the probes into ``run_dir/evolve-<round>`` (resumable), then Verify again
+    on the same set. Returns one :class:`EvolutionRound` per round.
+    """
+    from ..models import load_model
+    from ..synth import seva as synth
+    from ..eval.verification import evaluate_verifier
+    from .sft import SFTResult, merged_model_dir
+
+    evo, gen = cfg.self_evolution, cfg.eval_generation
+    seen = set(seen_claims or ())
+    current = str(start_model_dir)
+
+    def verify(model, tok, pairs, desc):
+        return evaluate_verifier(model, tok, pairs, max_new_tokens=gen.max_new_tokens, batch_size=gen.batch_size,
+                                 temperature=gen.temperature, seed=gen.seed, progress=progress, desc=desc)
+
+    rounds: list[EvolutionRound] = []
+    for rnd in range(1, evo.rounds + 1):
+        per_strategy = max(1, evo.probe_budget // 6)
+        verify_set = synth.probe(world, synth.strategy_budget({}, 6 * per_strategy), seen, seed=100 + rnd)
+        if not verify_set:
+            raise RuntimeError(f"self-evolution round {rnd}: the mini-world has no unseen pairs left to verify on")
+        seen |= {p.claim for p in verify_set}
+        model, tok = load_model(current, dtype=cfg.model.dtype, device=cfg.model.device)
+        records, before = verify(model, tok, verify_set, f"round {rnd} verify")
+        profile = synth.weakness_profile(records, verify_set)
+        allocation = synth.strategy_budget(profile, evo.probe_budget)
+        probes = synth.probe(world, allocation, seen, seed=200 + rnd)
+        if not probes:
+            raise RuntimeError(f"self-evolution round {rnd}: every probe claim was already seen; "
+                               f"lower self_evolution.probe_budget or the number of rounds")
+        seen |= {p.claim for p in probes}
+        log.info("self-evolution round %d: profile %s, allocation %s, %d probe pairs", rnd, profile, allocation,
+                 len(probes))
+        model.train()
+        refine = cfg.grpo.model_copy(update={"max_steps": evo.refine_steps})
+        res = train_verifier_grpo("process", model, tok, probes, refine, Path(run_dir) / f"evolve-{rnd}",
+                                  lora=cfg.lora, weights=cfg.reward_weights)
+        del model
+        current = merged_model_dir(SFTResult(res.output_dir, res.adapter_dir), current)
+        model, tok = load_model(current, dtype=cfg.model.dtype, device=cfg.model.device)
+        _, after = verify(model, tok, verify_set, f"round {rnd} re-verify")
+        del model
+        rounds.append(EvolutionRound(rnd, profile, allocation, len(probes), before, after, res.steps, current))
+    return rounds
