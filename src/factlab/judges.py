@@ -35,6 +35,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from abc import ABC, abstractmethod
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -272,7 +273,7 @@ def default_cache_path() -> Path:
 
 # ---------------------------------------------------------------- the interface
 
-class Judge:
+class Judge(ABC):
     """Base judge: ``judge(prompts) -> texts`` with caching and accounting.
 
     Subclasses implement ``_generate(prompts) -> texts`` for cache misses only.
@@ -343,9 +344,9 @@ class Judge:
                 cache.put_many({self.cache_key(p, prefix): t for p, t in fresh.items()})
         return [fresh[p] if p in fresh else found[keys[i]] for i, p in enumerate(prompts)]
 
-    def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:  # pragma: no cover - abstract
+    @abstractmethod
+    def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:
         """Continuations of the answers to ``prompts`` that start with ``prefix``."""
-        raise NotImplementedError
 
     def _messages(self, prompt: str, prefix: str = "") -> list[dict[str, str]]:
         msgs = ([{"role": "system", "content": self.system}] if self.system else []) + [
