@@ -1,29 +1,20 @@
 """factlab.train.seva: real GRPO steps of the embedded model as a verifier, process vs binary
 reward from the same start, with the advantage-collapse diagnostics logged."""
 
-from dataclasses import dataclass
-
 import pytest
 
 from factlab.config import GRPOSection, LoraSection
+from factlab.data.pairs import ClaimPair
 from factlab.train import seva as T
 
 
-@dataclass
-class Pair:
-    id: str
-    claim: str
-    source: str
-    label: str
-
-
-PAIRS = [Pair("a", "The capital of France is Paris.", "France's capital is Paris.", "Attributable"),
-         Pair("b", "The capital of France is Lyon.", "France's capital is Paris.", "Not Attributable")]
+PAIRS = [ClaimPair("a", "The capital of France is Paris.", "France's capital is Paris.", "attributable"),
+         ClaimPair("b", "The capital of France is Lyon.", "France's capital is Paris.", "not_attributable")]
 
 
 def test_dataset_and_reward_names():
     ds = T.verifier_prompt_dataset(PAIRS)
-    assert ds[1]["label"] == "Not Attributable" and ds[0]["prompt"][1]["role"] == "user"
+    assert ds[1]["label"] == "not_attributable" and ds[0]["prompt"][1]["role"] == "user"
     assert T.make_reward("binary").__name__ == "seva_binary"
     assert T.make_reward("process", "50/50").weights.label > T.make_reward("process").weights.label
     with pytest.raises(ValueError, match="unknown SEVA reward"):

@@ -1,23 +1,14 @@
 """factlab.synth.seva: teacher annotation with B.1 validation and retries; Reflect / Probe."""
 
 import json
-from dataclasses import dataclass
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from factlab.data.pairs import ClaimPair
 from factlab.judges import Judge, TransformersJudge
 from factlab.synth import seva as S
-
-
-@dataclass
-class Pair:
-    id: str
-    claim: str
-    source: str
-    label: str
-    error_type: str | None = None
 
 
 VALID = json.dumps({
@@ -41,7 +32,7 @@ class SeededJudge(Judge):
 
 def test_annotate_retries_until_valid():
     j = SeededJudge()
-    pairs = [Pair("a", "The capital is Paris.", "France's capital is Paris.", "Attributable")]
+    pairs = [ClaimPair("a", "The capital is Paris.", "France's capital is Paris.", "attributable")]
     ann, rep = S.annotate(j, pairs)
     assert ann[0]["label"] == "Attributable"
     assert rep["accepted"] == 1 and rep["accepted_by_attempt"] == {2: 1} and rep["attempts"] == 2
@@ -51,7 +42,7 @@ def test_annotate_retries_until_valid():
 
 def test_annotate_rejects_wrong_label_and_gives_up_after_three():
     j = SeededJudge()
-    pairs = [Pair("b", "The capital is Lyon.", "France's capital is Paris.", "Not Attributable")]
+    pairs = [ClaimPair("b", "The capital is Lyon.", "France's capital is Paris.", "not_attributable")]
     ann, rep = S.annotate(j, pairs)
     assert ann == [None] and rep["attempts"] == 3 and rep["acceptance_rate"] == 0.0
     assert any("disagrees with gold" in k for k in rep["rejections"])
@@ -65,7 +56,7 @@ def test_annotate_with_the_embedded_model(model_and_tokenizer):
     model, tok = model_and_tokenizer
     teacher = TransformersJudge(model_obj=model, tokenizer=tok, system=S.teacher_system_prompt(), max_new_tokens=24,
                                 temperature=1.0, cache=None)
-    pairs = [Pair("c", "The capital of France is Paris.", "France's capital is Paris.", "Attributable")]
+    pairs = [ClaimPair("c", "The capital of France is Paris.", "France's capital is Paris.", "attributable")]
     ann, rep = S.annotate(teacher, pairs, max_attempts=2)
     assert rep["n"] == 1 and 1 <= rep["attempts"] <= 2
     assert rep["accepted"] + sum(rep["rejections"].values()) >= 1
@@ -77,10 +68,10 @@ def test_weakness_profile():
     def rec(i, gold, pred, et=None):
         return VerificationRecord(i, gold, pred, 1.0, 1.0, 1.0, et, "")
 
-    pairs = [Pair("1", "", "", "Not Attributable", "entity_substitution"),
-             Pair("2", "", "", "Not Attributable", "entity_substitution"),
-             Pair("3", "", "", "Not Attributable", "fabrication"),
-             Pair("4", "", "", "Attributable")]
+    pairs = [ClaimPair("1", "", "", "not_attributable", error_type="entity_substitution"),
+             ClaimPair("2", "", "", "not_attributable", error_type="entity_substitution"),
+             ClaimPair("3", "", "", "not_attributable", error_type="fabrication"),
+             ClaimPair("4", "", "", "attributable")]
     recs = [rec("1", "not_attributable", "not_attributable", "fabrication"),
             rec("2", "not_attributable", "attributable"),
             rec("3", "not_attributable", "not_attributable", "fabrication"),

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from .rows import MissingField, hub_rows, require, row_id
 from .types import QAItem, read_jsonl
 
 __all__ = ["BenchmarkSpec", "BENCHMARKS", "BenchmarkLoadError", "load_benchmark"]
@@ -47,19 +48,6 @@ class BenchmarkSpec:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-class _MissingField(KeyError):
-    def __init__(self, field: str):
-        super().__init__(field)
-        self.field = field
-
-
-def _req(row: dict, key: str) -> Any:
-    """``row[key]``, raising :class:`_MissingField` when absent or ``None``."""
-    if not isinstance(row, dict) or key not in row or row[key] is None:
-        raise _MissingField(key)
-    return row[key]
 
 
 def _dedupe(values: Iterable[Any]) -> list[str]:
@@ -122,19 +110,14 @@ def _float_or_none(value: Any) -> float | None:
     return None if f != f else f  # NaN -> None
 
 
-def _rid(name: str, row: dict, key: str | None, idx: int) -> str:
-    raw = row.get(key) if key else None
-    return f"{name}/{raw if raw not in (None, '') else idx}"
-
-
 # --------------------------------------------------------------------------- mappings
 
 
 def _triviaqa_item(row: dict, idx: int) -> QAItem:
-    answer = _req(row, "answer")
+    answer = require(row, "answer")
     if not isinstance(answer, dict):
         raise ValueError(f"field 'answer' should be a dict, got {type(answer).__name__}")
-    value = _req(answer, "value")
+    value = require(answer, "value")
     aliases = _as_list(answer.get("aliases") or [], "answer.aliases")
     meta = {k: answer[k] for k in ("normalized_value", "type", "matched_wiki_entity_name")
             if answer.get(k) not in (None, "")}
@@ -143,8 +126,8 @@ def _triviaqa_item(row: dict, idx: int) -> QAItem:
     if row.get("question_source"):
         meta["question_source"] = row["question_source"]
     return QAItem(
-        id=_rid("triviaqa", row, "question_id", idx),
-        question=str(_req(row, "question")).strip(),
+        id=row_id("triviaqa", row, "question_id", idx),
+        question=str(require(row, "question")).strip(),
         golds=_dedupe([value, *aliases]),
         source="triviaqa",
         meta=meta,
@@ -152,23 +135,23 @@ def _triviaqa_item(row: dict, idx: int) -> QAItem:
 
 
 def _nq_open_item(row: dict, idx: int) -> QAItem:
-    answers = _as_list(_req(row, "answer"), "answer")
+    answers = _as_list(require(row, "answer"), "answer")
     return QAItem(
-        id=_rid("nq_open", row, None, idx),
-        question=str(_req(row, "question")).strip(),
+        id=row_id("nq_open", row, None, idx),
+        question=str(require(row, "question")).strip(),
         golds=_dedupe(answers),
         source="nq_open",
     )
 
 
 def _popqa_item(row: dict, idx: int) -> QAItem:
-    answers = _parse_str_list(_req(row, "possible_answers"), "possible_answers")
+    answers = _parse_str_list(require(row, "possible_answers"), "possible_answers")
     meta = {k: row[k] for k in ("subj", "prop", "obj", "subj_id", "prop_id", "obj_id",
                                 "s_wiki_title", "o_wiki_title", "o_pop")
             if row.get(k) not in (None, "")}
     return QAItem(
-        id=_rid("popqa", row, "id", idx),
-        question=str(_req(row, "question")).strip(),
+        id=row_id("popqa", row, "id", idx),
+        question=str(require(row, "question")).strip(),
         golds=_dedupe(answers),
         source="popqa",
         popularity=_float_or_none(row.get("s_pop")),
@@ -185,25 +168,25 @@ def _simpleqa_item(row: dict, idx: int) -> QAItem:
         else:
             meta["metadata"] = md
     return QAItem(
-        id=_rid("simpleqa", row, None, idx),
-        question=str(_req(row, "problem")).strip(),
-        golds=_dedupe([_req(row, "answer")]),
+        id=row_id("simpleqa", row, None, idx),
+        question=str(require(row, "problem")).strip(),
+        golds=_dedupe([require(row, "answer")]),
         source="simpleqa",
         meta=meta,
     )
 
 
 def _truthfulqa_item(row: dict, idx: int) -> QAItem:
-    best = _req(row, "best_answer")
-    correct = _as_list(_req(row, "correct_answers"), "correct_answers")
+    best = require(row, "best_answer")
+    correct = _as_list(require(row, "correct_answers"), "correct_answers")
     incorrect = _as_list(row.get("incorrect_answers") or [], "incorrect_answers")
     meta: dict[str, Any] = {"incorrect_answers": _dedupe(incorrect)}
     for k in ("category", "type", "source"):
         if row.get(k) not in (None, ""):
             meta[k] = row[k]
     return QAItem(
-        id=_rid("truthfulqa", row, None, idx),
-        question=str(_req(row, "question")).strip(),
+        id=row_id("truthfulqa", row, None, idx),
+        question=str(require(row, "question")).strip(),
         golds=_dedupe([best, *correct]),
         source="truthfulqa",
         meta=meta,
@@ -232,21 +215,6 @@ def _get_spec(name: str) -> BenchmarkSpec:
     return spec
 
 
-def _hf_rows(spec: BenchmarkSpec, hf_id: str, split: str) -> Iterable[dict]:
-    try:
-        import datasets  # lazy: heavy import, and optional for offline use
-
-        return datasets.load_dataset(hf_id, spec.hf_config, split=split)
-    except Exception as e:  # noqa: BLE001 - hub, cache, network and schema errors alike
-        cfg = f", config '{spec.hf_config}'" if spec.hf_config else ""
-        raise BenchmarkLoadError(
-            f"benchmark '{spec.name}': the dataset '{hf_id}'{cfg}, split '{split}' could not be "
-            f"loaded from the Hugging Face hub or its cache ({type(e).__name__}: {e}). "
-            f"Give a local JSONL file via `path` (rows with the same field names as the HF "
-            f"dataset), e.g. load_benchmark('{spec.name}', path='{spec.name}.jsonl')."
-        ) from e
-
-
 def load_benchmark(
     name: str,
     path: str | Path | None = None,
@@ -270,7 +238,8 @@ def load_benchmark(
         rows: Iterable[dict] = read_jsonl(path)
         where = str(path)
     else:
-        rows = _hf_rows(spec, hf_id or spec.hf_id, split or spec.split)
+        rows = hub_rows("benchmark", name, hf_id or spec.hf_id, spec.hf_config, split or spec.split,
+                        BenchmarkLoadError, "load_benchmark")
         where = f"{hf_id or spec.hf_id}[{split or spec.split}]"
 
     items: list[QAItem] = []
@@ -282,7 +251,7 @@ def load_benchmark(
             )
         try:
             item = spec.to_item(dict(row), idx)
-        except _MissingField as e:
+        except MissingField as e:
             raise ValueError(
                 f"benchmark '{name}' ({where}): row {idx} is missing required field '{e.field}'"
             ) from None

@@ -149,16 +149,17 @@ allocation of the Probe stage (a strategy that runs out of candidates stops earl
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..rewards.seva import ERROR_TYPES, normalize_label
 from . import miniworld as mw
+from .rows import MissingField, hub_rows, require, row_id
+from .types import read_jsonl
 
 __all__ = [
     "LABELS",
@@ -279,29 +280,11 @@ class PairSpec:
     to_pair: Callable[[dict, int], ClaimPair]
 
 
-class _MissingField(KeyError):
-    def __init__(self, field_name: str):
-        super().__init__(field_name)
-        self.field = field_name
-
-
-def _req(row: Mapping, key: str) -> Any:
-    """``row[key]``, raising :class:`_MissingField` when absent or ``None``."""
-    if not isinstance(row, Mapping) or key not in row or row[key] is None:
-        raise _MissingField(key)
-    return row[key]
-
-
 def _text(row: Mapping, key: str) -> str:
-    value = _req(row, key)
+    value = require(row, key)
     if not isinstance(value, str):
         raise ValueError(f"field '{key}' should be a string, got {type(value).__name__}")
     return value.strip()
-
-
-def _rid(name: str, row: Mapping, key: str | None, idx: int) -> str:
-    raw = row.get(key) if key else None
-    return f"{name}/{raw if raw not in (None, '') else idx}"
 
 
 def _map_label(value: Any, field_name: str, by_int: Mapping[int, str] | None,
@@ -360,7 +343,7 @@ _NLI_LABELS = {"entailment": "attributable", "neutral": "not_attributable",
 
 
 def _clearfacts_pair(row: dict, idx: int) -> ClaimPair:
-    label_raw = _req(row, "label")
+    label_raw = require(row, "label")
     if isinstance(label_raw, str) and label_raw.strip().upper() == "AMBIG":
         raise ValueError("field 'label' is 'AMBIG' (a GrayFacts label); ClearFacts rows are S or NS")
     label, original = _map_label(label_raw, "label", None, _CLEARFACTS_LABELS)
@@ -369,9 +352,9 @@ def _clearfacts_pair(row: dict, idx: int) -> ClaimPair:
         if row.get(k) not in (None, "", {}):
             meta[k] = row[k]
     return ClaimPair(
-        id=_rid("clearfacts", row, "id", idx),
+        id=row_id("clearfacts", row, "id", idx),
         claim=_text(row, "statement"),
-        source=_join_texts(_req(row, "reference_documents"), "reference_documents", "\n\n"),
+        source=_join_texts(require(row, "reference_documents"), "reference_documents", "\n\n"),
         label=label,
         dataset="clearfacts",
         meta=meta,
@@ -379,12 +362,12 @@ def _clearfacts_pair(row: dict, idx: int) -> ClaimPair:
 
 
 def _fever_pair(row: dict, idx: int) -> ClaimPair:
-    label, original = _map_label(_req(row, "label"), "label", _FEVER_IDS, _FEVER_LABELS)
+    label, original = _map_label(require(row, "label"), "label", _FEVER_IDS, _FEVER_LABELS)
     key = "key" if row.get("key") not in (None, "") else "id"
     return ClaimPair(
-        id=_rid("fever", row, key, idx),
+        id=row_id("fever", row, key, idx),
         claim=_text(row, "claim"),
-        source=_join_texts(_req(row, "evidence"), "evidence", "\n"),
+        source=_join_texts(require(row, "evidence"), "evidence", "\n"),
         label=label,
         dataset="fever",
         meta={"original_label": original},
@@ -392,13 +375,13 @@ def _fever_pair(row: dict, idx: int) -> ClaimPair:
 
 
 def _halueval_pair(row: dict, idx: int) -> ClaimPair:
-    raw = _req(row, "hallucination")
+    raw = require(row, "hallucination")
     if isinstance(raw, bool):  # a JSON true / false copy
         raw = "yes" if raw else "no"
     label, original = _map_label(raw, "hallucination", None, _HALUEVAL_LABELS)
     question, answer = _text(row, "question"), _text(row, "answer")
     return ClaimPair(
-        id=_rid("halueval", row, "id", idx),
+        id=row_id("halueval", row, "id", idx),
         claim=f"{question} Answer: {answer}",
         source=_text(row, "knowledge"),
         label=label,
@@ -411,7 +394,7 @@ _NO_COMMENT = "i have no comment"
 
 
 def _answer_list(row: Mapping, key: str) -> list[str]:
-    value = _req(row, key)
+    value = require(row, key)
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
@@ -450,7 +433,7 @@ def _truthfulqa_pair(row: dict, idx: int) -> ClaimPair:
         if row.get(k) not in (None, ""):
             meta[k] = row[k]
     return ClaimPair(
-        id=_rid("truthfulqa", row, None, idx),
+        id=row_id("truthfulqa", row, None, idx),
         claim=f"{question} Answer: {answer}",
         source=f"Question: {question}\nCorrect answers: {'; '.join(references)}",
         label=label,
@@ -460,12 +443,12 @@ def _truthfulqa_pair(row: dict, idx: int) -> ClaimPair:
 
 
 def _anli_pair(row: dict, idx: int) -> ClaimPair:
-    label, original = _map_label(_req(row, "label"), "label", _NLI_IDS, _NLI_LABELS)
+    label, original = _map_label(require(row, "label"), "label", _NLI_IDS, _NLI_LABELS)
     meta: dict[str, Any] = {"original_label": original}
     if row.get("reason") not in (None, ""):
         meta["reason"] = row["reason"]
     return ClaimPair(
-        id=_rid("anli", row, "uid", idx),
+        id=row_id("anli", row, "uid", idx),
         claim=_text(row, "hypothesis"),
         source=_text(row, "premise"),
         label=label,
@@ -496,39 +479,6 @@ def _get_spec(name: str) -> PairSpec:
     return spec
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
-    """(``"<path>, line N"``, parsed row) per non-empty line; bad JSON names file and line."""
-    if not path.exists():
-        raise FileNotFoundError(f"JSONL file not found: {path}")
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-            yield f"{path}, line {lineno}", row
-
-
-def _hf_rows(spec: PairSpec, hf_id: str, split: str) -> Iterator[tuple[str, Any]]:
-    try:
-        import datasets  # lazy: heavy import, and optional for offline use
-
-        ds = datasets.load_dataset(hf_id, spec.hf_config, split=split)
-    except Exception as e:  # noqa: BLE001 - hub, cache, network and schema errors alike
-        cfg = f", config '{spec.hf_config}'" if spec.hf_config else ""
-        raise PairLoadError(
-            f"pair dataset '{spec.name}': the dataset '{hf_id}'{cfg}, split '{split}' could not be "
-            f"loaded from the Hugging Face hub or its cache ({type(e).__name__}: {e}). Give a "
-            f"local JSONL file via `path` (rows with the same field names as the HF dataset), "
-            f"e.g. load_pairs('{spec.name}', path='{spec.name}.jsonl')."
-        ) from e
-    for idx, row in enumerate(ds):
-        yield f"{hf_id}[{split}] row {idx}", row
-
-
 def load_pairs(
     name: str,
     path: str | Path | None = None,
@@ -552,9 +502,11 @@ def load_pairs(
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     if path:
-        rows: Iterable[tuple[str, Any]] = _jsonl_rows(Path(path))
+        rows: Iterable[tuple[str, Any]] = ((f"{path}, line {n}", row) for n, row in read_jsonl(path, numbered=True))
     else:
-        rows = _hf_rows(spec, hf_id or spec.hf_id, split or spec.split)
+        hf_id, split = hf_id or spec.hf_id, split or spec.split
+        rows = ((f"{hf_id}[{split}] row {i}", row) for i, row in enumerate(
+            hub_rows("pair dataset", name, hf_id, spec.hf_config, split, PairLoadError, "load_pairs")))
 
     pairs: list[ClaimPair] = []
     seen: set[str] = set()
@@ -564,7 +516,7 @@ def load_pairs(
             raise ValueError(f"{prefix}: row is not an object (got {type(row).__name__})")
         try:
             pair = spec.to_pair(dict(row), idx)
-        except _MissingField as e:
+        except MissingField as e:
             raise ValueError(f"{prefix}: missing required field '{e.field}'") from None
         except ValueError as e:
             raise ValueError(f"{prefix}: {e}") from None
@@ -735,8 +687,8 @@ def _load_world(world_paths: Mapping[str, Any] | str | Path) -> tuple[list[mw.Co
         if key not in world_paths:
             raise ValueError(f"miniworld_pairs: world_paths has no '{key}' file "
                              f"(expected the dict of miniworld.ensure_world())")
-    countries = [mw.CountryFacts.from_dict(d) for _, d in _jsonl_rows(Path(world_paths["facts"]))]
-    docs = {d["id"]: d["text"] for _, d in _jsonl_rows(Path(world_paths["corpus"]))}
+    countries = [mw.CountryFacts.from_dict(d) for d in read_jsonl(world_paths["facts"])]
+    docs = {d["id"]: d["text"] for d in read_jsonl(world_paths["corpus"])}
     return countries, docs
 
 

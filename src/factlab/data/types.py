@@ -47,8 +47,9 @@ def write_jsonl(path: str | Path, rows: Iterable[Any]) -> int:
     return n
 
 
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield one dict per non-empty line; a malformed line raises naming file and line."""
+def read_jsonl(path: str | Path, numbered: bool = False) -> Iterator[Any]:
+    """Yield one parsed row per non-empty line (``(line number, row)`` with ``numbered``); a
+    malformed line raises naming file and line."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"JSONL file not found: {path}")
@@ -58,6 +59,7 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
             if not line:
                 continue
             try:
-                yield json.loads(line)
+                row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+            yield (lineno, row) if numbered else row

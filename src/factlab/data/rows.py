@@ -1,0 +1,47 @@
+"""Row plumbing shared by the dataset registries (``benchmarks`` for QA, ``pairs`` for SEVA):
+required fields, row ids, and rows from the Hugging Face hub with an error that says how to
+load a local JSONL copy instead. Local JSONL files are read with ``types.read_jsonl``."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+
+class MissingField(KeyError):
+    """A row lacks a field its dataset mapping needs; the loader names the row and field."""
+
+    def __init__(self, field_name: str):
+        super().__init__(field_name)
+        self.field = field_name
+
+
+def require(row: Mapping, key: str) -> Any:
+    """``row[key]``, raising :class:`MissingField` when absent or ``None``."""
+    if not isinstance(row, Mapping) or key not in row or row[key] is None:
+        raise MissingField(key)
+    return row[key]
+
+
+def row_id(name: str, row: Mapping, key: str | None, idx: int) -> str:
+    """``"<name>/<row[key]>"``, or ``"<name>/<idx>"`` when the row has no such id."""
+    raw = row.get(key) if key else None
+    return f"{name}/{raw if raw not in (None, '') else idx}"
+
+
+def hub_rows(what: str, name: str, hf_id: str, hf_config: str | None, split: str,
+             error: type[Exception], loader: str) -> Iterable[Mapping]:
+    """``datasets.load_dataset(hf_id, hf_config, split=split)``; any failure (no network, no
+    cache, unknown id or split) becomes ``error`` naming the dataset and the local-file way
+    (``loader(name, path=...)``)."""
+    try:
+        import datasets  # lazy: heavy import, and optional for offline use
+
+        return datasets.load_dataset(hf_id, hf_config, split=split)
+    except Exception as e:  # noqa: BLE001 - hub, cache, network and schema errors alike
+        cfg = f", config '{hf_config}'" if hf_config else ""
+        raise error(
+            f"{what} '{name}': the dataset '{hf_id}'{cfg}, split '{split}' could not be loaded from "
+            f"the Hugging Face hub or its cache ({type(e).__name__}: {e}). Give a local JSONL file "
+            f"via `path` (rows with the same field names as the HF dataset), e.g. "
+            f"{loader}('{name}', path='{name}.jsonl')."
+        ) from e
