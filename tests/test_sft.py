@@ -1,20 +1,12 @@
 """factlab.train.sft: a real SFT run of the embedded model on structured annotations."""
 
 import json
-from dataclasses import dataclass
 
 import pytest
 
 from factlab.config import LoraSection
+from factlab.data.pairs import ClaimPair
 from factlab.train.sft import SFTSection, sft_args, sft_dataset, train_sft
-
-
-@dataclass
-class Pair:
-    id: str
-    claim: str
-    source: str
-    label: str
 
 
 ANN = {"evidence_alignment": [{"claim_span": "Paris", "source_span": "capital is Paris", "status": "match"}],
@@ -24,8 +16,8 @@ ANN = {"evidence_alignment": [{"claim_span": "Paris", "source_span": "capital is
 
 
 def test_dataset_skips_rejected_and_checks_lengths():
-    pairs = [Pair("a", "The capital is Paris.", "France's capital is Paris.", "Attributable"),
-             Pair("b", "x", "y", "Attributable")]
+    pairs = [ClaimPair("a", "The capital is Paris.", "France's capital is Paris.", "attributable"),
+             ClaimPair("b", "x", "y", "attributable")]
     ds = sft_dataset(pairs, [ANN, None])
     assert len(ds) == 1 and ds[0]["prompt"][0]["role"] == "system"
     assert json.loads(ds[0]["completion"][0]["content"])["label"] == "Attributable"
@@ -42,7 +34,7 @@ def test_real_sft_lowers_loss_and_resumes(tmp_path):
     from factlab import models
 
     model, tok = models.load_model(device="cpu")
-    pairs = [Pair(str(i), "The capital of France is Paris.", "France's capital is Paris.", "Attributable")
+    pairs = [ClaimPair(str(i), "The capital of France is Paris.", "France's capital is Paris.", "attributable")
              for i in range(4)]
     cfg = SFTSection(learning_rate=5e-4, max_steps=4, per_device_train_batch_size=4, max_length=512, bf16=False,
                      gradient_checkpointing=False, save_steps=2)

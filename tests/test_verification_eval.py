@@ -67,18 +67,11 @@ def test_grading_structure_and_error_types():
 
 
 def test_evaluate_verifier_on_embedded_model(model_and_tokenizer):
-    from dataclasses import dataclass
-
-    @dataclass
-    class Pair:
-        id: str
-        claim: str
-        source: str
-        label: str
+    from factlab.data.pairs import ClaimPair
 
     model, tok = model_and_tokenizer
-    pairs = [Pair("p1", "The capital of France is Paris.", "France's capital is Paris.", "Attributable"),
-             Pair("p2", "The capital of France is Lyon.", "France's capital is Paris.", "Not Attributable")]
+    pairs = [ClaimPair("p1", "The capital of France is Paris.", "France's capital is Paris.", "attributable"),
+             ClaimPair("p2", "The capital of France is Lyon.", "France's capital is Paris.", "not_attributable")]
     recs, m = V.evaluate_verifier(model, tok, pairs, max_new_tokens=24, batch_size=2, progress=False)
     assert [r.id for r in recs] == ["p1", "p2"] and all(r.response for r in recs)
     assert m["n"] == 2 and 0 <= m["macro_f1"] <= 1 and 0 <= m["parse_rate"] <= 1

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .rows import MissingField, hub_rows, require, row_id
+from .rows import MissingField, hub_rows, lookup, require, row_id
 from .types import QAItem, read_jsonl
 
 __all__ = ["BenchmarkSpec", "BENCHMARKS", "BenchmarkLoadError", "load_benchmark"]
@@ -208,13 +208,6 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
 # --------------------------------------------------------------------------- loading
 
 
-def _get_spec(name: str) -> BenchmarkSpec:
-    spec = BENCHMARKS.get(name)
-    if spec is None:
-        raise ValueError(f"unknown benchmark '{name}'; known benchmarks: {', '.join(BENCHMARKS)}")
-    return spec
-
-
 def load_benchmark(
     name: str,
     path: str | Path | None = None,
@@ -231,7 +224,7 @@ def load_benchmark(
     many rows, in their original order. Row indices (used in ids and errors) are positions
     in the full set, before subsampling.
     """
-    spec = _get_spec(name)
+    spec = lookup(BENCHMARKS, name, "benchmark")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     if path:  # None or "" (an unset config field) -> the HF hub

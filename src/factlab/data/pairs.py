@@ -158,7 +158,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..rewards.seva import ERROR_TYPES, normalize_label
 from . import miniworld as mw
-from .rows import MissingField, hub_rows, require, row_id
+from .rows import MissingField, hub_rows, lookup, require, row_id
 from .types import read_jsonl
 
 __all__ = [
@@ -472,13 +472,6 @@ PAIR_DATASETS: dict[str, PairSpec] = {
 # --------------------------------------------------------------------------- loading
 
 
-def _get_spec(name: str) -> PairSpec:
-    spec = PAIR_DATASETS.get(name)
-    if spec is None:
-        raise ValueError(f"unknown pair dataset '{name}'; known datasets: {', '.join(PAIR_DATASETS)}")
-    return spec
-
-
 def load_pairs(
     name: str,
     path: str | Path | None = None,
@@ -498,7 +491,7 @@ def load_pairs(
     ``"<name>/<the row's id field or its index>"``, made unique with ``#<index>`` if a raw id
     repeats. Errors name the file and line (or hub row) and the missing or bad field.
     """
-    spec = _get_spec(name)
+    spec = lookup(PAIR_DATASETS, name, "pair dataset")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     if path:

@@ -4,7 +4,9 @@ load a local JSONL copy instead. Local JSONL files are read with ``types.read_js
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeVar
+
+Spec = TypeVar("Spec")
 
 
 class MissingField(KeyError):
@@ -13,6 +15,13 @@ class MissingField(KeyError):
     def __init__(self, field_name: str):
         super().__init__(field_name)
         self.field = field_name
+
+
+def lookup(registry: Mapping[str, Spec], name: str, what: str) -> Spec:
+    """``registry[name]``, or a ValueError naming ``what`` was asked for and every known name."""
+    if name not in registry:
+        raise ValueError(f"unknown {what} '{name}'; known: {', '.join(registry)}")
+    return registry[name]
 
 
 def require(row: Mapping, key: str) -> Any:
