@@ -4,8 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from factlab import config
-from factlab.config import ConfigError, QuickstartConfig, load_config
+from factlab import config, runner
+from factlab.config import ConfigError, load_config
+from factlab.experiment import QuickstartConfig
+from factlab.train.corver import CorVerConfig
+from factlab.train.rar import RARConfig
+from factlab.train.seva import SevaConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,34 +25,34 @@ def test_every_params_file_validates():
     assert files, "no params files"
     for f in files:
         stem = f.stem.removesuffix("_smoke")
-        load_config(f, config.config_for_notebook(stem))
+        load_config(f, runner.config_for_notebook(stem))
 
 
 def test_every_notebook_has_full_and_smoke_params():
     for nb in sorted((ROOT / "notebooks").glob("[0-9]*.ipynb")):
         assert (ROOT / "params" / f"{nb.stem}.yaml").exists(), nb
         assert (ROOT / "params" / f"{nb.stem}_smoke.yaml").exists(), nb
-        assert nb.stem in config.NOTEBOOK_CONFIGS
+        assert nb.stem in runner.NOTEBOOK_CONFIGS
 
 
 def test_smoke_inherits_from_full_via_base():
     cfg = load_config(ROOT / "params/00_quickstart_smoke.yaml", QuickstartConfig)
     assert cfg.model.name == "smollm2-135m-instruct"
-    assert cfg.generation.temperature == 0.0          # inherited from the full file
-    assert cfg.generation.max_new_tokens == 96        # overridden
+    assert cfg.eval_generation.temperature == 0.0          # inherited from the full file
+    assert cfg.eval_generation.max_new_tokens == 96        # overridden
     assert [e.name for e in cfg.eval] == ["miniworld"]
 
 
 def test_unknown_nested_key_names_its_path(tmp_path):
-    p = _write(tmp_path, "bad.yaml", "generation:\n  max_tokens: 5\n")
-    with pytest.raises(ConfigError, match=r"unknown key 'generation.max_tokens'") as e:
+    p = _write(tmp_path, "bad.yaml", "eval_generation:\n  max_tokens: 5\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'eval_generation.max_tokens'") as e:
         load_config(p, QuickstartConfig)
     assert str(p) in str(e.value)
 
 
 def test_wrong_type_names_path_and_expected_type(tmp_path):
-    p = _write(tmp_path, "bad.yaml", "generation:\n  batch_size: many\n")
-    with pytest.raises(ConfigError, match=r"'generation.batch_size'.*integer"):
+    p = _write(tmp_path, "bad.yaml", "eval_generation:\n  batch_size: many\n")
+    with pytest.raises(ConfigError, match=r"'eval_generation.batch_size'.*integer"):
         load_config(p, QuickstartConfig)
 
 
@@ -61,15 +65,15 @@ def test_list_item_error_has_index(tmp_path):
 def test_unknown_pair_dataset_names_key_and_known_names(tmp_path):
     p = _write(tmp_path, "bad.yaml", "eval:\n  - {name: miniworld}\n  - {name: feverr, limit: 4}\n")
     with pytest.raises(ConfigError, match=r"'eval.1.name'.*unknown pair dataset 'feverr'.*truthfulqa"):
-        load_config(p, config.SevaConfig)
+        load_config(p, SevaConfig)
 
 
 def test_out_of_range_and_literal(tmp_path):
-    p = _write(tmp_path, "bad.yaml", "generation:\n  top_p: 1.5\nmodel:\n  dtype: float8\n")
+    p = _write(tmp_path, "bad.yaml", "eval_generation:\n  top_p: 1.5\nmodel:\n  dtype: float8\n")
     with pytest.raises(ConfigError) as e:
         load_config(p, QuickstartConfig)
     msg = str(e.value)
-    assert "'generation.top_p'" in msg and "'model.dtype'" in msg  # every bad key, not just the first
+    assert "'eval_generation.top_p'" in msg and "'model.dtype'" in msg  # every bad key, not just the first
 
 
 def test_missing_file_and_bad_yaml(tmp_path):
@@ -91,11 +95,11 @@ def test_base_chain_loop_is_an_error(tmp_path):
 
 
 def test_overrides_are_merged_and_validated(tmp_path):
-    p = _write(tmp_path, "ok.yaml", "generation:\n  batch_size: 4\n")
-    cfg = load_config(p, QuickstartConfig, overrides={"generation": {"max_new_tokens": 7}})
-    assert (cfg.generation.batch_size, cfg.generation.max_new_tokens) == (4, 7)
-    with pytest.raises(ConfigError, match="generation.nope"):
-        load_config(p, QuickstartConfig, overrides={"generation": {"nope": 1}})
+    p = _write(tmp_path, "ok.yaml", "eval_generation:\n  batch_size: 4\n")
+    cfg = load_config(p, QuickstartConfig, overrides={"eval_generation": {"max_new_tokens": 7}})
+    assert (cfg.eval_generation.batch_size, cfg.eval_generation.max_new_tokens) == (4, 7)
+    with pytest.raises(ConfigError, match="eval_generation.nope"):
+        load_config(p, QuickstartConfig, overrides={"eval_generation": {"nope": 1}})
 
 
 def test_dump_roundtrip(tmp_path):
@@ -106,4 +110,74 @@ def test_dump_roundtrip(tmp_path):
 
 def test_unknown_notebook_config():
     with pytest.raises(ConfigError, match="00_quickstart"):
-        config.config_for_notebook("99_nope")
+        runner.config_for_notebook("99_nope")
+
+
+# --- the rewards list and the rules that involve several keys --------------------------------------
+
+def _corver(tmp_path, body: str):
+    return _write(tmp_path, "cv.yaml", f"base: {ROOT / 'params/01_corver_smoke.yaml'}\n{body}")
+
+
+def test_corver_smoke_with_binary_rar_added_validates(tmp_path):
+    p = _corver(tmp_path, "rewards:\n  - {name: qa_judge}\n  - {name: format}\n  - {name: corver}\n"
+                          "  - {name: binary_rar, weight: 0.5, args: {top_k: 8}}\n")
+    cfg = load_config(p, CorVerConfig)
+    assert [(s.name, s.weight) for s in cfg.rewards][-1] == ("binary_rar", 0.5)
+    assert cfg.rewards[-1].args == {"top_k": 8}
+    assert cfg.rewards[2].args["window"] == 1000  # defaults filled in, visible in config.yaml
+
+
+@pytest.mark.parametrize("body, match", [
+    ("rewards:\n  - {name: qa_judge}\n  - {name: binary_rarr}\n",
+     r"'rewards.1.name': unknown reward 'binary_rarr'; known: .*binary_rar.*seva_process"),
+    ("rewards:\n  - {name: qa_judge}\n  - {name: corver, args: {windw: 5}}\n",
+     r"'rewards.1.args.windw': unknown argument of reward 'corver'; it takes: .*window"),
+    ("rewards:\n  - {name: format, args: {positive: high}}\n", r"'rewards.0.args.positive': .*number"),
+    ("rewards:\n  - {name: format}\n  - {name: format}\n", r"'rewards.1.name': reward 'format' is listed twice"),
+    ("rewards:\n  - {name: corver}\n", r"shaping reward needs at least one sequence-level reward"),
+    ("rewards: []\n", r"'rewards': a training run needs at least one reward"),
+    ("rewards:\n  - {name: qa_judge}\n  - {name: format}\nruns: [full, A1]\n",
+     r"'runs': runs \['full'\] are ablations of the corver reward"),
+    ("rewards:\n  - {name: qa_judge, args: {rewards: {GOOD: 1.0}}}\n", r"'rewards.0.args.rewards'.*missing \['BAD', 'NA'\]"),
+    ("rewards:\n  - {name: qa_judge}\n  - {name: format}\n  - {name: corver, args: {count_thresholds: [20, 5]}}\n",
+     r"'rewards.2.args.count_thresholds'.*0 < tau_1 < tau_2"),
+    ("grpo: {num_generations: 3}\n", r"'grpo.per_device_train_batch_size'.*not a multiple of num_generations = 3"),
+    ("judge: {backend: openai, base_url: null}\n", r"'judge.base_url': the openai backend needs base_url"),
+    ("datastore: {chunk_tokens: 64, veriscore_chunk_tokens: 32, overlap: 32}\n", r"'datastore.overlap'"),
+    ("self_filter: {num_samples: 1}\n", r"'self_filter.num_samples'"),
+    ("self_filter: {anchors: 3, anchor_fraction: 0.2}\n", r"'self_filter.anchor_fraction': set either anchors"),
+    ("train_data: {name: nq_opn}\n", r"'train_data.name': unknown QA set 'nq_opn'; known: miniworld, triviaqa"),
+    ("eval: [{name: miniworld, split: validation}]\n", r"'eval.0.split': the miniworld split is 'train' or 'heldout'"),
+])
+def test_bad_training_params_fail_at_load_naming_the_key(tmp_path, body, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(_corver(tmp_path, body), CorVerConfig)
+
+
+def test_seva_weight_split_is_checked_at_load(tmp_path):
+    p = _write(tmp_path, "s.yaml", f"base: {ROOT / 'params/03_seva_smoke.yaml'}\n"
+                                   "rewards:\n  - {name: seva_process, args: {weights: '75/25'}}\n")
+    with pytest.raises(ConfigError, match=r"'rewards.0.args.weights': unknown weight split '75/25'; known: 90/10"):
+        load_config(p, SevaConfig)
+    p.write_text(f"base: {ROOT / 'params/03_seva_smoke.yaml'}\nsft: {{max_steps: -7}}\n")
+    with pytest.raises(ConfigError, match=r"'sft.max_steps': must be a positive number of steps, or -1"):
+        load_config(p, SevaConfig)
+
+
+def test_rar_compare_rewards_are_registry_names(tmp_path):
+    p = _write(tmp_path, "r.yaml", f"base: {ROOT / 'params/02_binary_rar_smoke.yaml'}\n"
+                                   "compare: {rewards: [{name: veriscor}]}\n")
+    with pytest.raises(ConfigError, match=r"'compare.rewards.0.name': unknown reward 'veriscor'"):
+        load_config(p, RARConfig)
+
+
+def test_factlab_check_exit_codes(tmp_path, capsys):
+    from factlab.cli import main
+
+    assert main(["check", "01_corver", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ok: ") and "CorVerConfig" in out and "corver x1" in out
+    bad = _corver(tmp_path, "rewards:\n  - {name: qa_judge}\n  - {name: nope}\n")
+    assert main(["check", "01_corver", "--params", str(bad)]) == 2
+    assert "'rewards.1.name': unknown reward 'nope'" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 import pytest
 
-from factlab.rewards.corver import (COUNT_REWARDS, STOP_WORDS, CooccurrenceScalarReward, CorVerRewardConfig,
+from factlab.rewards.corver import (COUNT_REWARDS, STOP_WORDS, CooccurrenceScalarReward, CorVerArgs,
                                     CorVerScorer, CorVerTokenShaping, block_of, content_words, count_to_reward,
                                     entity_content_words, score_sentence, token_returns, traces_frame)
 from factlab.rewards.triplets import HeuristicExtractor, Triplet
@@ -23,13 +23,11 @@ def test_count_to_reward_custom_and_errors():
         count_to_reward(-1)
 
 
-def test_reward_config_validates():
+def test_reward_args_validate():
     with pytest.raises(ValueError, match="tau_1"):
-        CorVerRewardConfig(count_thresholds=(20, 5))
-    with pytest.raises(ValueError, match="a0 < a1"):
-        CorVerRewardConfig(count_rewards=(0.1, 0.0, -0.1, -0.3))
-    with pytest.raises(ValueError, match="count_limit"):
-        CorVerRewardConfig(count_limit=10)
+        CorVerArgs(count_thresholds=(20, 5))
+    with pytest.raises(ValueError, match="alpha_0 < alpha_1"):
+        CorVerArgs(count_rewards=(0.1, 0.0, -0.1, -0.3))
 
 
 # ----------------------------------------------------------------------------- §B.1 words
@@ -136,7 +134,7 @@ def world_scorer(tmp_path_factory):
     paths = ensure_world()
     index = CorpusIndex.build(paths["corpus"], "smollm2-135m-instruct", tmp_path_factory.mktemp("w") / "ix",
                               progress=False)
-    return CorVerScorer(HeuristicExtractor(), lambda w: index.cooccurrence(list(w), 1000), CorVerRewardConfig())
+    return CorVerScorer(HeuristicExtractor(), lambda w: index.cooccurrence(list(w), 1000), CorVerArgs())
 
 
 def test_true_claim_outscores_swapped_claim_on_real_index(world_scorer):
@@ -177,8 +175,10 @@ def test_token_shaping_on_real_tokens(world_scorer, tokenizer):
 
 
 def test_token_shaping_fallback_when_alignment_low(world_scorer, tokenizer):
-    cfg = CorVerRewardConfig(alignment_min=1.01)  # impossible rate: every completion falls back
-    shaping = CorVerTokenShaping(CorVerScorer(world_scorer.extractor, world_scorer._count_fn, cfg), tokenizer)
+    args = CorVerArgs(alignment_min=1.0)
+    scorer = CorVerScorer(world_scorer.extractor, world_scorer._count_fn, args)
+    shaping = CorVerTokenShaping(scorer, tokenizer)
+    scorer.args = args.model_copy(update={"alignment_min": 1.01})  # impossible rate: every completion falls back
     ids = tokenizer("Peru borders Chile.", add_special_tokens=False)["input_ids"]
     (s,) = shaping(["Peru borders Chile."], [ids], [{}])
     assert s.values == [0.0] * len(ids) and s.stats["fallback"] == 1.0
@@ -190,19 +190,49 @@ def test_a3_scalar_is_mean_sentence_reward(world_scorer):
     assert vals[0] == pytest.approx((-0.3 + 0.0) / 2) and vals[1] == 0.0 and vals[2] == pytest.approx(-0.3)
 
 
-def test_reward_setup_per_ablation(world_scorer, tokenizer):
-    from factlab.config import CorVerConfig
-    from factlab.train.corver import reward_setup
+def test_ablation_reward_lists():
+    from factlab.rewards import RewardSpec
+    from factlab.train.corver import CorVerConfig, ablation_rewards
+
+    full = CorVerConfig().rewards
+    assert [s.name for s in full] == ["qa_judge", "format", "corver"]
+    assert [(s.name, s.weight) for s in ablation_rewards(full, "full")] == [("qa_judge", 1.0), ("format", 1.0),
+                                                                           ("corver", 1.0)]
+    assert [s.name for s in ablation_rewards(full, "A1")] == ["qa_judge", "format"]
+    assert [(s.name, s.weight) for s in ablation_rewards(full, "A2")][0] == ("qa_judge", 0.0)
+    custom = [RewardSpec(name="qa_judge"), RewardSpec(name="corver", weight=0.5, args={"window": 64})]
+    a3 = ablation_rewards(custom, "A3")[-1]
+    assert (a3.name, a3.weight, a3.args["window"]) == ("corver_scalar", 0.5, 64)
+    with pytest.raises(ValueError, match="unknown CorVer run"):
+        ablation_rewards(full, "A9")
+
+
+def test_registry_builds_each_ablation_on_shared_resources(world_scorer, tokenizer):
+    from factlab.rewards import build_rewards
+    from factlab.train.corver import CorVerConfig, ablation_rewards
+
+    class Res:  # the two resources the corver rewards draw on
+        def scorer(self, args):
+            return world_scorer
+
+        def policy_tokenizer(self):
+            return tokenizer
 
     cfg = CorVerConfig()
-    full = reward_setup("full", cfg, world_scorer, tokenizer)
-    assert [f.__name__ for f in full.reward_funcs] == ["format", "judge"] and full.reward_weights == [1.0, 1.0]
-    assert full.token_shaping is not None
-    a1 = reward_setup("A1", cfg, world_scorer, tokenizer)
-    assert a1.token_shaping is None and a1.reward_weights == [1.0, 1.0]
-    a2 = reward_setup("A2", cfg, world_scorer, tokenizer)
-    assert a2.reward_weights == [1.0, 0.0] and a2.token_shaping is not None
-    a3 = reward_setup("A3", cfg, world_scorer, tokenizer)
-    assert a3.token_shaping is None and [f.__name__ for f in a3.reward_funcs][-1] == "cooc_scalar"
-    with pytest.raises(ValueError, match="unknown CorVer run"):
-        reward_setup("A9", cfg, world_scorer, tokenizer)
+    full = build_rewards(ablation_rewards(cfg.rewards, "full"), Res())
+    assert [f.__name__ for f in full.funcs] == ["qa_judge", "format"] and full.weights == [1.0, 1.0]
+    assert [n for n, _, _ in full.shaping] == ["corver"] and full.token_shaping() is not None
+    a1 = build_rewards(ablation_rewards(cfg.rewards, "A1"), Res())
+    assert a1.token_shaping() is None and a1.weights == [1.0, 1.0]
+    a2 = build_rewards(ablation_rewards(cfg.rewards, "A2"), Res())
+    assert a2.weights == [0.0, 1.0] and a2.token_shaping() is not None
+    a3 = build_rewards(ablation_rewards(cfg.rewards, "A3"), Res())
+    assert a3.token_shaping() is None and [f.__name__ for f in a3.funcs] == ["qa_judge", "format", "corver_scalar"]
+    # the composed shaping scales the sentence rewards by the reward's weight (lambda_c)
+    half = build_rewards([*ablation_rewards(cfg.rewards, "A1"),
+                          ablation_rewards(cfg.rewards, "full")[-1].model_copy(update={"weight": 0.5})], Res())
+    text = "The capital of Afghanistan is Lima."
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    (once,) = full.token_shaping()([text], [ids], [{}])
+    (scaled,) = half.token_shaping()([text], [ids], [{}])
+    assert min(once.values) == pytest.approx(-0.3) and scaled.values == pytest.approx([0.5 * v for v in once.values])

@@ -1,61 +1,67 @@
-"""GRPO run glue: params -> GRPOConfig, prompt datasets, a resumable real training run."""
+"""The one GRPO entry point: params -> GRPOConfig, prompt filtering, a resumable real run,
+merging the adapter."""
 
 import pytest
 
-from factlab import config
+from factlab import config, models
+from factlab.rewards import RewardSpec, build_rewards
+from factlab.train import merge_adapter, run
+from factlab.train.corver import CorVerConfig, qa_rows
 from factlab.data.types import QAItem
-from factlab.train.grpo import grpo_args, qa_prompt_dataset, train_grpo
+from factlab.train.grpo import filter_long_prompts, grpo_args
 
 
-def _smoke_grpo(**over):
-    cfg = config.load_config("params/01_corver_smoke.yaml", config.CorVerConfig).grpo
-    return cfg.model_copy(update=over)
+def _smoke(**grpo):
+    cfg = config.load_config("params/01_corver_smoke.yaml", CorVerConfig)
+    return cfg.model_copy(update={"grpo": cfg.grpo.model_copy(update=grpo)})
 
 
 def test_grpo_args_carry_the_paper_knobs(tmp_path):
-    full = config.load_config("params/01_corver.yaml", config.CorVerConfig).grpo
+    full = config.load_config("params/01_corver.yaml", CorVerConfig).grpo
     assert (full.num_generations, full.max_completion_length, full.beta, full.epsilon) == (16, 1024, 0.001, 0.2)
     assert full.per_device_train_batch_size * full.gradient_accumulation_steps == 24 * 16  # Table 6
-    args = grpo_args(_smoke_grpo(), tmp_path)
+    args = grpo_args(_smoke().grpo, tmp_path, reward_weights=[1.0, 0.5])
     assert args.num_generations == 4 and args.max_completion_length == 64
     assert args.loss_type == "grpo" and args.scale_rewards == "group"
     assert args.warmup_steps == pytest.approx(0.03) and args.lr_scheduler_type == "cosine"
+    assert args.reward_weights == [1.0, 0.5]
 
 
 def test_grpo_args_errors_name_the_key(tmp_path):
-    with pytest.raises(ValueError, match="not a multiple of grpo.num_generations"):
-        grpo_args(_smoke_grpo(per_device_train_batch_size=6), tmp_path)
     with pytest.raises(ValueError, match=r"grpo.extra: unknown GRPOConfig field\(s\) \['not_a_knob'\]"):
-        grpo_args(_smoke_grpo(extra={"not_a_knob": 1}), tmp_path)
+        grpo_args(_smoke(extra={"not_a_knob": 1}).grpo, tmp_path)
 
 
-def test_prompt_dataset_drops_overlong_prompts(tokenizer):
-    items = [QAItem("a", "What is the capital of France?", ["Paris"]),
-             QAItem("b", "Why " * 400 + "?", ["x"])]
-    ds, dropped = qa_prompt_dataset(items, "Answer briefly.", tokenizer, max_prompt_length=256)
-    assert dropped == 1 and len(ds) == 1
-    assert ds[0]["prompt"][1] == {"role": "user", "content": "What is the capital of France?"}
-    assert ds[0]["golds"] == ["Paris"]
-    with pytest.raises(ValueError, match="no training prompts left"):
-        qa_prompt_dataset(items[1:], "s", tokenizer, max_prompt_length=16)
+def test_overlong_prompts_are_dropped_and_counted(tokenizer):
+    rows = qa_rows([QAItem("a", "What is the capital of France?", ["Paris"]), QAItem("b", "Why " * 400 + "?", ["x"])],
+                   system="Answer briefly.")
+    kept, dropped = filter_long_prompts(rows, tokenizer, 256)
+    assert dropped == 1 and [r["id"] for r in kept] == ["a"]
+    assert kept[0]["prompt"][1] == {"role": "user", "content": "What is the capital of France?"}
+    assert kept[0]["golds"] == ["Paris"]
+    assert filter_long_prompts(rows, tokenizer, None) == (rows, 0)
 
 
-def test_train_grpo_saves_adapter_logs_and_resumes(tmp_path):
-    from factlab import models, prompts
-    from factlab.rewards.qa import FormatReward, JudgeReward
-
-    model, tok = models.load_model("smollm2-135m-instruct")
-    items = [QAItem("fr", "What is the capital of France?", ["Paris"]),
-             QAItem("jp", "What is the capital of Japan?", ["Tokyo"])]
-    ds, _ = qa_prompt_dataset(items, prompts.CORVER_TRAIN_SYSTEM)
-    args = grpo_args(_smoke_grpo(max_steps=2, max_completion_length=16, save_steps=1), tmp_path / "run")
-    lora = config.LoraSection(r=4, alpha=8, target_modules=["q_proj", "v_proj"])
-    res = train_grpo("t", model, tok, ds, [JudgeReward(), FormatReward()], args, lora=lora)
-    assert res.steps == 2 and (tmp_path / "run/adapter/adapter_config.json").exists()
+def test_run_trains_saves_resumes_and_merges(tmp_path):
+    cfg = _smoke(max_steps=2, max_completion_length=16, save_steps=1)
+    cfg = cfg.model_copy(update={"lora": config.LoraSection(r=4, alpha=8, target_modules=["q_proj", "v_proj"])})
+    rows = qa_rows([QAItem("fr", "What is the capital of France?", ["Paris"]),
+                    QAItem("jp", "What is the capital of Japan?", ["Tokyo"])])
+    rewards = build_rewards([RewardSpec(name="qa_judge"), RewardSpec(name="format", weight=0.5)], resources=None)
+    res = run(cfg, rows, rewards, tmp_path / "run")
+    assert res.steps == 2 and res.is_adapter and (tmp_path / "run/model/adapter_config.json").exists()
+    assert res.metrics["prompts"] == 2 and res.metrics["rewards"] == "R = 1 qa_judge + 0.5 format"
     steps = res.steps_frame()
     assert list(steps.index) == [1, 2]
-    assert {"rewards/judge/mean", "advantages/min", "stepwise/return_mean", "judge/na_rate"} <= set(steps.columns)
-    again = train_grpo("t", model, tok, ds, [JudgeReward(), FormatReward()], args, lora=lora)
+    assert {"rewards/qa_judge/mean", "rewards/format/mean", "advantages/min", "advantages/group_spread",
+            "stepwise/return_mean", "qa_judge/na_rate"} <= set(steps.columns)
+    again = run(cfg, rows, rewards, tmp_path / "run")
     assert again.resumed and again.steps == 2 and again.log_history == res.log_history
-    trained, _ = models.load_model("smollm2-135m-instruct", adapter=res.adapter_dir)
+    trained, _ = models.load_model("smollm2-135m-instruct", adapter=res.model_dir)
     assert any("lora" in n for n, _ in trained.named_parameters())
+    merged = merge_adapter(res)
+    plain, _ = models.load_model(merged)
+    assert not any("lora" in n for n, _ in plain.named_parameters())
+    assert merge_adapter(res) == merged  # built once
+    with pytest.raises(ValueError, match="no training prompts left"):
+        run(cfg, [], rewards, tmp_path / "empty")

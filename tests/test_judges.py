@@ -121,8 +121,10 @@ def test_vllm_backend_absent_is_a_clear_error():
 
 
 def test_openai_backend_needs_base_url():
-    with pytest.raises(JudgeError, match="base_url"):
-        make_judge(JudgeSection(backend="openai"))
+    with pytest.raises(ValueError, match="base_url"):
+        JudgeSection(backend="openai")
+    with pytest.raises(JudgeError, match="base_url"):  # a judge built around the params check
+        make_judge(JudgeSection(), backend="openai")
 
 
 # ------------------------------------------------------------------ cache

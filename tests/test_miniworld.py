@@ -178,7 +178,7 @@ def test_claims(by_name, claims):
     assert labels["attributable"] >= 800 and labels["not_attributable"] >= 800
     for c in claims:
         facts = by_name[c["entity"]]
-        values = mw._relation_values(facts, c["relation"])
+        values = mw.relation_values(facts, c["relation"])
         assert c["source"] == mw.article_text(facts)
         assert c["entity"] in c["claim"] and c["object"] in c["claim"]
         if c["label"] == "attributable":
@@ -194,7 +194,7 @@ def test_claims(by_name, claims):
             assert not any(normalize_answer(c["object"]) == normalize_answer(v) for v in values)
             assert not _mentioned(c["source"], c["object"])
             # the swapped-in value is a real value of the same relation elsewhere
-            assert any(c["object"] in mw._relation_values(o, c["relation"])
+            assert any(c["object"] in mw.relation_values(o, c["relation"])
                        for o in by_name.values() if o.name != c["entity"])
     assert by_id["capital/france/true"]["claim"] == "The capital of France is Paris."
     assert by_id["capital/france/entity_swap"]["object"] != "Paris"

@@ -37,8 +37,8 @@ def test_quickstart_smoke_writes_report_with_accuracy_table(tmp_path):
 
 def test_bad_params_fail_before_a_kernel_starts(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("base: %s\ngeneration:\n  max_tokens: 3\n" % (ROOT / "params/00_quickstart_smoke.yaml"))
-    with pytest.raises(ConfigError, match="generation.max_tokens"):
+    bad.write_text("base: %s\neval_generation:\n  max_tokens: 3\n" % (ROOT / "params/00_quickstart_smoke.yaml"))
+    with pytest.raises(ConfigError, match="eval_generation.max_tokens"):
         runner.run_notebook("00_quickstart", params=bad, out=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
 
@@ -75,7 +75,7 @@ trace_completions: 2
     for fig in ("calibration", "training_curves", "raw_vs_trained", "latency"):
         assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
     for run in ("full", "A1"):
-        assert (res.run_dir / "train" / run / "adapter" / "adapter_config.json").exists()
+        assert (res.run_dir / "train" / run / "model" / "adapter_config.json").exists()
     html = res.report.read_text()
     assert "P(correct | count bucket)" in html and "Short-form QA: raw vs trained" in html
 
@@ -86,7 +86,7 @@ def test_binary_rar_notebook_end_to_end(tmp_path):
     params = tmp_path / "rar_tiny.yaml"
     params.write_text(f"""base: {ROOT / 'params/02_binary_rar_smoke.yaml'}
 judge: {{cache: false, max_new_tokens: 6}}
-reward: {{max_claims: 2, claim_max_new_tokens: 16}}
+verifier: {{max_claims: 2, max_new_tokens: 16}}
 prompts: {{train_limit: 4, eval_limit: 2}}
 compare: {{prompts: 1, policy_samples: 0}}
 grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
@@ -137,10 +137,10 @@ self_evolution: {{rounds: 1, probe_budget: 2, refine_steps: 1}}
     assert m["teacher"]["n"] == 2 and m["teacher"]["attempts"] == 2
     assert m["teacher"]["sft_examples"] == 8  # rejected mini-world pairs got reference annotations
     assert m["sft"]["steps"] == 2 and len(m["sft"]["losses"]) == 2
-    for reward in ("process", "binary"):
+    for reward in ("seva_process", "seva_binary"):
         rows = m["grpo_diagnostics"][reward]
         assert len(rows) == 1 and "advantages/group_spread" in rows[0] and "frac_reward_zero_std" in rows[0]
-    assert {k.split(" · ")[0] for k in m["evaluation"]} == {"base", "SFT", "GRPO-process", "GRPO-binary"}
+    assert {k.split(" · ")[0] for k in m["evaluation"]} == {"base", "SFT", "GRPO-seva_process", "GRPO-seva_binary"}
     assert all(0 <= e["macro_f1"] <= 1 for e in m["evaluation"].values())
     (rnd,) = m["self_evolution"]["rounds"]
     assert sum(rnd["allocation"].values()) == 2 and rnd["refine_steps"] == 1

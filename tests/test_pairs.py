@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from factlab.data import miniworld as mw
 from factlab.data import pairs as P
 from factlab.data.pairs import ClaimPair
-from factlab.rewards.seva import ERROR_TYPES, normalize_label
+from factlab.labels import ERROR_TYPES, STRATEGIES, STRATEGY_ERROR_TYPES, normalize_label
+from factlab.synth.perturbations import miniworld_pairs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pairs"
 A, NA = "attributable", "not_attributable"
@@ -31,11 +32,11 @@ def _rows(name: str) -> list[dict]:
 
 
 def _n(text: str) -> str:
-    return mw._norm(text)
+    return mw.normalize(text)
 
 
 def _mentioned(haystack: str, needle: str) -> bool:
-    return mw._mentions(_n(haystack), needle)
+    return mw.mentions(_n(haystack), needle)
 
 
 # --------------------------------------------------------------------------- registry / loaders
@@ -58,8 +59,8 @@ def test_registry():
     spec = P.PAIR_DATASETS["halueval"]
     assert (spec.hf_id, spec.hf_config, spec.split) == ("pminervini/HaluEval", "qa_samples", "data")
     assert P.PAIR_DATASETS["anli"].hf_id == "facebook/anli"
-    assert set(P.STRATEGY_ERROR_TYPES) == set(P.STRATEGIES) and len(P.STRATEGIES) == 6
-    assert set(P.STRATEGY_ERROR_TYPES.values()) <= set(ERROR_TYPES)
+    assert set(STRATEGY_ERROR_TYPES) == set(STRATEGIES) and len(STRATEGIES) == 6
+    assert set(STRATEGY_ERROR_TYPES.values()) <= set(ERROR_TYPES)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -336,12 +337,12 @@ def articles(world):
 
 @pytest.fixture(scope="module")
 def mpairs(world):
-    return P.miniworld_pairs(world, seed=0)
+    return miniworld_pairs(world, seed=0)
 
 
 def test_miniworld_every_strategy_balanced(mpairs):
     counts = P.strategy_counts(mpairs)
-    assert set(counts) == set(P.STRATEGIES)
+    assert set(counts) == set(STRATEGIES)
     assert len(set(counts.values())) == 1 and min(counts.values()) >= 100  # equal share by default
     assert P.label_counts(mpairs) == {A: len(mpairs) // 2, NA: len(mpairs) // 2}
     assert len({p.id for p in mpairs}) == len(mpairs)
@@ -357,8 +358,8 @@ def test_miniworld_labels_and_error_types(mpairs):
             assert p.strategy is None and p.error_type is None
             assert by_id[p.meta["perturbed_id"]].meta["base_id"] == p.id
         else:
-            assert p.strategy in P.STRATEGIES
-            assert p.error_type == P.STRATEGY_ERROR_TYPES[p.strategy]
+            assert p.strategy in STRATEGIES
+            assert p.error_type == STRATEGY_ERROR_TYPES[p.strategy]
             twin = by_id[p.meta["base_id"]]
             assert twin.label == A and twin.source == p.source and twin.claim == p.meta["true_claim"]
 
@@ -377,7 +378,7 @@ def test_miniworld_attributable_claims_supported(mpairs, articles):
 
 
 def mw_sentences(text, name):
-    return P._article_sentences(text, name)
+    return mw.article_sentences(text, name)
 
 
 def test_miniworld_perturbed_claims_not_in_source(mpairs):
@@ -399,7 +400,7 @@ def test_miniworld_strategy_specifics(mpairs, facts):
         seen[s] += 1
         if s == "numerical_perturbation":
             assert m["relation"] in ("population", "area")
-            new = mw._fmt_number(m["perturbed_value"])
+            new = mw.format_number(m["perturbed_value"])
             assert new in p.claim and not _mentioned(p.source, new)
             assert _mentioned(p.source, m["object"]) and m["object"] not in p.claim
             assert m["perturbed_value"] != m["true_value"]
@@ -417,7 +418,7 @@ def test_miniworld_strategy_specifics(mpairs, facts):
             if m["relation"] == "borders":
                 assert v in nb.borders and v not in own.borders and v != own.name
             else:
-                assert v in P._values(nb, m["relation"]) and v not in P._values(own, m["relation"])
+                assert v in mw.fact_values(nb, m["relation"]) and v not in mw.fact_values(own, m["relation"])
             assert v in p.claim and not _mentioned(p.source, v)
         elif s == "paraphrase":
             assert any(w in f" {p.claim} " for w in (" not ", " outside ", " no ")), p.claim
@@ -427,7 +428,7 @@ def test_miniworld_strategy_specifics(mpairs, facts):
         elif s == "unanswerable_wrap":
             assert m["added_detail"] in p.claim and not _mentioned(p.source, m["added_detail"])
             assert _n(p.meta["true_claim"]) in _n(p.claim)
-    assert set(seen) == set(P.STRATEGIES)
+    assert set(seen) == set(STRATEGIES)
 
 
 def test_miniworld_presupposition_false_in_world(mpairs, facts):
@@ -444,27 +445,27 @@ def test_miniworld_presupposition_false_in_world(mpairs, facts):
             assert max(o.area for o in group) > c.area
         else:
             rel = p.meta["relation"]
-            assert len(P._values(c, rel)) >= 2  # "only ..." while the source lists several
+            assert len(mw.fact_values(c, rel)) >= 2  # "only ..." while the source lists several
 
 
 def test_miniworld_deterministic_and_quotas(world, mpairs):
-    again = P.miniworld_pairs(world, seed=0)
+    again = miniworld_pairs(world, seed=0)
     assert [p.to_dict() for p in again] == [p.to_dict() for p in mpairs]
 
-    small = P.miniworld_pairs(world, seed=1, per_strategy=5)
-    assert P.strategy_counts(small) == {s: 5 for s in P.STRATEGIES}
+    small = miniworld_pairs(world, seed=1, per_strategy=5)
+    assert P.strategy_counts(small) == {s: 5 for s in STRATEGIES}
     assert P.label_counts(small) == {A: 30, NA: 30}
-    small0 = P.miniworld_pairs(world, seed=0, per_strategy=5)
+    small0 = miniworld_pairs(world, seed=0, per_strategy=5)
     assert [p.to_dict() for p in small0] != [p.to_dict() for p in small]  # the seed matters
 
-    guided = P.miniworld_pairs(world, seed=0, per_strategy={"entity_confusion": 6, "paraphrase": 2},
+    guided = miniworld_pairs(world, seed=0, per_strategy={"entity_confusion": 6, "paraphrase": 2},
                                source="article")
     assert P.strategy_counts(guided) == {s: {"entity_confusion": 6, "paraphrase": 2}.get(s, 0)
-                                         for s in P.STRATEGIES}
+                                         for s in STRATEGIES}
     articles = {d["id"]: d["text"] for d in _read(world["corpus"])}
     assert all(p.source == articles[p.meta["doc_id"]] for p in guided)
 
     with pytest.raises(ValueError, match="unknown strategy"):
-        P.miniworld_pairs(world, per_strategy={"negation": 3})
+        miniworld_pairs(world, per_strategy={"negation": 3})
     with pytest.raises(ValueError, match="source"):
-        P.miniworld_pairs(world, source="summary")
+        miniworld_pairs(world, source="summary")

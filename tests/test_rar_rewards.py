@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factlab import prompts as P
-from factlab.config import RARConfig
+from factlab.train.rar import RARConfig
 from factlab.corpus.retrieval import Chunk, Datastore
 from factlab.judges import Judge, TransformersJudge
 from factlab.rewards.rar import (BinaryRAR, ClaimVerifier, LMJudgeReward, RatingRAR, VeriScoreReward, parse_claims,
@@ -117,7 +117,7 @@ def test_veriscore_claims_and_verdicts(store):
         return "contradicted" if "Lyon" in claim else "Supported."
 
     judge = ScriptedJudge(script)
-    r = VeriScoreReward(judge, store, k_per_claim=1)
+    r = VeriScoreReward(ClaimVerifier(judge, store, k_per_claim=1))
     out = r(prompts=["Tell me about France."] * 4,
             completions=["Paris is the capital.", "Lyon is the capital.", "nothing", "garbled"],
             prompt_id=["p-fr"] * 4)
@@ -160,8 +160,9 @@ def test_empty_and_huge_responses(store):
 
 def test_paper_defaults_in_params():
     cfg = RARConfig()
-    assert (cfg.datastore.chunk_tokens, cfg.datastore.top_k) == (512, 8)
-    assert (cfg.datastore.veriscore_chunk_tokens, cfg.datastore.veriscore_top_k) == (256, 4)
+    assert [s.name for s in cfg.rewards] == ["binary_rar"] and cfg.rewards[0].args == {"top_k": 8}
+    assert (cfg.datastore.chunk_tokens, cfg.datastore.veriscore_chunk_tokens, cfg.verifier.top_k) == (512, 256, 4)
+    assert [s.name for s in cfg.compare.rewards] == ["binary_rar", "rating_rar", "veriscore", "lm_judge"]
     assert cfg.early_stopping.max_relative_drop == 0.10
 
 

@@ -1,7 +1,6 @@
 """Learning-zone self-filter (000_ac66a963fabf3916.txt §A.2, §A.4)."""
 
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -25,11 +24,15 @@ def test_paper_defaults():
     assert cfg.system == CORVER_TRAIN_SYSTEM  # §A.4: "under the CorVer generation prompt"
 
 
-def test_from_params_takes_the_config_section():
-    from factlab.config import SelfFilterSection
+def test_params_section_is_the_config():
+    from factlab.config import ConfigError, validate
+    from factlab.train.corver import CorVerConfig
 
-    cfg = SelfFilterConfig.from_params(SelfFilterSection(num_samples=4, anchors=800), progress=False)
+    cfg = validate({"self_filter": {"num_samples": 4, "anchors": 800, "progress": False}}, CorVerConfig).self_filter
+    assert isinstance(cfg, SelfFilterConfig)
     assert cfg.num_samples == 4 and cfg.anchors == 800 and cfg.uses_anchors and not cfg.progress
+    with pytest.raises(ConfigError, match="'self_filter.keep_min': the keep range"):
+        validate({"self_filter": {"num_samples": 4, "keep_max": 5}}, CorVerConfig)
 
 
 @pytest.mark.parametrize("n,bucket", [(0, "zero"), (1, "learning_zone"), (15, "learning_zone"),
@@ -156,13 +159,13 @@ def test_real_run_and_resume(model_and_tokenizer, tmp_path):
     assert {r["id"] for r in rows} == {it.id for it in items}
 
     # a fully cached call generates nothing; the strict switch re-reads the same samples
-    strict = sf.count_correct(model, tok, items, replace(cfg, lenient=False),
+    strict = sf.count_correct(model, tok, items, cfg.model_copy(update={'lenient': False}),
                               cache_path=cache)
     assert len(cache.read_text().splitlines()) == 3 and all(r.cached for r in strict)
     assert [r.n_correct for r in strict] == [r.n_correct_strict for r in res]
 
     # different sampling settings are a different cache key: regenerated
-    other = sf.count_correct(model, tok, items[:1], replace(cfg, max_new_tokens=8),
+    other = sf.count_correct(model, tok, items[:1], cfg.model_copy(update={'max_new_tokens': 8}),
                              cache_path=cache)
     assert not other[0].cached and len(cache.read_text().splitlines()) == 4
 

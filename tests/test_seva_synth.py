@@ -104,7 +104,8 @@ def test_allocate_budget_properties(rates, budget):
 
 def test_strategy_budget_and_probe():
     from factlab.data.miniworld import ensure_world
-    from factlab.data.pairs import STRATEGY_ERROR_TYPES, strategy_counts
+    from factlab.data.pairs import strategy_counts
+    from factlab.labels import STRATEGY_ERROR_TYPES
 
     profile = {"entity_substitution": {"error_rate": 0.58}, "fabrication": {"error_rate": 0.22},
                "temporal_shift": {"error_rate": 0.9}}
@@ -124,7 +125,7 @@ def test_reference_annotations_are_valid_and_score_high():
     import json
 
     from factlab.data.miniworld import ensure_world
-    from factlab.data.pairs import miniworld_pairs
+    from factlab.synth.perturbations import miniworld_pairs
     from factlab.rewards import seva
 
     pairs = miniworld_pairs(ensure_world(), per_strategy=2)

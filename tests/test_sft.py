@@ -6,7 +6,8 @@ import pytest
 
 from factlab.config import LoraSection
 from factlab.data.pairs import ClaimPair
-from factlab.train.sft import SFTSection, sft_args, sft_dataset, train_sft
+from factlab.config import SFTSection
+from factlab.train.sft import run_sft, sft_args, sft_dataset
 
 
 ANN = {"evidence_alignment": [{"claim_span": "Paris", "source_span": "capital is Paris", "status": "match"}],
@@ -31,16 +32,16 @@ def test_dataset_skips_rejected_and_checks_lengths():
 
 @pytest.mark.slow  # the 03_seva notebook test runs real SFT and GRPO in CI
 def test_real_sft_lowers_loss_and_resumes(tmp_path):
-    from factlab import models
+    from factlab.train.seva import SevaConfig
 
-    model, tok = models.load_model(device="cpu")
     pairs = [ClaimPair(str(i), "The capital of France is Paris.", "France's capital is Paris.", "attributable")
              for i in range(4)]
     cfg = SFTSection(learning_rate=5e-4, max_steps=4, per_device_train_batch_size=4, max_length=512, bf16=False,
                      gradient_checkpointing=False, save_steps=2)
-    res = train_sft(model, tok, sft_dataset(pairs, [ANN] * 4), cfg, tmp_path / "sft", lora=LoraSection(r=8, alpha=16))
+    exp = SevaConfig(sft=cfg, lora=LoraSection(r=8, alpha=16))
+    res = run_sft(exp, sft_dataset(pairs, [ANN] * 4), tmp_path / "sft")
     losses = [l for _, l in res.losses()]
     assert res.steps == 4 and len(losses) == 4 and losses[-1] < losses[0]
     assert (tmp_path / "sft" / "model" / "adapter_config.json").exists()
-    again = train_sft(model, tok, None, cfg, tmp_path / "sft")
+    again = run_sft(exp, None, tmp_path / "sft")
     assert again.resumed and again.steps == 4

@@ -3,7 +3,9 @@
 import pytest
 import torch
 
-from factlab.train.stepwise_grpo import TokenShaping, pad_shaping, token_level_advantages
+from factlab.rewards import TokenShaping
+from factlab.train.stepwise_grpo import TokenLevelAdvantages, pad_shaping, token_level_advantages
+from factlab.train.trainer import FactlabGRPOTrainer, group_advantage_spread
 
 
 def _trl_sequence_advantages(rewards: torch.Tensor, G: int) -> torch.Tensor:
@@ -76,14 +78,14 @@ def test_unscorable_rows_and_empty_completions_get_zero_advantage():
 
 
 def test_group_advantage_spread():
-    from factlab.train.stepwise_grpo import group_advantage_spread
-
     adv = torch.tensor([[1.0, 3.0], [0.0, 0.0], [2.0, 9.0], [2.0, 9.0]])
     mask = torch.tensor([[1, 1], [1, 0], [1, 0], [1, 0]])
     # completion means: 2, 0 | 2, 2  -> spreads 2 and 0 (a collapsed group)
     assert group_advantage_spread(adv, mask, 2).tolist() == [2.0, 0.0]
     with pytest.raises(ValueError, match="groups of 3"):
         group_advantage_spread(adv, mask, 3)
+    # TRL's own (B,) sequence advantages: the completions' values themselves
+    assert group_advantage_spread(torch.tensor([1.0, -1.0, 0.5, 0.5]), None, 2).tolist() == [2.0, 0.0]
 
 
 def test_pad_shaping_checks_lengths():
@@ -124,13 +126,11 @@ def _score(trainer, ds, seed=0):
 def test_stepwise_without_shaping_equals_plain_trl_grpo(grpo_setup):
     from trl import GRPOTrainer
 
-    from factlab.train.stepwise_grpo import StepwiseGRPOTrainer
-
     model, tok, ds, args, funcs = grpo_setup
     plain = _score(GRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
                                train_dataset=ds), ds)
-    stepwise = StepwiseGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
-                                   train_dataset=ds)
+    stepwise = FactlabGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
+                                  train_dataset=ds, extensions=[TokenLevelAdvantages()])
     out = _score(stepwise, ds)
     assert torch.equal(plain["completion_ids"], out["completion_ids"])  # same seed, same samples
     m = out["completion_mask"].bool()
@@ -147,16 +147,15 @@ def test_stepwise_without_shaping_equals_plain_trl_grpo(grpo_setup):
 
 
 def test_shaping_moves_token_advantages_inside_the_trainer(grpo_setup):
-    from factlab.train.stepwise_grpo import StepwiseGRPOTrainer
-
     model, tok, ds, args, funcs = grpo_setup
 
     def first_half_bonus(texts, ids, rows):
         return [TokenShaping([0.5 if t < len(x) // 2 else 0.0 for t in range(len(x))], {"alignment_rate": 1.0})
                 for x in ids]
 
-    trainer = StepwiseGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
-                                  train_dataset=ds, token_shaping=first_half_bonus)
+    ext = TokenLevelAdvantages(first_half_bonus)
+    trainer = FactlabGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
+                                 train_dataset=ds, extensions=[ext])
     out = _score(trainer, ds)
     adv, mask = out["advantages"], out["completion_mask"]
     row = int(torch.argmax(mask.sum(1)))
@@ -167,6 +166,6 @@ def test_shaping_moves_token_advantages_inside_the_trainer(grpo_setup):
     def wrong_length(texts, ids, rows):
         return [TokenShaping([0.0]) for _ in ids]
 
-    trainer.token_shaping = wrong_length
+    ext.token_shaping = wrong_length
     with pytest.raises(ValueError, match="token shaping for completion"):
         _score(trainer, ds)

@@ -1,6 +1,7 @@
 """The ``factlab`` command: run notebooks, build the mini-world, bench.
 
     factlab run NOTEBOOK [--params FILE] [--out DIR] [--smoke]
+    factlab check NOTEBOOK [--params FILE] [--smoke]
     factlab run-all [--full] [--out DIR]
     factlab world [--out DIR]
     factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR [--text-field text]
@@ -12,12 +13,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import subprocess
 import sys
+from pathlib import Path
+
+from .corpus import CorpusIndex
+from .data.miniworld import build_world, default_world_dir
+from .rewards import available as available_rewards
+from .runner import default_params, find_notebook, load_params, project_root, run_all, run_notebook
 
 
 def _cmd_run(args) -> int:
-    from .runner import run_notebook
-
     res = run_notebook(args.notebook, params=args.params, out=args.out, smoke=args.smoke,
                        raise_on_error=False)
     print(f"run folder: {res.run_dir}\nreport:     {res.report}")
@@ -27,9 +33,22 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _cmd_run_all(args) -> int:
-    from .runner import run_all
+def _cmd_check(args) -> int:
+    nb = find_notebook(args.notebook)
+    params = Path(args.params) if args.params else default_params(nb, args.smoke)
+    cfg = load_params(nb.stem, params)
+    rewards = ", ".join(f"{s.name} x{s.weight:g}" for s in getattr(cfg, "rewards", [])) or "none"
+    print(f"ok: {params} is a valid {type(cfg).__name__} for {nb.stem} (model {cfg.model.name}; rewards: {rewards})")
+    return 0
 
+
+def _cmd_rewards(args) -> int:
+    for name in available_rewards():
+        print(name)
+    return 0
+
+
+def _cmd_run_all(args) -> int:
     results = run_all(smoke=not args.full, out=args.out, only=args.only or None)
     failed = [r for r in results if not r.ok]
     for r in results:
@@ -41,8 +60,6 @@ def _cmd_run_all(args) -> int:
 
 
 def _cmd_world(args) -> int:
-    from .data.miniworld import build_world, default_world_dir
-
     paths = build_world(args.out or default_world_dir())
     for k, v in paths.items():
         print(f"{k:12s} {v}")
@@ -50,8 +67,6 @@ def _cmd_world(args) -> int:
 
 
 def _cmd_index_build(args) -> int:
-    from .corpus import CorpusIndex
-
     kw = {} if args.shard_tokens is None else {"shard_tokens": args.shard_tokens}
     try:
         index = CorpusIndex.build(args.corpus, args.tokenizer, args.out, text_field=args.text_field,
@@ -67,11 +82,6 @@ def _cmd_index_build(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    import subprocess
-    from pathlib import Path
-
-    from .runner import project_root
-
     scripts = sorted((project_root() / "bench").glob("bench_*.py"))
     if args.only:
         scripts = [s for s in scripts if any(o in s.stem for o in args.only)]
@@ -97,6 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", help="runs folder (default: outputs/runs)")
     r.add_argument("--smoke", action="store_true", help="use params/<stem>_smoke.yaml")
     r.set_defaults(func=_cmd_run)
+
+    c = sub.add_parser("check", help="validate a notebook's params without running anything")
+    c.add_argument("notebook", help="notebook path or stem, e.g. 01_corver")
+    c.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
+    c.add_argument("--smoke", action="store_true", help="check params/<stem>_smoke.yaml")
+    c.set_defaults(func=_cmd_check)
+
+    rw = sub.add_parser("rewards", help="list the registered reward names")
+    rw.set_defaults(func=_cmd_rewards)
 
     a = sub.add_parser("run-all", help="execute every notebook (smoke params unless --full)")
     a.add_argument("--full", action="store_true", help="full-scale params (GPU)")

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
+
+from .paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +30,6 @@ _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # name -> (python package holding the GGUF, file name, cache folder name)
 EMBEDDED_MODELS = {DEFAULT_MODEL: (_GGUF_PACKAGE, _GGUF_FILE, "smollm2-135m-instruct-hf")}
 STOP_TOKEN_CANDIDATES = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
-
-
-def cache_dir() -> Path:
-    """factlab's cache root: ``$FACTLAB_CACHE``, else ``$XDG_CACHE_HOME/factlab``, else ``~/.cache/factlab``."""
-    if os.environ.get("FACTLAB_CACHE"):
-        return Path(os.environ["FACTLAB_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "factlab"
 
 
 def gguf_path(package: str = _GGUF_PACKAGE, filename: str = _GGUF_FILE) -> Path:

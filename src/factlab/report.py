@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
+
+from .eval.calibration import COUNT_BUCKETS
 
 QA_RATE_KEYS = ("accuracy", "strict_accuracy", "na_rate", "format_rate", "truncation_rate")
 
@@ -69,10 +72,6 @@ def plot_calibration(table, ax=None, title: str = "P(correct | co-occurrence buc
     annotated (000 §6.1 Figure 5): green dashed lines at the reward boundaries of Eq. (2),
     a grey dotted line at the unused split ``c = 10``. ``table``: the DataFrame of
     ``eval.calibration.calibration_table`` / ``audit``. Returns the figure."""
-    import math
-
-    from .eval.calibration import COUNT_BUCKETS
-
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.2, 3.4))
     else:

@@ -22,9 +22,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import config_for_notebook, dump_config, load_config
+import nbformat
+import papermill as pm
+from nbconvert import HTMLExporter
+from pydantic import BaseModel
+
+from .config import ConfigError, dump_config, load_config
+from .experiment import QuickstartConfig
+from .train.corver import CorVerConfig
+from .train.rar import RARConfig
+from .train.seva import SevaConfig
 
 log = logging.getLogger(__name__)
+
+# Every notebook's params schema, by notebook stem.
+NOTEBOOK_CONFIGS: dict[str, type[BaseModel]] = {
+    "00_quickstart": QuickstartConfig,
+    "01_corver": CorVerConfig,
+    "02_binary_rar": RARConfig,
+    "03_seva": SevaConfig,
+}
+
+
+def config_for_notebook(stem: str) -> type[BaseModel]:
+    """The config class of a notebook stem such as ``00_quickstart``."""
+    try:
+        return NOTEBOOK_CONFIGS[stem]
+    except KeyError:
+        raise ConfigError(f"no config registered for notebook '{stem}'; known: {sorted(NOTEBOOK_CONFIGS)}") from None
+
+
+def load_params(notebook: str, params: str | Path) -> BaseModel:
+    """Validate ``params`` against the notebook's config class (what ``factlab check`` does)."""
+    return load_config(params, config_for_notebook(Path(notebook).stem))
 
 
 def project_root(start: str | Path | None = None) -> Path:
@@ -80,9 +110,6 @@ class RunResult:
 
 def html_report(executed: Path, out: Path) -> Path:
     """Render an executed notebook to a standalone HTML file."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
     nb = nbformat.read(str(executed), as_version=4)
     body, _ = HTMLExporter().from_notebook_node(nb)
     out.write_text(body, encoding="utf-8")
@@ -98,8 +125,6 @@ def run_notebook(notebook: str | Path, params: str | Path | None = None,
     with its key path. On a cell error the executed notebook and its HTML are still
     written (to see where it stopped), then ``RuntimeError`` names the run folder.
     """
-    import papermill as pm
-
     nb_path = find_notebook(str(notebook))
     params_path = Path(params) if params else default_params(nb_path, smoke)
     cfg = load_config(params_path, config_for_notebook(nb_path.stem))

@@ -98,6 +98,23 @@ def extract_answer(completion: str) -> str | None:
     return (rest if end < 0 else rest[:end]).strip()
 
 
+_THINK_BLOCK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
+_ANY_TAG = re.compile(r"</?(?:think|answer)>")
+
+
+def lenient_answer(completion: str) -> tuple[str, str]:
+    """``(answer, source)``: the ``<answer>`` block (source ``"tag"``), else the completion
+    with its ``<think>`` block and stray tags removed (source ``"lenient"``).
+
+    Interpretation of §4's "lenient regex parsing" (evaluation); ``extract_answer`` is the
+    strict §A.2 rule."""
+    tagged = extract_answer(completion)
+    if tagged is not None:
+        return tagged, "tag"
+    rest = _ANY_TAG.sub(" ", _THINK_BLOCK.sub(" ", completion or "")).strip()
+    return rest, "lenient"
+
+
 _FORMAT = re.compile(r"<think>(.*?)</think>.*?<answer>", re.DOTALL)
 MIN_THINK_CHARS = 30
 

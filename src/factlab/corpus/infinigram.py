@@ -134,7 +134,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+import hashlib
+
 import numpy as np
+from pydantic import Field
+
+from ..config import Section
+from ..models import load_tokenizer
+from ..paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -675,8 +682,6 @@ class CorpusIndex:
         a non-empty folder that is not an index is left alone (FileExistsError).
         ``cpus``: suffix-array jobs (default: all cores; small shards always use one).
         """
-        from ..models import load_tokenizer
-
         path = Path(corpus_jsonl)
         if not path.is_file():
             raise FileNotFoundError(f"corpus file not found: {path}")
@@ -760,8 +765,6 @@ class CorpusIndex:
             if not name:
                 raise ValueError(f"{self.path} was built from token ids without a tokenizer; "
                                  f"query it with cooccurrence_ids()")
-            from ..models import load_tokenizer
-
             self._tokenizer = load_tokenizer(name)
         return self._tokenizer
 
@@ -949,3 +952,50 @@ def _positions_near(shard: _Shard, clause: Clause, anchors: np.ndarray, window: 
         idx = idx[np.r_[True, idx[1:] != idx[:-1]]]
     piece = np.searchsorted(offsets, idx, side="right") - 1
     return starts[piece] + (idx - offsets[piece])
+
+
+# ---------------------------------------------------------------- params and the cached default
+
+
+class IndexSection(Section):
+    """The infini-gram co-occurrence index (000 §3.2, §B.1) a run counts in."""
+
+    corpus: str | None = None  # JSONL with a text field; None = the mini-world corpus
+    text_field: str = "text"
+    dir: str | None = None  # an index built by `factlab index build`; None = built into the cache
+    tokenizer: str | None = None  # None = the policy's tokenizer
+    shard_tokens: int = Field(500_000_000, ge=1)
+
+
+def default_index_dir(corpus: str | Path, tokenizer: str) -> Path:
+    """``<cache>/indexes/<corpus stem>-<tokenizer>-<hash of corpus path, size, mtime>``."""
+    p = Path(corpus).absolute()
+    st = p.stat()
+    key = hashlib.sha1(f"{p}|{st.st_size}|{st.st_mtime_ns}|{tokenizer}".encode()).hexdigest()[:10]
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(tokenizer).name)
+    return cache_dir() / "indexes" / f"{p.stem}-{slug}-{key}"
+
+
+def ensure_index(cfg: IndexSection, default_corpus: str | Path | None, default_tokenizer: str,
+                 progress: bool = True) -> CorpusIndex:
+    """Load the configured index, building it first when absent (§B.1).
+
+    ``dir`` set and present: loaded as is. Otherwise the index of ``corpus`` (default:
+    ``default_corpus``, the mini-world's) with ``tokenizer`` (default: the policy's) is built
+    under the cache, keyed by corpus file and tokenizer, and reused next time."""
+    if cfg.dir and Path(cfg.dir).exists():
+        return CorpusIndex.load(cfg.dir)
+    corpus = cfg.corpus or default_corpus
+    if corpus is None:
+        raise ValueError("index.corpus is not set and there is no default corpus")
+    if not Path(corpus).is_file():
+        raise FileNotFoundError(f"index.corpus: {corpus} does not exist")
+    tokenizer = cfg.tokenizer or default_tokenizer
+    out = Path(cfg.dir) if cfg.dir else default_index_dir(corpus, tokenizer)
+    try:
+        return CorpusIndex.load(out)
+    except FileNotFoundError:
+        pass
+    log.info("building the co-occurrence index of %s into %s", corpus, out)
+    return CorpusIndex.build(corpus, tokenizer, out, text_field=cfg.text_field, shard_tokens=cfg.shard_tokens,
+                             progress=progress)

@@ -40,7 +40,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import hashlib
+
 import numpy as np
+from pydantic import Field, model_validator
+
+from ..config import ParamError, Section
+from ..data.types import read_jsonl
+from ..models import load_tokenizer
+from ..paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +97,6 @@ class Hit:
 
 def _as_tokenizer(tokenizer):
     if isinstance(tokenizer, str) or tokenizer is None:
-        from ..models import load_tokenizer
-
         return load_tokenizer(tokenizer)
     return tokenizer
 
@@ -388,8 +394,6 @@ class Datastore:
     def from_jsonl(cls, path: str | Path, tokenizer, chunk_tokens: int = RAR_CHUNK_TOKENS,
                    overlap: int = 0, text_field: str = "text", **retriever_kw) -> "Datastore":
         """Chunk and index a JSONL corpus (one document per line: id, title?, text)."""
-        from ..data.types import read_jsonl
-
         return cls.from_documents(read_jsonl(path), tokenizer, chunk_tokens, overlap,
                                   text_field=text_field, **retriever_kw)
 
@@ -493,3 +497,55 @@ class Datastore:
         if cache_file.exists():
             ds.set_cache(json.loads(cache_file.read_text(encoding="utf-8")))
         return ds
+
+
+# ---------------------------------------------------------------- params and the cached default
+
+
+class DatastoreSection(Section):
+    """Retrieval datastore of Binary RAR (001 §3.2, §4.2-4.3): BM25 (bm25s) over chunks.
+
+    Two chunkings of the same corpus: ``chunk_tokens`` for the RAR rewards (§4.3: 512) and
+    ``veriscore_chunk_tokens`` for claim verification (§4.2: 256)."""
+
+    corpus: str | None = None  # JSONL (id, title?, text); None = the mini-world corpus
+    text_field: str = "text"
+    tokenizer: str | None = None  # None = the judge's tokenizer
+    chunk_tokens: int = Field(RAR_CHUNK_TOKENS, ge=8)
+    veriscore_chunk_tokens: int = Field(VERISCORE_CHUNK_TOKENS, ge=8)
+    overlap: int = Field(0, ge=0)
+    precache_docs: int = Field(PRECACHE_DOCS, ge=1)  # 001 §3.2 DS_cache(x): documents per prompt
+    dir: str | None = None  # None = <cache>/datastores/<corpus>-<tokenizer>-<chunk_tokens>
+
+    @model_validator(mode="after")
+    def _overlap_fits(self) -> "DatastoreSection":
+        smallest = min(self.chunk_tokens, self.veriscore_chunk_tokens)
+        if self.overlap >= smallest:
+            raise ParamError("overlap", f"{self.overlap} tokens of overlap do not fit chunks of {smallest} tokens "
+                                        f"(overlap must be smaller than every chunk size)")
+        return self
+
+
+def datastore_dir(cfg: DatastoreSection, corpus: str | Path, tokenizer: str, chunk_tokens: int) -> Path:
+    """``dir/chunks<N>``, else ``<cache>/datastores/<corpus>-<tokenizer>-<N>t-<hash>``."""
+    if cfg.dir:
+        return Path(cfg.dir) / f"chunks{chunk_tokens}"
+    p = Path(corpus).resolve()
+    stat = p.stat()
+    digest = hashlib.sha256(f"{p}:{stat.st_size}:{stat.st_mtime_ns}:{cfg.overlap}".encode()).hexdigest()[:10]
+    return cache_dir() / "datastores" / f"{p.stem}-{Path(tokenizer).name}-{chunk_tokens}t-{digest}"
+
+
+def ensure_datastore(cfg: DatastoreSection, corpus: str | Path, tokenizer: str, chunk_tokens: int) -> Datastore:
+    """Load the chunked BM25 datastore from disk, or chunk + index the corpus and save it."""
+    if not Path(corpus).exists():
+        raise FileNotFoundError(f"datastore.corpus: {corpus} does not exist")
+    out = datastore_dir(cfg, corpus, tokenizer, chunk_tokens)
+    if (out / _CHUNKS_FILE).exists():
+        log.info("loading datastore %s", out)
+        return Datastore.load(out)
+    log.info("building datastore %s (%d-token chunks)", out, chunk_tokens)
+    ds = Datastore.from_jsonl(corpus, load_tokenizer(tokenizer), chunk_tokens=chunk_tokens,
+                              overlap=cfg.overlap, text_field=cfg.text_field)
+    ds.save(out)
+    return ds

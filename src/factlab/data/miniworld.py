@@ -40,12 +40,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from pydantic import Field
+
+from ..config import Section
+from ..paths import cache_dir
+from ..text import normalize_answer
 from .types import QAItem, write_jsonl
 
 WORLD_VERSION = "miniworld-v1"
 SOURCE = "miniworld"
 RELATIONS = ("capital", "region", "subregion", "currency", "language", "borders", "demonym")
+NUMERIC_RELATIONS = ("population", "area")
+FACT_RELATIONS = (*RELATIONS, *NUMERIC_RELATIONS)
 WORLD_FILES = ("corpus", "qa_train", "qa_heldout", "claims", "facts")
+DEFAULT_HELDOUT_FRACTION = 0.2
 
 # ISO 4217 fund / settlement codes: listed by countryinfo next to the circulating
 # currency (e.g. USA: USD, USN, USS) but not "the currency of" a country.
@@ -113,15 +121,14 @@ def slugify(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _norm(s: str) -> str:
-    from ..text import normalize_answer
-
+def normalize(s: str) -> str:
+    """``text.normalize_answer``, cached (the mini-world compares the same names often)."""
     return normalize_answer(s)
 
 
-def _mentions(haystack_norm: str, needle: str) -> bool:
+def mentions(haystack_norm: str, needle: str) -> bool:
     """Whole-word containment of ``needle`` in an already-normalized text."""
-    n = _norm(needle)
+    n = normalize(needle)
     return bool(n) and f" {n} " in f" {haystack_norm} "
 
 
@@ -153,7 +160,7 @@ def _join(items: Sequence[str]) -> str:
     return sep.join(items[:-1]) + " and " + items[-1]
 
 
-def _end(sentence: str) -> str:
+def end_sentence(sentence: str) -> str:
     """Close a sentence with one full stop ("Washington D.C." keeps its own)."""
     return sentence if sentence.endswith(".") else sentence + "."
 
@@ -345,7 +352,7 @@ def _has_facts(c: CountryFacts) -> bool:
 # --------------------------------------------------------------------------- corpus
 
 
-def _region_phrase(region: str) -> str:
+def region_phrase(region: str) -> str:
     return "the Americas" if region == "Americas" else region
 
 
@@ -353,7 +360,7 @@ def _currency_phrase(c: CountryFacts) -> str:
     return _join([f"the {n} ({code})" for n, code in zip(c.currencies, c.currency_codes)])
 
 
-def _fmt_number(x: float) -> str:
+def format_number(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() else f"{x:,}"
 
 
@@ -362,9 +369,9 @@ def article_text(c: CountryFacts) -> str:
     n = c.name
     s: list[str] = []
     if c.subregion and c.region:
-        s.append(f"{n} is located in {c.subregion}, a subregion of {_region_phrase(c.region)}")
+        s.append(f"{n} is located in {c.subregion}, a subregion of {region_phrase(c.region)}")
     elif c.subregion or c.region:
-        s.append(f"{n} is located in {c.subregion or _region_phrase(c.region)}")
+        s.append(f"{n} is located in {c.subregion or region_phrase(c.region)}")
     if c.aliases:
         s.append(f"{n} is also known as {_join(c.aliases)}")
     if c.capital:
@@ -384,12 +391,12 @@ def article_text(c: CountryFacts) -> str:
     if c.demonym:
         s.append(f"The demonym for people from {n} is {c.demonym}")
     if c.population is not None:
-        s.append(f"{n} has a population of {_fmt_number(c.population)}")
+        s.append(f"{n} has a population of {format_number(c.population)}")
     if c.area is not None:
-        s.append(f"{n} has an area of {_fmt_number(c.area)} square kilometres")
+        s.append(f"{n} has an area of {format_number(c.area)} square kilometres")
     if c.provinces:
         s.append(f"The administrative divisions of {n} include {_join(c.provinces)}")
-    return " ".join(_end(x) for x in s)
+    return " ".join(end_sentence(x) for x in s)
 
 
 def build_corpus(countries: Sequence[CountryFacts]) -> list[dict[str, str]]:
@@ -434,7 +441,7 @@ def build_qa(countries: Sequence[CountryFacts]) -> list[QAItem]:
         if c.region:
             qs.append(("region", f"In which region of the world is {n} located?", [c.region]))
         if c.subregion:
-            where = _region_phrase(c.region) if c.region else "the world"
+            where = region_phrase(c.region) if c.region else "the world"
             qs.append(("subregion", f"In which subregion of {where} is {n} located?", [c.subregion]))
         if c.currencies:
             q = (f"What is the official currency of {n}?" if len(c.currencies) == 1
@@ -486,7 +493,7 @@ def split_qa(items: Sequence[QAItem], heldout_fraction: float = 0.2,
 # --------------------------------------------------------------------------- claims
 
 
-def _relation_values(c: CountryFacts, rel: str) -> list[str]:
+def relation_values(c: CountryFacts, rel: str) -> list[str]:
     """The claimable objects of one relation (currencies by name)."""
     return {
         "capital": [c.capital] if c.capital else [],
@@ -499,12 +506,15 @@ def _relation_values(c: CountryFacts, rel: str) -> list[str]:
     }[rel]
 
 
-def _claim_text(c: CountryFacts, rel: str, obj: str) -> str:
-    n = c.name
+def fact_clause(c: CountryFacts, rel: str, obj: str, name: str | None = None) -> str:
+    """The fact (``c``, ``rel``, ``obj``) as one declarative clause, without a full stop;
+    ``name`` states it of another entity (an entity-confusion perturbation). Relations:
+    ``FACT_RELATIONS`` (the seven of ``RELATIONS`` plus population and area)."""
+    n = name or c.name
     if rel == "capital":
         text = f"The capital of {n} is {obj}"
     elif rel == "region":
-        text = f"{n} is located in {_region_phrase(obj)}"
+        text = f"{n} is located in {region_phrase(obj)}"
     elif rel == "subregion":
         text = f"{n} is located in {obj}"
     elif rel == "currency":
@@ -517,13 +527,52 @@ def _claim_text(c: CountryFacts, rel: str, obj: str) -> str:
         text = f"{n} borders {obj}"
     elif rel == "demonym":
         text = f"The demonym for people from {n} is {obj}"
+    elif rel == "population":
+        text = f"The population of {n} is {obj}"
+    elif rel == "area":
+        text = f"The area of {n} is {obj} square kilometres"
     else:
         raise ValueError(f"unknown relation {rel!r}")
-    return _end(text)
+    return text
 
 
-def _overlaps(a: str, b: str) -> bool:
-    na, nb = _norm(a), _norm(b)
+def fact_sentence(c: CountryFacts, rel: str, obj: str, name: str | None = None) -> str:
+    """``fact_clause`` closed with one full stop: how the claims and QA pairs state a fact."""
+    return end_sentence(fact_clause(c, rel, obj, name))
+
+
+def article_sentences(text: str, name: str) -> list[str]:
+    """The sentences of an ``article_text`` (each starts with "The " or the entity's name)."""
+    return re.split(r"(?<=\.) (?=(?:The |" + re.escape(name) + r" ))", text)
+
+
+def fact_values(c: CountryFacts, rel: str) -> list[str]:
+    """The objects of one relation as they are written in the article (numbers formatted)."""
+    if rel == "population":
+        return [format_number(c.population)] if c.population else []
+    if rel == "area":
+        return [format_number(c.area)] if c.area else []
+    return relation_values(c, rel)
+
+
+def article_sentence_prefix(c: CountryFacts, rel: str) -> str:
+    """How the sentence of ``article_text`` that states ``rel`` starts."""
+    n = c.name
+    return {
+        "capital": f"The capital of {n} is ",
+        "region": f"{n} is located in ",
+        "subregion": f"{n} is located in ",
+        "currency": "The official currenc",
+        "language": "The official language",
+        "borders": f"{n} borders ",
+        "demonym": "The demonym for people from ",
+        "population": f"{n} has a population of ",
+        "area": f"{n} has an area of ",
+    }[rel]
+
+
+def overlaps(a: str, b: str) -> bool:
+    na, nb = normalize(a), normalize(b)
     return bool(na and nb) and (f" {na} " in f" {nb} " or f" {nb} " in f" {na} ")
 
 
@@ -535,27 +584,27 @@ def build_claims(countries: Sequence[CountryFacts], seed: int = 0) -> list[dict[
     mentioned anywhere in the source article, so the claim is not attributable to it.
     """
     rng = random.Random(seed)
-    pools = {rel: sorted({v for c in countries for v in _relation_values(c, rel)}) for rel in RELATIONS}
+    pools = {rel: sorted({v for c in countries for v in relation_values(c, rel)}) for rel in RELATIONS}
     claims: list[dict[str, Any]] = []
     for c in countries:
         source = article_text(c)
-        source_norm = _norm(source)
+        source_norm = normalize(source)
         for rel in RELATIONS:
-            values = _relation_values(c, rel)
+            values = relation_values(c, rel)
             if not values:
                 continue
             base = {"source": source, "entity": c.name, "relation": rel, "doc_id": c.doc_id}
             obj = values[0] if len(values) == 1 else rng.choice(values)
-            claims.append({"id": f"{rel}/{c.slug}/true", "claim": _claim_text(c, rel, obj),
+            claims.append({"id": f"{rel}/{c.slug}/true", "claim": fact_sentence(c, rel, obj),
                            "object": obj, **base, "label": "attributable", "perturbation": None})
             candidates = [
                 v for v in pools[rel]
-                if not _mentions(source_norm, v) and not any(_overlaps(v, t) for t in values)
+                if not mentions(source_norm, v) and not any(overlaps(v, t) for t in values)
             ]
             if not candidates:
                 continue
             wrong = rng.choice(candidates)
-            claims.append({"id": f"{rel}/{c.slug}/entity_swap", "claim": _claim_text(c, rel, wrong),
+            claims.append({"id": f"{rel}/{c.slug}/entity_swap", "claim": fact_sentence(c, rel, wrong),
                            "object": wrong, **base, "label": "not_attributable",
                            "perturbation": "entity_swap", "true_object": obj})
     return claims
@@ -580,7 +629,7 @@ def world_paths(out_dir: str | Path) -> dict[str, Path]:
     return {k: out / f"{k}.jsonl" for k in WORLD_FILES}
 
 
-def build_world(out_dir: str | Path, heldout_fraction: float = 0.2, seed: int = 0) -> dict[str, Path]:
+def build_world(out_dir: str | Path, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION, seed: int = 0) -> dict[str, Path]:
     """Write corpus, qa_train, qa_heldout, claims and facts JSONL files; byte-identical on rerun."""
     paths = world_paths(out_dir)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -598,19 +647,32 @@ def build_world(out_dir: str | Path, heldout_fraction: float = 0.2, seed: int = 
     return paths
 
 
-def default_world_dir() -> Path:
-    """``<factlab cache>/miniworld-v1`` (cache: $FACTLAB_CACHE, $XDG_CACHE_HOME/factlab, ~/.cache/factlab)."""
-    if os.environ.get("FACTLAB_CACHE"):
-        root = Path(os.environ["FACTLAB_CACHE"])
-    else:
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "factlab"
-    return root / WORLD_VERSION
+def default_world_dir(heldout_fraction: float = DEFAULT_HELDOUT_FRACTION, seed: int = 0) -> Path:
+    """``<factlab cache>/miniworld-v1`` for the default split; another split gets its own
+    folder (``miniworld-v1-heldout0.3-seed1``), so two splits never overwrite each other."""
+    name = WORLD_VERSION
+    if (heldout_fraction, seed) != (DEFAULT_HELDOUT_FRACTION, 0):
+        name += f"-heldout{heldout_fraction:g}-seed{seed}"
+    return cache_dir() / name
 
 
-def ensure_world(out_dir: str | Path | None = None) -> dict[str, Path]:
-    """Paths of the world files in ``out_dir`` (default cache), building them if any is missing."""
-    out = Path(out_dir) if out_dir is not None else default_world_dir()
+class WorldConfig(Section):
+    """The bundled countryinfo mini-world: where it lives and how QA is split by country."""
+
+    dir: str | None = None  # default: the user cache, one folder per split
+    heldout_fraction: float = Field(DEFAULT_HELDOUT_FRACTION, ge=0.0, lt=1.0)
+    seed: int = 0
+
+
+def ensure_world(cfg: WorldConfig | str | Path | None = None) -> dict[str, Path]:
+    """Paths of the world files, building them first if any is missing.
+
+    ``cfg``: a ``WorldConfig`` (its folder and split), a folder (default split), or None (the
+    default folder and split)."""
+    if not isinstance(cfg, WorldConfig):
+        cfg = WorldConfig(dir=None if cfg is None else str(cfg))
+    out = Path(cfg.dir) if cfg.dir else default_world_dir(cfg.heldout_fraction, cfg.seed)
     paths = world_paths(out)
     if all(p.is_file() for p in paths.values()):
         return paths
-    return build_world(out)
+    return build_world(out, heldout_fraction=cfg.heldout_fraction, seed=cfg.seed)

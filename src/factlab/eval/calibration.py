@@ -20,8 +20,14 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from pydantic import Field
+
+from ..config import Section
+from ..data.types import read_jsonl
 
 # (label, lowest count, highest count or None = unbounded): 000 §B.5 / Table 13
 _BUCKET_SPECS = (("0", 0, 0), ("1-4", 1, 4), ("5-9", 5, 9), ("10-19", 10, 19), (">=20", 20, None))
@@ -30,6 +36,16 @@ NO_QUERY = "no query"
 # bucket boundaries used by the reward of Eq. (2) (tau_1 = 5, tau_2 = 20) and the unused split
 REWARD_BOUNDARIES = (1, 5, 20)
 UNUSED_BOUNDARY = 10
+
+
+
+class CalibrationSection(Section):
+    """Calibration audit (000 §6.1, §B.5): labelled sentences, or the mini-world claims."""
+
+    labelled: str | None = None  # JSONL with sentence + label; None = mini-world true/perturbed claims
+    limit: int | None = Field(None, ge=1)
+    seed: int = 0
+
 
 _LABELS = {
     "correct": True, "incorrect": False,
@@ -205,8 +221,6 @@ def miniworld_labelled_claims(world_paths: Mapping[str, str | Path]) -> list[dic
     """The mini-world audit set: every true claim and its entity-swap perturbation as
     ``{sentence, correct, id, entity, relation, object, perturbation}``, with
     ``correct = (label == "attributable")``. ``world_paths`` is ``ensure_world()``'s dict."""
-    from ..data.types import read_jsonl
-
     out = []
     for row in read_jsonl(world_paths["claims"]):
         out.append({"sentence": row["claim"], "correct": row["label"] == "attributable",
@@ -245,3 +259,21 @@ def audit(sentences_with_labels: Iterable[Mapping[str, Any]], count_fn: Callable
     table.attrs["auroc"] = count_auroc([r["count"] for r in rows], [r["correct"] for r in rows])
     table.attrs["monotone"] = is_monotone(table)
     return table, per
+
+
+def audit_sentences(cfg: CalibrationSection, world_paths: Mapping[str, str | Path]) -> list[dict[str, Any]]:
+    """The audit set a ``calibration:`` section names: its labelled JSONL, else the mini-world
+    claims; sampled down to ``limit`` with ``seed``."""
+    rows = load_labelled_sentences(cfg.labelled) if cfg.labelled else miniworld_labelled_claims(world_paths)
+    if cfg.limit and len(rows) > cfg.limit:
+        rows = random.Random(cfg.seed).sample(rows, cfg.limit)
+    return rows
+
+
+def first_sentence_counter(traces_fn: Callable[[list[str]], list[list[Any]]]) -> Callable[[str], int | None]:
+    """``count_fn`` for ``audit``: the count of a claim's first sentence from a scorer's
+    ``traces`` (CorVer: extractor + index, the training reward's own path)."""
+    def count(sentence: str) -> int | None:
+        (trace,) = traces_fn([sentence])
+        return trace[0].count if trace else None
+    return count

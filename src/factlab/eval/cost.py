@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+from .. import text
+
 
 def reward_call_budget(n_steps: int, prompts_per_step: int, num_generations: int,
                        sentences_per_completion: float) -> float:
@@ -87,6 +89,32 @@ def training_cost(log_history: Sequence[Mapping[str, Any]], completions_per_step
             "reward_share": (reward_s + shaping_s) / step_s if step_s else float("nan"),
             "sentences_per_completion": m_sent, "reward_calls_per_step": calls,
             "ms_per_reward_call": 1e3 * shaping_s / len(steps) / calls if calls else float("nan")}
+
+
+PAPER_SCALE = (100, 24, 16)  # 000 §5.3 Eq. (5): 100 steps x 24 prompts x G = 16
+
+
+def corver_cost_report(completions: Sequence[str], scorer, log_histories: Mapping[str, Sequence[Mapping]],
+                       completions_per_step: int, batch_size: int = 32, max_sentences: int = 256) -> dict[str, Any]:
+    """CorVer's cost section (000 §5.3, §C.4) in one call.
+
+    ``scorer``: a fresh ``CorVerScorer`` (empty caches, so every lookup is timed);
+    ``log_histories``: ``{run: trainer log history}``. Returns ``latency`` (per-sentence
+    summary) and ``latency_table``, ``training`` (``training_cost`` per run),
+    ``full_over_A1`` (mean step-time ratio when both ran; Table 20: 2.0x on Llama-3.1-8B),
+    ``sentences_per_completion`` and ``eq5_budget`` (Eq. 5 at the paper's scale with the
+    sentence count measured here)."""
+    sentences = [c[a:b] for c in completions for a, b in text.split_sentences(c)][:max_sentences]
+    table = time_sentence_rewards(sentences, scorer.extractor, scorer.score, batch_size=batch_size)
+    summary = latency_summary(table)
+    train = {run: training_cost(h, completions_per_step) for run, h in log_histories.items()}
+    ratio = None
+    if train.get("full", {}).get("step_s_mean") and train.get("A1", {}).get("step_s_mean"):
+        ratio = train["full"]["step_s_mean"] / train["A1"]["step_s_mean"]
+    m_sent = (train.get("full", {}).get("sentences_per_completion")
+              or summary.get("n_sentences", 0) / max(len(completions), 1))
+    return {"latency": summary, "latency_table": table, "training": train, "full_over_A1": ratio,
+            "sentences_per_completion": m_sent, "eq5_budget": reward_call_budget(*PAPER_SCALE, m_sent)}
 
 
 def _judges_of(reward) -> list:

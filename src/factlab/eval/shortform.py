@@ -12,7 +12,6 @@ inside ``<answer>`` tags, so the two side by side show how much format matters.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -20,19 +19,6 @@ from .. import text
 from ..data.types import QAItem
 from ..models import Generation, chat_prompt, generate
 from ..prompts import corver_eval_system
-
-_THINK_BLOCK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
-_ANY_TAG = re.compile(r"</?(?:think|answer)>")
-
-
-def lenient_answer(completion: str) -> tuple[str, str]:
-    """``(answer, source)`` with source ``"tag"`` or ``"lenient"`` (see module docstring)."""
-    tagged = text.extract_answer(completion)
-    if tagged is not None:
-        return tagged, "tag"
-    rest = _ANY_TAG.sub(" ", _THINK_BLOCK.sub(" ", completion or "")).strip()
-    return rest, "lenient"
-
 
 @dataclass
 class QARecord:
@@ -55,7 +41,7 @@ class QARecord:
 
 
 def grade_completion(item: QAItem, gen: Generation) -> QARecord:
-    answer, source = lenient_answer(gen.text)
+    answer, source = text.lenient_answer(gen.text)
     label = text.grade_answer(answer, item.golds)
     strict = label if source == "tag" else text.BAD
     return QARecord(

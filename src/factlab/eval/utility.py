@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
+from .abstention import evaluate_abstention
+
 
 class UtilityUnavailable(ImportError):
     pass
@@ -46,8 +48,6 @@ def lm_eval_utility(tasks: Sequence[str], tokenizer, *, limit: int | None = None
 def forced_qa_utility(tokenizer, items, *, max_new_tokens: int = 32, batch_size: int = 16,
                       name: str = "forced_qa") -> Callable[[object], Mapping[str, float]]:
     """A ``utility_fn(model)``: greedy forced-answer accuracy on ``items`` (no abstention)."""
-    from .abstention import evaluate_abstention
-
     def utility(model) -> dict[str, float]:
         _, summary = evaluate_abstention(model, tokenizer, items, mode="forced", max_new_tokens=max_new_tokens,
                                          batch_size=batch_size, progress=False)

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from ..models import generate
 from ..rewards import seva
 
 CLASSES = ("attributable", "not_attributable")
@@ -127,8 +128,6 @@ def evaluate_verifier(model, tokenizer, pairs: Sequence[Any], *, max_new_tokens:
     """Generate a structured verdict for each claim/source pair with the K.1-K.2 prompts
     (greedy by default, Appendix B) and grade it. ``pairs`` need ``id``, ``claim``,
     ``source`` and ``label`` attributes (``factlab.data.pairs.ClaimPair``)."""
-    from ..models import generate
-
     pairs = list(pairs)
     if not pairs:
         raise ValueError("no pairs to verify")

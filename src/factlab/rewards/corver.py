@@ -28,10 +28,15 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
+from pydantic import Field, field_validator
+
 from .. import text as textlib
+from ..config import Section
+from .base import TokenShaping, completion_text
+from .registry import register
 from .triplets import Triplet, TripletExtractor
 
 log = logging.getLogger(__name__)
@@ -189,38 +194,31 @@ class SentenceTrace:
     lookups: int
 
 
-@dataclass
-class CorVerRewardConfig:
-    """Reward constants (§4, Table 8); built from params' ``reward`` + ``extractor`` + ``index``."""
+class CorVerArgs(Section):
+    """Arguments of the ``corver`` reward (and its A3 scalar): Eq. (2)'s thresholds and tiers,
+    the alignment fallback, the aggregation rule and the query window (000 §4
+    "Implementation details", Table 8, §B.1, §B.3). lambda_c is the reward's ``weight``."""
 
-    lambda_c: float = 1.0
-    count_thresholds: tuple[int, int] = COUNT_THRESHOLDS
-    count_rewards: tuple[float, float, float, float] = COUNT_REWARDS
-    alignment_min: float = 0.5
-    rule: Rule = "first"
+    count_thresholds: tuple[int, int] = COUNT_THRESHOLDS  # tau_1, tau_2
+    count_rewards: tuple[float, float, float, float] = COUNT_REWARDS  # alpha_0 .. alpha_3
+    alignment_min: float = Field(0.5, ge=0.0, le=1.0)  # rho_min
+    rule: Rule = "first"  # §6.4, §B.3
     relcheck_demoted: float = RELCHECK_DEMOTED
-    window: int = 1000
-    count_limit: int | None = 20  # counting stops at tau_2: Eq. (2) cannot tell 20 from 20,000
+    window: int = Field(1000, ge=1)  # W, tokens (§3.2)
 
-    def __post_init__(self):
-        tau1, tau2 = self.count_thresholds
-        if not 0 < tau1 < tau2:
-            raise ValueError(f"count_thresholds must satisfy 0 < tau_1 < tau_2, got {self.count_thresholds}")
-        a0, a1, a2, a3 = self.count_rewards
-        if not (a0 < a1 <= a2 < a3):
-            raise ValueError(f"count_rewards must satisfy a0 < a1 <= a2 < a3 (Eq. 2), got {self.count_rewards}")
-        if self.count_limit is not None and self.count_limit < tau2:
-            raise ValueError(f"count_limit {self.count_limit} is below tau_2 {tau2}: the top tier would be lost")
-
+    @field_validator("count_thresholds")
     @classmethod
-    def from_params(cls, reward, extractor=None, index=None) -> "CorVerRewardConfig":
-        kw: dict[str, Any] = dict(lambda_c=reward.lambda_c, count_thresholds=tuple(reward.count_thresholds),
-                                  count_rewards=tuple(reward.count_rewards), alignment_min=reward.alignment_min)
-        if extractor is not None:
-            kw["rule"] = extractor.rule
-        if index is not None:
-            kw["window"] = index.window
-        return cls(**kw)
+    def _ordered_thresholds(cls, t: tuple[int, int]) -> tuple[int, int]:
+        if not 0 < t[0] < t[1]:
+            raise ValueError(f"must satisfy 0 < tau_1 < tau_2 (Eq. 2), got {list(t)}")
+        return t
+
+    @field_validator("count_rewards")
+    @classmethod
+    def _ordered_rewards(cls, a: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+        if not (a[0] < a[1] <= a[2] < a[3]):
+            raise ValueError(f"must satisfy alpha_0 < alpha_1 <= alpha_2 < alpha_3 (Eq. 2), got {list(a)}")
+        return a
 
 
 def _blocks(completion: str) -> list[tuple[int, int, str]]:
@@ -246,9 +244,9 @@ class CorVerScorer:
     bound to a window and limit); ``timings`` accumulates extraction and lookup seconds.
     """
 
-    def __init__(self, extractor: TripletExtractor, count_fn: CountFn, cfg: CorVerRewardConfig | None = None,
+    def __init__(self, extractor: TripletExtractor, count_fn: CountFn, args: CorVerArgs | None = None,
                  cache_size: int = 200_000):
-        self.extractor, self.cfg = extractor, cfg or CorVerRewardConfig()
+        self.extractor, self.args = extractor, args or CorVerArgs()
         self._count_fn = count_fn
         self._triplets: dict[str, list[Triplet]] = {}
         self._counts: dict[tuple[str, ...], int] = {}
@@ -281,7 +279,7 @@ class CorVerScorer:
         return [self._triplets[s] for s in sentences]
 
     def score(self, triplets: Sequence[Triplet]) -> SentenceScore:
-        c = self.cfg
+        c = self.args
         return score_sentence(triplets, self.count, c.rule, c.count_thresholds, c.count_rewards, c.relcheck_demoted)
 
     def traces(self, completions: Sequence[str]) -> list[list[SentenceTrace]]:
@@ -350,8 +348,6 @@ class CorVerTokenShaping:
         self.completions = 0
 
     def __call__(self, texts: list[str], ids: list[list[int]], rows: list[dict]):
-        from ..train.stepwise_grpo import TokenShaping
-
         t_extract, t_lookup = self.scorer.timings["extract_s"], self.scorer.timings["lookup_s"]
         decoded = [_strip_special(self.tokenizer, seq) for seq in ids]
         traces = self.scorer.traces([d[0] for d in decoded])
@@ -359,13 +355,13 @@ class CorVerTokenShaping:
         extract_s = (self.scorer.timings["extract_s"] - t_extract) / n
         lookup_s = (self.scorer.timings["lookup_s"] - t_lookup) / n
         out = []
-        cfg = self.scorer.cfg
+        args = self.scorer.args
         for (text, offsets), trace in zip(decoded, traces):
             spans = textlib.split_sentences(text)
             align = textlib.align_tokens_to_sentences(text, offsets, spans)
             rewards = [t.reward for t in trace]
-            fallback = align.rate < cfg.alignment_min
-            values = [0.0] * len(offsets) if fallback else token_returns(0.0, rewards, align.sentence_ids, cfg.lambda_c)
+            fallback = align.rate < args.alignment_min
+            values = [0.0] * len(offsets) if fallback else token_returns(0.0, rewards, align.sentence_ids)
             self.completions += 1
             self.fallbacks += fallback
             n_q = sum(t.count is not None for t in trace)
@@ -380,19 +376,31 @@ class CorVerTokenShaping:
 
 class CooccurrenceScalarReward:
     """Ablation A3 (§6.2): the same sentence rewards averaged into one response-level
-    scalar lambda_c * mean_i r^c_i (0.0 for a completion without sentences)."""
+    scalar mean_i r^c_i (0.0 for a completion without sentences); lambda_c is its weight."""
 
-    __name__ = "cooc_scalar"
+    __name__ = "corver_scalar"
 
     def __init__(self, scorer: CorVerScorer):
         self.scorer = scorer
 
     def __call__(self, prompts=None, completions=(), log_metric=None, **_: Any) -> list[float]:
-        from .qa import completion_text
-
         traces = self.scorer.traces([completion_text(c) for c in completions])
-        lam = self.scorer.cfg.lambda_c
-        out = [lam * sum(t.reward for t in tr) / len(tr) if tr else 0.0 for tr in traces]
+        out = [sum(t.reward for t in tr) / len(tr) if tr else 0.0 for tr in traces]
         if log_metric is not None and traces:
-            log_metric("cooc_scalar/n_sentences", sum(len(t) for t in traces) / len(traces))
+            log_metric("corver_scalar/n_sentences", sum(len(t) for t in traces) / len(traces))
         return out
+
+
+# ---------------------------------------------------------------- registry
+
+
+@register("corver", args=CorVerArgs, kind="shaping",
+          summary="per-token corpus co-occurrence sentence reward, Eq. (2)-(4) (000 §3.2-3.4)")
+def _build_corver(args: CorVerArgs, resources) -> CorVerTokenShaping:
+    return CorVerTokenShaping(resources.scorer(args), resources.policy_tokenizer())
+
+
+@register("corver_scalar", args=CorVerArgs,
+          summary="ablation A3: co-occurrence rewards averaged into one response scalar (000 §6.2)")
+def _build_corver_scalar(args: CorVerArgs, resources) -> CooccurrenceScalarReward:
+    return CooccurrenceScalarReward(resources.scorer(args))

@@ -13,23 +13,16 @@ format-success rate) through TRL's ``log_metric`` hook.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
+
+from pydantic import field_validator
 
 from .. import text
-from ..eval.shortform import lenient_answer
+from ..config import Section
+from .base import completion_text
+from .registry import register
 
 CORVER_JUDGE_REWARDS: Mapping[str, float] = {"GOOD": 2.0, "BAD": -1.0, "NA": -1.0}
-
-
-def completion_text(completion: Any) -> str:
-    """The assistant text of a TRL completion: a string, or a list of chat messages."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Sequence) and completion and isinstance(completion[0], Mapping):
-        return "".join(str(m.get("content", "")) for m in completion if m.get("role", "assistant") == "assistant")
-    if completion is None or (isinstance(completion, Sequence) and not completion):
-        return ""
-    raise TypeError(f"completion must be a string or a list of chat messages, got {type(completion).__name__}")
 
 
 def answer_of(completion: str, parsing: str = "lenient") -> str | None:
@@ -38,14 +31,14 @@ def answer_of(completion: str, parsing: str = "lenient") -> str | None:
     if parsing == "strict":
         return text.extract_answer(completion)
     if parsing == "lenient":
-        return lenient_answer(completion)[0]
+        return text.lenient_answer(completion)[0]
     raise ValueError(f"answer_parsing must be 'strict' or 'lenient', got {parsing!r}")
 
 
 class JudgeReward:
     """String-match judge reward R^j (000 §3.3): label GOOD/BAD/NA -> ``rewards[label]``."""
 
-    __name__ = "judge"
+    __name__ = "qa_judge"
 
     def __init__(self, rewards: Mapping[str, float] = CORVER_JUDGE_REWARDS, answer_parsing: str = "lenient"):
         missing = {"GOOD", "BAD", "NA"} - set(rewards)
@@ -67,7 +60,7 @@ class JudgeReward:
         labels = self.labels(completions, golds)
         if log_metric is not None and labels:
             for label in ("GOOD", "BAD", "NA"):
-                log_metric(f"judge/{label.lower()}_rate", sum(lab == label for lab in labels) / len(labels))
+                log_metric(f"qa_judge/{label.lower()}_rate", sum(lab == label for lab in labels) / len(labels))
         return [self.rewards[lab] for lab in labels]
 
 
@@ -84,3 +77,39 @@ class FormatReward:
         if log_metric is not None and scores:
             log_metric("format/success_rate", sum(s == self.positive for s in scores) / len(scores))
         return scores
+
+
+# ---------------------------------------------------------------- registry
+
+
+class QAJudgeArgs(Section):
+    """``qa_judge`` arguments: the GOOD / BAD / NA rewards (000 Table 8: +2 / -1 / -1) and how
+    the answer is read (``lenient``: the §4 evaluation rule; ``strict``: §A.2, the answer block)."""
+
+    rewards: dict[Literal["GOOD", "BAD", "NA"], float] = dict(CORVER_JUDGE_REWARDS)
+    answer_parsing: Literal["lenient", "strict"] = "lenient"
+
+    @field_validator("rewards")
+    @classmethod
+    def _every_label(cls, rewards: dict) -> dict:
+        missing = sorted({"GOOD", "BAD", "NA"} - set(rewards))
+        if missing:
+            raise ValueError(f"needs a reward for GOOD, BAD and NA; missing {missing}")
+        return rewards
+
+
+class FormatArgs(Section):
+    """``format`` arguments: the reward when the §A.2 template holds, and when it does not."""
+
+    positive: float = 1.0
+    negative: float = -1.0
+
+
+@register("qa_judge", args=QAJudgeArgs, summary="string-match judge GOOD / BAD / NA (000 §3.3, Table 8)")
+def _build_qa_judge(args: QAJudgeArgs, resources) -> JudgeReward:
+    return JudgeReward(args.rewards, args.answer_parsing)
+
+
+@register("format", args=FormatArgs, summary="<think>...</think><answer> template with anti-hack rules (000 §A.2)")
+def _build_format(args: FormatArgs, resources) -> FormatReward:
+    return FormatReward(args.positive, args.negative)

@@ -27,27 +27,18 @@ import time
 from collections import Counter
 from typing import Any, Sequence
 
+from pydantic import Field
+
 from .. import prompts as P
-from ..corpus.retrieval import rar_query
-from ..judges import parse_json, parse_score
-from .qa import completion_text
+from ..config import Section
+from ..corpus.retrieval import RAR_TOP_K, VERISCORE_TOP_K, rar_query
+from ..parsing import parse_json, parse_score
+from .base import prompt_text, response_text
+from .registry import register
 
 log = logging.getLogger(__name__)
 
 _SMART_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"'})
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
-
-
-def response_text(completion: Any) -> str:
-    """The response a fact-checker reads: the completion without any ``<think>`` block."""
-    return _THINK.sub("", completion_text(completion)).strip()
-
-
-def prompt_text(prompt: Any) -> str:
-    """The user turn of a TRL prompt (string or chat messages)."""
-    if isinstance(prompt, str):
-        return prompt
-    return "\n".join(str(m.get("content", "")) for m in prompt if m.get("role") == "user")
 
 
 def format_passages(hits: Sequence[Any]) -> str:
@@ -264,16 +255,17 @@ class ClaimVerifier:
 
 
 class VeriScoreReward(_JudgeReward):
-    """VeriScore as a reward (001 §4.2; Chen et al., 2025): supported claims / claims.
+    """VeriScore as a reward (001 §4.2; Chen et al., 2025): supported claims / claims, from a
+    ``ClaimVerifier`` (extraction, per-claim retrieval, verification).
 
     A response with no verifiable claim gets 0.0 (nothing supported; counted as
     ``no_claims``); a response whose claim list cannot be parsed gets None."""
 
     __name__ = "veriscore"
 
-    def __init__(self, judge, datastore, k_per_claim: int = 4, max_claims: int = 32, prefill: bool = False):
-        super().__init__(judge, prefill)
-        self.verifier = ClaimVerifier(judge, datastore, k_per_claim, max_claims, prefill)
+    def __init__(self, verifier: ClaimVerifier):
+        super().__init__(verifier.judge, verifier.prefill)
+        self.verifier = verifier
 
     def __call__(self, prompts=(), completions=(), prompt_id=None, log_metric=None, **_: Any) -> list[float | None]:
         t0 = time.perf_counter()
@@ -288,3 +280,42 @@ class VeriScoreReward(_JudgeReward):
         if log_metric is not None and labels:
             log_metric("veriscore/claims_mean", sum(len(ls) for ls in labels if ls) / len(labels))
         return scores
+
+
+# ---------------------------------------------------------------- params and registry
+
+
+class ClaimVerifierSection(Section):
+    """The shared claim verifier (001 Figures 8-9): VeriScore's reward and the long-form
+    evaluation extract claims with the judge and verify each against its top chunks of the
+    VeriScore datastore (§4.2: top 4 of 256-token chunks)."""
+
+    top_k: int = Field(VERISCORE_TOP_K, ge=1)  # chunks per claim
+    max_claims: int = Field(32, ge=1)  # claims verified per response
+    max_new_tokens: int | None = Field(None, ge=1)  # claim-list budget; None = judge.max_new_tokens
+
+
+class RARArgs(Section):
+    """``binary_rar`` / ``rating_rar`` arguments: chunks retrieved per response (§4.3: top 8)."""
+
+    top_k: int = Field(RAR_TOP_K, ge=1)
+
+
+@register("binary_rar", args=RARArgs, summary="retrieval + contradiction judge, 1 / 0 (001 §3.2, Eq. 3, Fig. 6)")
+def _build_binary_rar(args: RARArgs, resources) -> BinaryRAR:
+    return BinaryRAR(resources.judge(), resources.datastore("rar"), k=args.top_k, prefill=resources.prefill)
+
+
+@register("rating_rar", args=RARArgs, summary="retrieval + 0-10 judge confidence / 10 (001 §5, Fig. 7)")
+def _build_rating_rar(args: RARArgs, resources) -> RatingRAR:
+    return RatingRAR(resources.judge(), resources.datastore("rar"), k=args.top_k, prefill=resources.prefill)
+
+
+@register("veriscore", summary="supported / extracted claims, per-claim retrieval (001 §4.2, Figs. 8-9)")
+def _build_veriscore(args, resources) -> VeriScoreReward:
+    return VeriScoreReward(resources.claim_verifier())
+
+
+@register("lm_judge", summary="0-10 quality against the reference response / 10 (001 §4.2)")
+def _build_lm_judge(args, resources) -> LMJudgeReward:
+    return LMJudgeReward(resources.judge(), prefill=resources.prefill)

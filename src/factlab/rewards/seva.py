@@ -86,49 +86,27 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal, Mapping, Sequence
 
-from .. import prompts as P
-from ..judges import parse_json
-from .qa import completion_text
+from pydantic import field_validator
 
-Label = Literal["attributable", "not_attributable"]
+from .. import prompts as P
+from ..config import Section
+from ..labels import (ERROR_TYPES, LABEL_ALIASES, LABEL_NAMES, LABELS, Label, normalize_error_type,  # noqa: F401
+                      normalize_label, snake_token as _token, words as _words)
+from ..parsing import parse_json
+from .base import completion_text
+from .registry import register
 
 ALIGNMENT_STATUSES = ("match", "mismatch", "not_found")  # §2.2
 STEP_JUDGMENTS = ("supported", "not_supported", "partially_supported")  # §2.2
-# §2.2, Table 20, names as in the K.1 prompt and Table 17.
-ERROR_TYPES = ("numerical_exaggeration", "negation_flip", "scope_inflation", "temporal_shift",
-               "entity_substitution", "fabrication")
 REQUIRED_FIELDS = ("evidence_alignment", "reasoning_chain", "label", "confidence")  # §B.1 (1)
 DIAGNOSIS_FIELDS = ("error_type", "fix_suggestion")  # §2.2 "Error diagnosis"
 ALIGNMENT_FIELDS = ("claim_span", "source_span", "status")
 STEP_FIELDS = ("claim_part", "source_evidence", "judgment", "explanation")
-LABEL_NAMES: Mapping[Label, str] = {"attributable": "Attributable", "not_attributable": "Not Attributable"}
-
-# Table 13, plus the canonical labels; keys in normalized form (see ``_words``).
-LABEL_ALIASES: Mapping[str, Label] = {
-    "attributable": "attributable",
-    "yes": "attributable", "true": "attributable", "entailment": "attributable", "supported": "attributable",
-    "not attributable": "not_attributable",
-    "no": "not_attributable", "false": "not_attributable", "contradiction": "not_attributable",
-    "neutral": "not_attributable", "not supported": "not_attributable",
-}
 NO_ERROR_WORDS = frozenset({"", "none", "null", "n a", "na", "no error", "not applicable"})
-
-_NON_WORD = re.compile(r"[\W_]+")
-
-
-def _words(value: str) -> str:
-    """Lower case, every run of punctuation / whitespace / underscores one space, stripped."""
-    return _NON_WORD.sub(" ", value.lower()).strip()
-
-
-def _token(value: Any) -> str | None:
-    """An enum value as a snake_case token ("Not Found" -> "not_found"); None if not a string."""
-    return "_".join(_words(value).split()) if isinstance(value, str) else None
 
 
 def _length(value: Any) -> int:
@@ -208,23 +186,6 @@ def verifier_messages(claim: str, source: str) -> list[dict[str, str]]:
     """The chat turns SEVA is trained and evaluated with: K.1 system prompt, K.2 user prompt."""
     return [{"role": "system", "content": P.SEVA_SYSTEM_PROMPT.format()},
             {"role": "user", "content": P.SEVA_USER_PROMPT.format(claim=claim, source=source)}]
-
-
-def normalize_label(label: Any) -> Label | None:
-    """"attributable" / "not_attributable" for the canonical labels and every alias of Table 13
-    (case-, whitespace- and punctuation-insensitive; JSON true / false as "true" / "false");
-    None for anything else."""
-    if isinstance(label, bool):
-        label = str(label)
-    if not isinstance(label, str):
-        return None
-    return LABEL_ALIASES.get(_words(label))
-
-
-def normalize_error_type(value: Any) -> str | None:
-    """The Table 20 error type named by ``value`` (case-insensitive, spaces = underscores), else None."""
-    token = _token(value)
-    return token if token in ERROR_TYPES else None
 
 
 def error_present(value: Any) -> bool:
@@ -593,6 +554,32 @@ class SevaBinaryReward(_SevaReward):
         objs = [_read(t)[0] for t in texts]
         self._count([o is None for o in objs], log_metric)
         return [0.0 if o is None else score_label(o.get("label"), g) for o, g in zip(objs, label)]
+
+
+class SevaProcessArgs(Section):
+    """``seva_process`` arguments: the Table 21 weight split by name ("70/30" = the paper's)."""
+
+    weights: str = "70/30"
+
+    @field_validator("weights")
+    @classmethod
+    def _known_split(cls, name: str) -> str:
+        try:
+            SevaRewardWeights.split(name)
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        return name
+
+
+@register("seva_process", args=SevaProcessArgs,
+          summary="five-part process reward of a structured verdict, Algorithm 1 (002 §2.3, App. C)")
+def _build_seva_process(args: SevaProcessArgs, resources) -> SevaProcessReward:
+    return SevaProcessReward(args.weights)
+
+
+@register("seva_binary", summary="1 iff the verdict's label is right: the §2.3 control (002)")
+def _build_seva_binary(args, resources) -> SevaBinaryReward:
+    return SevaBinaryReward()
 
 
 # ---------------------------------------------------------------- reward landscape (Tables 1, 14)

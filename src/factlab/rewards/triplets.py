@@ -25,6 +25,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
+from pydantic import Field
+
+from .. import models
+from ..config import Section
+
 log = logging.getLogger(__name__)
 
 QUCO_EXTRACTOR_ID = "ZhishanQ/QuCo-extractor-0.5B"
@@ -319,8 +324,6 @@ class LLMTripletExtractor:
         return _load_extractor(self.name, self.dtype, self.device)
 
     def raw_outputs(self, sentences: Sequence[str]) -> list[str]:
-        from .. import models
-
         model, tok = self.model_and_tokenizer
         prompts = [models.chat_prompt(tok, self.prompt.format(sentence=s.strip())) for s in sentences]
         gens = models.generate(model, tok, prompts, max_new_tokens=self.max_new_tokens,
@@ -348,8 +351,6 @@ _LOAD_LOCK = threading.Lock()
 
 @functools.lru_cache(maxsize=4)
 def _load_extractor_cached(name: str, dtype: str, device: str):
-    from .. import models
-
     return models.load_model(name, dtype=dtype, device=device)
 
 
@@ -358,9 +359,24 @@ def _load_extractor(name: str, dtype: str, device: str):
         return _load_extractor_cached(name, dtype, device)
 
 
+class ExtractorSection(Section):
+    """Triplet extractor (000 §3.2): ``heuristic`` (CPU smoke) or an HF causal LM id/path."""
+
+    name: str = "heuristic"
+    batch_size: int = Field(32, ge=1)
+    max_new_tokens: int = Field(96, ge=1)
+
+
 def get_extractor(name: str = "heuristic", **kwargs: Any) -> TripletExtractor:
     """``heuristic`` or an HF model id / local path / embedded model name (§B.1 default:
     ``QuCo-extractor-0.5B``)."""
     if name == "heuristic":
         return HeuristicExtractor()
     return LLMTripletExtractor(name, **kwargs)
+
+
+def extractor_from(cfg: ExtractorSection) -> TripletExtractor:
+    """The extractor a params ``extractor:`` section names."""
+    if cfg.name == "heuristic":
+        return HeuristicExtractor()
+    return LLMTripletExtractor(cfg.name, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens)

@@ -22,11 +22,18 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
+from pydantic import Field
+
 from .. import prompts as P
+from ..config import JudgeSection, Section
+from ..judges import make_judge
+from ..labels import STRATEGY_ERROR_TYPES
 from ..rewards import seva
+from .perturbations import MINIWORLD, miniworld_pairs
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +101,37 @@ def annotate(judge, pairs: Sequence[Any], max_attempts: int = MAX_ATTEMPTS, requ
     return out, report
 
 
+class TeacherSection(Section):
+    """Teacher annotation (002 §2.4, B.1): any judge backend with the K.1 system prompt."""
+
+    judge: JudgeSection = JudgeSection()
+    limit: int | None = Field(None, ge=1)  # pairs to annotate (None = all training pairs)
+    max_attempts: int = Field(MAX_ATTEMPTS, ge=1)
+    require_gold_label: bool = True
+    reference_fallback: bool = False  # mini-world: rejected pairs get a reference annotation
+
+
+def annotate_training_pairs(cfg: TeacherSection, pairs: Sequence[Any]) -> tuple[list[dict | None], dict[str, Any]]:
+    """§2.4's SFT data: the teacher (``cfg.judge``) annotates the first ``cfg.limit`` pairs with
+    B.1 validation and retries (``annotate``); with ``reference_fallback``, every mini-world pair
+    left without an accepted annotation gets ``reference_annotation`` (ours, built from how the
+    pair was made). Returns one annotation (or None) per pair and the report of ``annotate``
+    plus ``reference_annotations`` and ``sft_examples``."""
+    pairs = list(pairs)
+    teacher = make_judge(cfg.judge, system=teacher_system_prompt())
+    head = pairs[:cfg.limit] if cfg.limit else pairs
+    annotations, report = annotate(teacher, head, cfg.max_attempts, cfg.require_gold_label)
+    annotations += [None] * (len(pairs) - len(head))
+    n_reference = 0
+    if cfg.reference_fallback:
+        for i, p in enumerate(pairs):
+            if annotations[i] is None and p.dataset == MINIWORLD:
+                annotations[i] = reference_annotation(p)
+                n_reference += 1
+    report.update(reference_annotations=n_reference, sft_examples=sum(a is not None for a in annotations))
+    return annotations, report
+
+
 def weakness_profile(records: Sequence[Any], pairs: Sequence[Any]) -> dict[str, dict[str, float]]:
     """§2.5 Reflect: per gold error category of the "Not Attributable" pairs, the verifier's
     detection accuracy (predicted Not Attributable) and error rate, with counts.
@@ -143,10 +181,8 @@ def allocate_budget(error_rates: Mapping[str, float], budget: int) -> dict[str, 
 def strategy_budget(profile: Mapping[str, Mapping[str, float]], budget: int) -> dict[str, int]:
     """§2.5 Probe on the Table 19 strategies: the budget split over error categories by their
     error rate (``allocate_budget`` over ``weakness_profile``), then each category's share
-    split evenly over the strategies that produce it (``data.pairs.STRATEGY_ERROR_TYPES``).
+    split evenly over the strategies that produce it (``labels.STRATEGY_ERROR_TYPES``).
     Categories no strategy produces (``temporal_shift`` in the mini-world) are dropped."""
-    from ..data.pairs import STRATEGY_ERROR_TYPES
-
     producible = {c for c in STRATEGY_ERROR_TYPES.values()}
     rates = {c: p["error_rate"] for c, p in profile.items() if c in producible}
     if not rates:  # nothing measured: spread evenly over every strategy
@@ -161,8 +197,6 @@ def strategy_budget(profile: Mapping[str, Mapping[str, float]], budget: int) -> 
 def probe(world_paths, allocation: Mapping[str, int], seen_claims: set[str] | None = None, seed: int = 0) -> list:
     """§2.5 Probe: new adversarial mini-world pairs per strategy as allocated (each with its
     attributable twin), skipping claims already seen in training or evaluation."""
-    from ..data.pairs import miniworld_pairs
-
     seen = seen_claims or set()
     pairs = miniworld_pairs(world_paths, seed=seed, per_strategy=dict(allocation))
     kept = [p for p in pairs if p.claim not in seen]
@@ -171,8 +205,6 @@ def probe(world_paths, allocation: Mapping[str, int], seen_claims: set[str] | No
 
 
 def _sentence_with(source: str, needle: str) -> str:
-    import re
-
     sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", source) if s.strip()]
     return next((s for s in sentences if needle and needle in s), sentences[0] if sentences else "")
 
@@ -193,7 +225,7 @@ def _window(sentence: str, needle: str, width: int = 3) -> str:
 
 
 def _perturbed_part(pair) -> str:
-    """The words of a perturbed mini-world claim that carry its error (``data.pairs`` meta), or
+    """The words of a perturbed mini-world claim that carry its error (``synth.perturbations`` meta), or
     the whole claim when they cannot be located in it."""
     meta, claim = pair.meta or {}, pair.claim.rstrip(".")
     value = meta.get("perturbed_value")

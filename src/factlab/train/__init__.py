@@ -1,6 +1,10 @@
-"""Training: GRPO runs on TRL (``grpo``), CorVer's stepwise token-level variant
-(``stepwise_grpo``) and the learning-zone self-filter (``selffilter``, 000 §A.2, §A.4).
-
-Submodules are imported on demand so that ``import factlab.train`` stays light (no torch,
-transformers or TRL at import time).
+"""Training: one GRPO entry point for every paper (``run`` -> ``TrainResult``,
+``merge_adapter``), TRL's trainer with factlab's extensions (``trainer``: advantage
+diagnostics; ``stepwise_grpo``: CorVer's token-level advantages), SFT (``sft``), the
+learning-zone self-filter (``selffilter``), callbacks, and each paper's wiring and params
+(``corver``, ``rar``, ``seva``).
 """
+
+from .grpo import TrainResult, merge_adapter, run
+
+__all__ = ["TrainResult", "merge_adapter", "run"]

@@ -12,9 +12,22 @@ from __future__ import annotations
 import logging
 from typing import Callable, Mapping
 
+from pydantic import Field
 from transformers import TrainerCallback
 
+from ..config import Section
+
 log = logging.getLogger(__name__)
+
+
+class EarlyStoppingSection(Section):
+    """001 §4.3: stop when any utility benchmark drops more than 10% from the start."""
+
+    enabled: bool = True
+    eval_every: int = Field(50, ge=1)
+    max_relative_drop: float = Field(0.10, gt=0.0, lt=1.0)
+    lm_eval_tasks: list[str] = []  # run with lm-evaluation-harness when it is installed
+    qa_limit: int = Field(64, ge=1)  # fallback utility: forced-answer QA accuracy on this many items
 
 
 def relative_drops(baseline: Mapping[str, float], current: Mapping[str, float]) -> dict[str, float]:

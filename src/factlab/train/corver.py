@@ -1,33 +1,50 @@
-"""CorVer runs: the index, the reward channels of each ablation, one training run.
+"""CorVer end to end (000_ac66a963fabf3916.txt): params, the self-filtered question pool, and
+the ablation runs from one start.
 
-000_ac66a963fabf3916.txt §3 (method), §A.1-A.2 (recipe), §6.2 (ablations A1-A3). The
-reward math lives in ``factlab.rewards.corver``; the trainer in ``stepwise_grpo``; this
-module wires them from a ``CorVerConfig`` so the notebook stays thin.
+§3 (method), §A.1-A.2 (recipe), §6.2 (ablations A1-A3). The reward math lives in
+``factlab.rewards.corver`` (registered as ``corver``, a per-token shaping reward, and
+``corver_scalar``); the trainer in ``train.trainer`` / ``train.stepwise_grpo``; this module
+wires them from a ``CorVerConfig`` so the notebook stays thin.
 
-Ablations (``runs`` in params):
+The params' ``rewards:`` list is the full method, by default
+``qa_judge + format + corver`` (R_t = lambda_j R^j + lambda_f R^f + lambda_c r^c_sigma(t),
+Eq. 4; the weights are the lambdas). ``runs`` names the ablations of §6.2 / Table 2, each
+derived from that list (``ablation_rewards``):
 
-- ``full``: R^r = lambda_f R^f + lambda_j R^j, plus the per-token co-occurrence term.
-- ``A1``: no co-occurrence (vanilla GRPO on judge + format).
-- ``A2``: no judge (lambda_j = 0), per-token co-occurrence + format.
-- ``A3``: co-occurrence averaged into a response-level scalar, no per-token alignment.
+- ``full``: the list as written.
+- ``A1``: without ``corver`` (vanilla GRPO on judge + format).
+- ``A2``: ``qa_judge`` weight 0 (per-token co-occurrence + format, no judge).
+- ``A3``: ``corver`` replaced by ``corver_scalar``: the same sentence rewards averaged
+  into one response-level scalar, no per-token alignment.
+- A4 (no self-filter) is ``self_filter.enabled: false``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Literal, Sequence
 
-from ..config import CorVerConfig
-from ..corpus import CorpusIndex
+import pandas as pd
+from pydantic import Field, model_validator
+
+from ..config import ParamError
+from ..data import TrainDataConfig, load_eval_set
 from ..data.types import QAItem
-from ..rewards.corver import CooccurrenceScalarReward, CorVerRewardConfig, CorVerScorer, CorVerTokenShaping
-from ..rewards.qa import FormatReward, JudgeReward
-from ..rewards.triplets import get_extractor
+from ..eval.calibration import CalibrationSection
+from ..experiment import TrainingConfig
+from ..paths import cache_dir
+from ..prompts import CORVER_TRAIN_SYSTEM
+from ..rewards import Resources, RewardSpec, build_rewards
+from ..rewards.corver import CorVerArgs
+from . import selffilter
+from .grpo import TrainResult, run
 
 log = logging.getLogger(__name__)
+
+__all__ = ["CorVerConfig", "ABLATIONS", "ablation_rewards", "qa_rows", "training_pool", "prompts_per_step",
+           "SelfFilterOutcome", "self_filter_pool", "train_ablations"]
 
 ABLATIONS = {
     "full": "judge + format + per-token co-occurrence (CorVer)",
@@ -35,108 +52,63 @@ ABLATIONS = {
     "A2": "format + per-token co-occurrence (no judge)",
     "A3": "judge + format + co-occurrence averaged into a response scalar",
 }
+Ablation = Literal["full", "A1", "A2", "A3"]
+_NEEDS_CORVER = ("full", "A2", "A3")
 
 
-def default_index_dir(corpus: str | Path, tokenizer: str) -> Path:
-    """``<cache>/indexes/<corpus stem>-<tokenizer>-<hash of corpus path, size, mtime>``."""
-    from ..models import cache_dir
+class CorVerConfig(TrainingConfig):
+    """``notebooks/01_corver.ipynb``: CorVer end to end (000_ac66a963fabf3916.txt)."""
 
-    p = Path(corpus).absolute()
-    st = p.stat()
-    key = hashlib.sha1(f"{p}|{st.st_size}|{st.st_mtime_ns}|{tokenizer}".encode()).hexdigest()[:10]
-    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(tokenizer).name)
-    return cache_dir() / "indexes" / f"{p.stem}-{slug}-{key}"
+    rewards: list[RewardSpec] = [RewardSpec(name="qa_judge"), RewardSpec(name="format"), RewardSpec(name="corver")]
+    train_data: TrainDataConfig = TrainDataConfig()
+    self_filter: selffilter.SelfFilterConfig = selffilter.SelfFilterConfig()
+    runs: list[Ablation] = ["full", "A1"]  # trained from the same start
+    calibration: CalibrationSection = CalibrationSection()
+    trace_completions: int = Field(3, ge=0)  # per-sentence traces shown (§B.6)
 
+    @model_validator(mode="after")
+    def _ablations_have_their_rewards(self) -> "CorVerConfig":
+        names = [s.name for s in self.rewards]
+        if "corver" not in names and any(r in _NEEDS_CORVER for r in self.runs):
+            raise ParamError("runs", f"runs {[r for r in self.runs if r in _NEEDS_CORVER]} are ablations of the "
+                                     f"corver reward, which the rewards list lacks ({', '.join(names)})")
+        if "A2" in self.runs and "qa_judge" not in names:
+            raise ParamError("runs", "A2 removes the qa_judge reward, which the rewards list lacks")
+        return self
 
-def ensure_index(cfg: CorVerConfig, world_corpus: str | Path | None = None, progress: bool = True) -> CorpusIndex:
-    """Load the configured index, building it first when absent (§B.1).
-
-    ``index.dir`` set and present: loaded as is. Otherwise the index of ``index.corpus``
-    (default: the mini-world corpus) with ``index.tokenizer`` (default: the policy's) is
-    built under the cache, keyed by corpus file and tokenizer, and reused next time.
-    """
-    ic = cfg.index
-    if ic.dir and Path(ic.dir).exists():
-        return CorpusIndex.load(ic.dir)
-    corpus = ic.corpus or world_corpus
-    if corpus is None:
-        raise ValueError("index.corpus is not set and no mini-world corpus was given")
-    if not Path(corpus).is_file():
-        raise FileNotFoundError(f"index.corpus: {corpus} does not exist")
-    tokenizer = ic.tokenizer or cfg.model.name
-    out = Path(ic.dir) if ic.dir else default_index_dir(corpus, tokenizer)
-    try:
-        return CorpusIndex.load(out)
-    except FileNotFoundError:
-        pass
-    log.info("building the co-occurrence index of %s into %s", corpus, out)
-    return CorpusIndex.build(corpus, tokenizer, out, text_field=ic.text_field, shard_tokens=ic.shard_tokens,
-                             progress=progress)
+    def corver_args(self) -> CorVerArgs:
+        """The ``corver`` reward's arguments (defaults when the list has none): the same
+        constants drive training, the calibration audit and the traces."""
+        spec = next((s for s in self.rewards if s.name == "corver"), None)
+        return spec.parsed_args() if spec else CorVerArgs()
 
 
-def make_scorer(cfg: CorVerConfig, index: CorpusIndex, count_limit: int | None = 20) -> CorVerScorer:
-    """Extractor + index + Eq. (2) constants. ``count_limit`` stops counting at tau_2 (the
-    reward cannot tell 20 from 20,000); pass None for exact counts in traces and audits."""
-    rc = CorVerRewardConfig.from_params(cfg.reward, cfg.extractor, cfg.index)
-    rc.count_limit = count_limit
-    ex = cfg.extractor
-    extractor = get_extractor(ex.name) if ex.name == "heuristic" else get_extractor(
-        ex.name, batch_size=ex.batch_size, max_new_tokens=ex.max_new_tokens)
-    window = rc.window
-
-    def count(words: Sequence[str]) -> int:
-        return index.cooccurrence(list(words), window, limit=count_limit)
-
-    return CorVerScorer(extractor, count, rc)
-
-
-@dataclass
-class RewardSetup:
-    """Everything the trainer needs for one ablation."""
-
-    run: str
-    reward_funcs: list[Callable]
-    reward_weights: list[float]
-    token_shaping: CorVerTokenShaping | None
-
-
-def reward_setup(run: str, cfg: CorVerConfig, scorer: CorVerScorer, tokenizer) -> RewardSetup:
-    """Reward channels of one run (§3.3-3.4, §6.2 ablations)."""
+def ablation_rewards(specs: Sequence[RewardSpec], run: str) -> list[RewardSpec]:
+    """The reward list of one §6.2 ablation, derived from the full method's list."""
     if run not in ABLATIONS:
         raise ValueError(f"unknown CorVer run {run!r}; choose from {sorted(ABLATIONS)}")
-    r = cfg.reward
-    funcs: list[Callable] = [FormatReward(*r.format_rewards), JudgeReward(r.judge_rewards, r.answer_parsing)]
-    weights = [r.lambda_f, 0.0 if run == "A2" else r.lambda_j]
-    shaping = None
-    if run in ("full", "A2"):
-        shaping = CorVerTokenShaping(scorer, tokenizer)
-    elif run == "A3":
-        funcs.append(CooccurrenceScalarReward(scorer))
-        weights.append(1.0)  # lambda_c is applied inside the scalar
-    return RewardSetup(run, funcs, weights, shaping)
+    out = []
+    for s in specs:
+        if s.name == "corver" and run == "A1":
+            continue
+        if s.name == "corver" and run == "A3":
+            s = RewardSpec(name="corver_scalar", weight=s.weight, args=s.args)
+        elif s.name == "qa_judge" and run == "A2":
+            s = s.model_copy(update={"weight": 0.0})
+        out.append(s)
+    return out
 
 
-def train_run(run: str, cfg: CorVerConfig, items: Sequence[QAItem], scorer: CorVerScorer, out_dir: str | Path,
-              system: str | None = None):
-    """Train one ablation from the configured start (a fresh model load) into ``out_dir/run``."""
-    from .. import models
-    from ..prompts import CORVER_TRAIN_SYSTEM
-    from .grpo import grpo_args, qa_prompt_dataset, train_grpo
+def qa_rows(items: Sequence[QAItem], system: str = CORVER_TRAIN_SYSTEM) -> list[dict]:
+    """GRPO rows: the chat prompt (system + raw question, 000 §A.3), ``golds`` and ``id``."""
+    return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": it.question}],
+             "golds": list(it.golds), "id": it.id} for it in items]
 
-    model, tok = models.load_model(cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
-                                   adapter=cfg.model.adapter)
-    model.train()
-    ds, dropped = qa_prompt_dataset(items, system or CORVER_TRAIN_SYSTEM, tok, cfg.grpo.max_prompt_length)
-    setup = reward_setup(run, cfg, scorer, tok)
-    args = grpo_args(cfg.grpo, Path(out_dir) / run, run_name=f"corver-{run}")
-    kwargs: dict[str, Any] = {}
-    if setup.token_shaping is not None:
-        kwargs["token_shaping"] = setup.token_shaping
-    result = train_grpo(f"corver-{run}", model, tok, ds, setup.reward_funcs, args, lora=cfg.lora,
-                        reward_weights=setup.reward_weights, **kwargs)
-    if dropped:
-        log.warning("%s: %d prompts dropped as longer than grpo.max_prompt_length", run, dropped)
-    return result
+
+def prompts_per_step(cfg: CorVerConfig) -> int:
+    """Distinct prompts in one optimizer step: B x grad-accum / G."""
+    g = cfg.grpo
+    return g.per_device_train_batch_size * g.gradient_accumulation_steps // g.num_generations
 
 
 def training_pool(kept: Sequence[QAItem], pool: Sequence[QAItem], min_questions: int) -> tuple[list[QAItem], str | None]:
@@ -150,7 +122,41 @@ def training_pool(kept: Sequence[QAItem], pool: Sequence[QAItem], min_questions:
     return list(pool), msg
 
 
-def prompts_per_step(cfg: CorVerConfig) -> int:
-    """Distinct prompts in one optimizer step: B x grad-accum / G."""
-    g = cfg.grpo
-    return g.per_device_train_batch_size * g.gradient_accumulation_steps // g.num_generations
+@dataclass
+class SelfFilterOutcome:
+    """The question pool, the self-filter's buckets (None when disabled) and what trains."""
+
+    pool: list[QAItem]
+    kept: list[QAItem]  # the learning zone (plus anchors)
+    table: pd.DataFrame | None
+    train_items: list[QAItem]
+    note: str | None  # why the whole pool was used instead of the learning zone, if it was
+
+
+def self_filter_pool(cfg: CorVerConfig, model, tokenizer) -> SelfFilterOutcome:
+    """§A.2 / §A.4: load the candidate pool (``train_data``), sample G completions per question
+    from the raw ``model`` (cached under ``<cache>/selffilter``, resumable) and keep the
+    learning zone; fall back to the whole pool when one step's worth does not survive."""
+    pool = load_eval_set(cfg.train_data, cfg.world)
+    sf = cfg.self_filter
+    if not sf.enabled:
+        kept, table = pool, None
+    else:
+        sf = sf.model_copy(update={"model_name": sf.model_name or cfg.model.name})
+        results = selffilter.count_correct(model, tokenizer, pool, sf,
+                                           cache_path=cache_dir() / "selffilter" / "corver.jsonl")
+        kept, table = selffilter.select_learning_zone(results, sf)
+    items, note = training_pool(kept, pool, prompts_per_step(cfg))
+    return SelfFilterOutcome(pool, list(kept), table, items, note)
+
+
+def train_ablations(cfg: CorVerConfig, items: Sequence[QAItem], resources: Resources,
+                    out_dir: str | Path) -> dict[str, TrainResult]:
+    """Every run of ``cfg.runs`` from the same start into ``out_dir/<run>`` (resumable)."""
+    rows = qa_rows(items)
+    results = {}
+    for name in cfg.runs:
+        rewards = build_rewards(ablation_rewards(cfg.rewards, name), resources)
+        log.info("CorVer %s: %s", name, rewards.describe())
+        results[name] = run(cfg, rows, rewards, Path(out_dir) / name, name=f"corver-{name}")
+    return results

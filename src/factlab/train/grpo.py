@@ -1,130 +1,174 @@
-"""GRPO runs on TRL: params -> GRPOConfig, QA prompt datasets, one resumable training run.
+"""The one GRPO training entry point of factlab, for every paper.
 
-Shared by every GRPO-trained system (CorVer's stepwise variant, K2V's DAPO preset). The
-trainer class is pluggable; ``StepwiseGRPOTrainer`` without shaping is plain GRPO.
+    result = train.run(cfg, rows, rewards, out_dir)      # -> TrainResult
+    model_dir = train.merge_adapter(result)              # a plain model folder
+
+``cfg`` is a ``TrainingConfig`` (model, grpo, lora); ``rows`` are dataset rows, each with a
+chat ``prompt`` plus the columns its rewards read (``golds``, ``prompt_id``, ``label``, ...);
+``rewards`` is a built ``RewardSet`` (``factlab.rewards.build_rewards``). The trainer is
+``FactlabGRPOTrainer`` with the token-level advantage extension (plain GRPO when no reward
+shapes tokens) plus any other extensions. Prompts longer than ``grpo.max_prompt_length``
+tokens are dropped and counted (TRL 1.16 no longer truncates prompts).
+
+Runs are resumable: a finished run (``train_result.json``) is loaded, not retrained; an
+interrupted one resumes from its last ``checkpoint-*``. ``TrainResult`` is shared with SFT
+(``train.sft``): the model or adapter folder, whether it is an adapter, the start model it
+applies to, the log history and the runtime.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from ..config import GRPOSection, LoraSection
-from ..data.types import QAItem
+import torch
+from datasets import Dataset
+from trl import GRPOConfig
+
+from ..config import GRPOSection
+from ..models import load_model, lora_config
+from ..rewards.registry import RewardSet
+from .stepwise_grpo import TokenLevelAdvantages
+from .trainer import FactlabGRPOTrainer, TrainerExtension
 
 log = logging.getLogger(__name__)
+
+__all__ = ["TrainResult", "grpo_args", "run", "merge_adapter", "filter_long_prompts"]
 
 _DONE = "train_result.json"
 
 
-def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = None):
-    """A TRL ``GRPOConfig`` from the params section. ``per_device_train_batch_size`` counts
-    completions, so it must be a multiple of ``num_generations`` (checked here, by name)."""
-    import dataclasses
+@dataclass
+class TrainResult:
+    """What a finished run left behind (GRPO or SFT)."""
 
-    import torch
-    from trl import GRPOConfig
+    name: str
+    output_dir: str
+    model_dir: str  # the adapter folder (is_adapter) or the full model
+    is_adapter: bool
+    base_model: str  # the model the adapter applies to (or the run started from)
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+    runtime_s: float = 0.0
+    steps: int = 0
+    resumed: bool = False
+    metrics: dict[str, Any] = field(default_factory=dict)
 
+    def steps_frame(self):
+        """Per-step metrics as a DataFrame (one row per logged training step)."""
+        import pandas as pd
+
+        return pd.DataFrame([h for h in self.log_history if "loss" in h]).set_index("step")
+
+    def losses(self) -> list[tuple[int, float]]:
+        return [(h["step"], h["loss"]) for h in self.log_history if "loss" in h]
+
+    def save(self) -> None:
+        (Path(self.output_dir) / _DONE).write_text(json.dumps(asdict(self), default=float, indent=1))
+
+    @classmethod
+    def load(cls, output_dir: str | Path) -> "TrainResult | None":
+        done = Path(output_dir) / _DONE
+        if not done.exists():
+            return None
+        return cls(**{**json.loads(done.read_text()), "resumed": True})
+
+
+def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = None,
+              reward_weights: Sequence[float] | None = None) -> GRPOConfig:
+    """A TRL ``GRPOConfig`` from the params section (``extra`` passes any other field)."""
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
     unknown = sorted(set(cfg.extra) - known)
     if unknown:
         raise ValueError(f"grpo.extra: unknown GRPOConfig field(s) {unknown}")
-    per_gen = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps
-    if per_gen % cfg.num_generations:
-        raise ValueError(f"grpo.per_device_train_batch_size x grpo.gradient_accumulation_steps = {per_gen} "
-                         f"completions is not a multiple of grpo.num_generations = {cfg.num_generations}")
     kwargs = cfg.model_dump(exclude={"extra", "max_prompt_length", "warmup_ratio", "tf32"})
     if cfg.tf32 and torch.cuda.is_available():
         kwargs["tf32"] = True
     kwargs.update(warmup_steps=cfg.warmup_ratio, output_dir=str(output_dir), run_name=run_name,
                   report_to="none", save_strategy="steps", use_cpu=not torch.cuda.is_available())
     if cfg.gradient_checkpointing:
-        kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}  # Table 5
+        kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}  # 000 Table 5
+    if reward_weights is not None:
+        kwargs["reward_weights"] = list(reward_weights)
     kwargs.update(cfg.extra)
     return GRPOConfig(**kwargs)
 
 
-def qa_prompt_dataset(items: Sequence[QAItem], system: str, tokenizer=None,
-                      max_prompt_length: int | None = None):
-    """``datasets.Dataset`` of chat prompts (system + raw question, 000 §A.3) with ``golds``.
-
-    With a tokenizer and ``max_prompt_length``, prompts longer than that many tokens are
-    dropped and logged (TRL 1.16 no longer truncates prompts). Returns ``(dataset, n_dropped)``.
-    """
-    from datasets import Dataset
-
-    rows, dropped = [], 0
-    for it in items:
-        prompt = [{"role": "system", "content": system}, {"role": "user", "content": it.question}]
-        if tokenizer is not None and max_prompt_length:
-            rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-            n = len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
-            if n > max_prompt_length:
-                dropped += 1
-                continue
-        rows.append({"prompt": prompt, "golds": list(it.golds), "id": it.id})
-    if dropped:
-        log.warning("dropped %d of %d prompts longer than %d tokens", dropped, len(items), max_prompt_length)
-    if not rows:
-        raise ValueError("no training prompts left (empty input, or every prompt exceeds max_prompt_length)")
-    return Dataset.from_list(rows), dropped
+def filter_long_prompts(rows: Sequence[dict], tokenizer, max_prompt_length: int | None) -> tuple[list[dict], int]:
+    """Rows whose rendered chat ``prompt`` fits ``max_prompt_length`` tokens, and how many
+    were dropped."""
+    if not max_prompt_length:
+        return list(rows), 0
+    kept = []
+    for row in rows:
+        rendered = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+        if len(tokenizer(rendered, add_special_tokens=False)["input_ids"]) <= max_prompt_length:
+            kept.append(row)
+    return kept, len(rows) - len(kept)
 
 
-@dataclass
-class TrainResult:
-    """What a finished run left behind: the adapter folder and the per-step log."""
+def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path, *, name: str | None = None,
+        model: str | None = None, grpo: GRPOSection | None = None, callbacks: Sequence[Any] = (),
+        extensions: Sequence[TrainerExtension] = ()) -> TrainResult:
+    """Train one GRPO run into ``out_dir`` (see the module docstring); resumable.
 
-    name: str
-    output_dir: str
-    adapter_dir: str
-    log_history: list[dict[str, Any]] = field(default_factory=list)
-    runtime_s: float = 0.0
-    steps: int = 0
-    resumed: bool = False
-
-    def steps_frame(self):
-        """Per-step metrics as a DataFrame (one row per logged step)."""
-        import pandas as pd
-
-        return pd.DataFrame([h for h in self.log_history if "loss" in h]).set_index("step")
-
-
-def train_grpo(name: str, model, tokenizer, train_dataset, reward_funcs: Sequence[Callable],
-               args, lora: LoraSection | None = None, trainer_cls=None,
-               reward_weights: Sequence[float] | None = None, **trainer_kwargs: Any) -> TrainResult:
-    """Train one GRPO run into ``args.output_dir`` and save its adapter to ``<output_dir>/adapter``.
-
-    Resumable: a finished run (``train_result.json`` present) is loaded, not retrained; an
-    interrupted one resumes from its last ``checkpoint-*``. ``trainer_cls`` defaults to
-    ``StepwiseGRPOTrainer``; extra keywords (``token_shaping``) go to it.
-    """
-    from ..models import lora_config
-    from .stepwise_grpo import StepwiseGRPOTrainer
-
-    out = Path(args.output_dir)
-    done = out / _DONE
-    if done.exists():
-        data = json.loads(done.read_text())
+    ``model``: the start model (a name or folder); default ``cfg.model`` with its adapter.
+    ``grpo``: a GRPO section to use instead of ``cfg.grpo`` (e.g. fewer steps)."""
+    out = Path(out_dir)
+    name = name or out.name
+    done = TrainResult.load(out)
+    if done is not None:
         log.info("%s: finished run found in %s, not retraining", name, out)
-        return TrainResult(**{**data, "resumed": True})
-    if reward_weights is not None:
-        args.reward_weights = list(reward_weights)
-    peft_config = lora_config(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None
-    trainer_cls = trainer_cls or StepwiseGRPOTrainer
-    trainer = trainer_cls(model=model, processing_class=tokenizer, reward_funcs=list(reward_funcs), args=args,
-                          train_dataset=train_dataset, peft_config=peft_config, **trainer_kwargs)
+        return done
+    grpo = grpo or cfg.grpo
+    start = model or cfg.model.name
+    policy, tokenizer = load_model(start, dtype=cfg.model.dtype, device=cfg.model.device,
+                                   adapter=None if model else cfg.model.adapter)
+    policy.train()
+    kept, dropped = filter_long_prompts(rows, tokenizer, grpo.max_prompt_length)
+    if dropped:
+        log.warning("%s: dropped %d of %d prompts longer than grpo.max_prompt_length = %d tokens",
+                    name, dropped, len(rows), grpo.max_prompt_length)
+    if not kept:
+        raise ValueError(f"{name}: no training prompts left (empty input, or every prompt exceeds "
+                         f"grpo.max_prompt_length = {grpo.max_prompt_length})")
+    args = grpo_args(grpo, out, run_name=name, reward_weights=rewards.weights)
+    lora = cfg.lora
+    trainer = FactlabGRPOTrainer(
+        model=policy, processing_class=tokenizer, reward_funcs=list(rewards.funcs), args=args,
+        train_dataset=Dataset.from_list(kept), callbacks=list(callbacks),
+        peft_config=lora_config(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
+        extensions=[TokenLevelAdvantages(rewards.token_shaping()), *extensions])
     resume = any(out.glob("checkpoint-*"))
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if resume else None)
-    runtime = time.perf_counter() - t0
-    adapter_dir = out / "adapter"
-    trainer.save_model(str(adapter_dir))
-    result = TrainResult(name=name, output_dir=str(out), adapter_dir=str(adapter_dir),
-                         log_history=list(trainer.state.log_history), runtime_s=runtime,
-                         steps=int(trainer.state.global_step), resumed=resume)
-    done.write_text(json.dumps(asdict(result), default=float, indent=1))
+    model_dir = out / "model"
+    trainer.save_model(str(model_dir))
+    tokenizer.save_pretrained(str(model_dir))
+    result = TrainResult(name=name, output_dir=str(out), model_dir=str(model_dir), is_adapter=lora is not None,
+                         base_model=start, log_history=list(trainer.state.log_history),
+                         runtime_s=time.perf_counter() - t0, steps=int(trainer.state.global_step), resumed=resume,
+                         metrics={"prompts": len(kept), "dropped_prompts": dropped, "rewards": rewards.describe()})
+    result.save()
+    del trainer, policy
+    gc.collect()
     return result
+
+
+def merge_adapter(result: TrainResult) -> str:
+    """A plain model folder for a finished run: the run's own model, or (LoRA) the start
+    model with the adapter merged in, saved once beside the run as ``merged/``."""
+    if not result.is_adapter:
+        return result.model_dir
+    merged = Path(result.output_dir) / "merged"
+    if not (merged / "config.json").exists():
+        model, tok = load_model(result.base_model, device="cpu", adapter=result.model_dir)
+        model = model.merge_and_unload()
+        model.save_pretrained(str(merged))
+        tok.save_pretrained(str(merged))
+    return str(merged)

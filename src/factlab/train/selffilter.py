@@ -15,7 +15,7 @@ use none.
 Grading (``SelfFilterConfig.lenient``): §A.2 says the filter uses "the same string-match
 grader used at evaluation", and §4 defines the evaluation metric as substring plus alias
 matching "with lenient regex parsing". ``lenient=True`` (default) therefore grades the
-answer found by ``eval.shortform.lenient_answer`` (the ``<answer>`` block when present,
+answer found by ``text.lenient_answer`` (the ``<answer>`` block when present,
 else the completion without its ``<think>`` block), exactly as ``eval.shortform`` does.
 ``lenient=False`` counts only answers inside ``<answer>`` tags (the training judge's
 extraction, §A.2 "answer extraction"); tiny models that never emit the tags then score 0
@@ -33,11 +33,19 @@ import hashlib
 import json
 import logging
 import random
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from pydantic import Field, model_validator
+from tqdm.auto import tqdm
+
+from .. import text
+from ..config import ParamError, Section
 from ..data.types import QAItem
+from ..eval.shortform import grade_completion
+from ..models import chat_prompt, generate
+from ..prompts import CORVER_TRAIN_SYSTEM
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +54,11 @@ BUCKETS = (ZERO, LEARNING_ZONE, MASTERED)  # the three columns of 000 Table 11
 _ANSWER_CHARS = 200  # extracted answers are stored (truncated) in the cache, for inspection
 
 
-@dataclass
-class SelfFilterConfig:
-    """Settings of the self-filter; defaults are the paper's (000 §A.2).
+class SelfFilterConfig(Section):
+    """Settings of the self-filter, read from params ``self_filter:``; defaults are the
+    paper's (000 §A.2).
 
-    Field names match ``config.SelfFilterSection`` so ``SelfFilterConfig.from_params``
-    takes that section (or its dict) directly.
-
+    * ``enabled``: run the filter (false = train on the whole pool, ablation A4 of Table 2).
     * ``num_samples`` (G), ``temperature``, ``top_p``, ``max_new_tokens``: sampling (§A.2).
     * ``batch_size``: questions per ``generate`` call (each yields G sequences); also
       the unit of cache appends.
@@ -70,37 +76,32 @@ class SelfFilterConfig:
     * ``seed``: sampling seed and anchor sampling seed.
     """
 
-    num_samples: int = 16
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_new_tokens: int = 512
-    batch_size: int = 8
-    keep_min: int = 1
+    enabled: bool = True
+    num_samples: int = Field(16, ge=2)
+    temperature: float = Field(0.7, ge=0.0)
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    max_new_tokens: int = Field(512, ge=1)
+    batch_size: int = Field(8, ge=1)
+    keep_min: int = Field(1, ge=0)
     keep_max: int | None = None
     include_anchors: bool = False
-    anchors: int = 0
-    anchor_fraction: float | None = None
+    anchors: int = Field(0, ge=0)
+    anchor_fraction: float | None = Field(None, ge=0.0)
     lenient: bool = True
     system_prompt: str | None = None
     model_name: str | None = None
     progress: bool = True
     seed: int = 42
 
-    def __post_init__(self) -> None:
-        if self.num_samples < 1:
-            raise ValueError(f"num_samples (G) must be >= 1, got {self.num_samples}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.anchors < 0:
-            raise ValueError(f"anchors must be >= 0, got {self.anchors}")
-        if self.anchor_fraction is not None and self.anchor_fraction < 0:
-            raise ValueError(f"anchor_fraction must be >= 0, got {self.anchor_fraction}")
+    @model_validator(mode="after")
+    def _consistent(self) -> "SelfFilterConfig":
         if self.anchors and self.anchor_fraction is not None:
-            raise ValueError("set either anchors (a fixed count, as in 000 §A.4) or "
-                             "anchor_fraction, not both")
+            raise ParamError("anchor_fraction", "set either anchors (a fixed count, as in 000 §A.4) or "
+                                                "anchor_fraction, not both")
         lo, hi = self.keep_range
         if not 0 <= lo <= hi <= self.num_samples:
-            raise ValueError(f"keep range [{lo}, {hi}] must lie within [0, G={self.num_samples}]")
+            raise ParamError("keep_min", f"the keep range [{lo}, {hi}] must lie within [0, G={self.num_samples}]")
+        return self
 
     @property
     def keep_range(self) -> tuple[int, int]:
@@ -113,17 +114,7 @@ class SelfFilterConfig:
 
     @property
     def system(self) -> str:
-        from ..prompts import CORVER_TRAIN_SYSTEM
-
         return CORVER_TRAIN_SYSTEM if self.system_prompt is None else self.system_prompt
-
-    @classmethod
-    def from_params(cls, section: Any, **overrides: Any) -> "SelfFilterConfig":
-        """From ``config.SelfFilterSection`` (or a dict); unknown keys such as ``enabled``
-        are ignored, ``overrides`` win."""
-        d = section.model_dump() if hasattr(section, "model_dump") else dict(section)
-        names = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in d.items() if k in names}, **overrides})
 
 
 @dataclass
@@ -231,12 +222,6 @@ def count_correct(model, tokenizer, items: Sequence[QAItem], cfg: SelfFilterConf
     chunk (``cfg.batch_size`` questions), so an interrupted run resumes. Duplicate
     question ids in ``items`` are generated once.
     """
-    from tqdm.auto import tqdm
-
-    from ..eval.shortform import grade_completion
-    from ..models import chat_prompt, generate
-    from .. import text
-
     cfg = cfg or SelfFilterConfig()
     items = list(items)
     model_name = cfg.model_name or model_name_of(model)

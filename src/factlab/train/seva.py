@@ -1,12 +1,12 @@
-"""SEVA verifier RL (002_56f1a732f42030d3.txt §2.3-2.4, Table 9): GRPO from the SFT checkpoint
-with the process reward, and the binary-reward control from the same start.
+"""SEVA end to end (002_56f1a732f42030d3.txt): params, pair sets, verifier GRPO from the SFT
+checkpoint with the process reward and the binary control, and self-evolution.
 
-Prompts are the K.1 system + K.2 user turns for each claim/source pair, with the gold label
-in a ``label`` column that ``rewards.seva.SevaProcessReward`` / ``SevaBinaryReward`` read.
-Training goes through ``train.grpo.train_grpo`` with ``StepwiseGRPOTrainer`` and no token
-shaping (plain GRPO), which logs the advantage-collapse diagnostics of Table 5 / Figures 4-5:
-``advantages/group_spread``, ``advantages/collapsed_group_frac``, and TRL's ``reward``,
-``frac_reward_zero_std`` and ``entropy``.
+§2.3-2.4, Table 9: the verifier is trained with GRPO on the K.1 system + K.2 user prompts
+of each claim/source pair, the gold label in a ``label`` column that the ``seva_process`` /
+``seva_binary`` rewards read. The params' ``rewards:`` list is the method's reward (default
+``seva_process`` with the paper's 70/30 weights, Table 21); ``control_rewards`` is the §2.3
+binary control, trained from the same SFT start. Every run logs the advantage-collapse
+diagnostics of Table 5 / Figures 4-5 (``train.trainer``). §2.5: ``self_evolve``.
 """
 
 from __future__ import annotations
@@ -16,61 +16,100 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..config import GRPOSection, LoraSection
-from ..rewards import seva
+from pydantic import Field
+
+from ..config import Section, SFTSection
+from ..data.pairs import MINIWORLD, ClaimPair, PairDataConfig, load_pairs, stratified_sample
+from ..data.types import read_jsonl
+from ..eval.suites import evaluate_model
+from ..experiment import TrainingConfig
+from ..rewards import Resources, RewardSpec, build_rewards, seva
+from ..synth import seva as synth
+from ..synth.perturbations import miniworld_pairs
+from ..synth.seva import TeacherSection
+from .grpo import TrainResult, merge_adapter, run
 
 log = logging.getLogger(__name__)
 
-REWARDS = {"process": seva.SevaProcessReward, "binary": seva.SevaBinaryReward}
+__all__ = ["SevaConfig", "SelfEvolutionSection", "DIAGNOSTIC_KEYS", "load_pair_set", "load_pair_sets",
+           "verifier_rows", "train_verifier", "train_grpo_runs", "EvolutionRound", "self_evolve"]
+
 DIAGNOSTIC_KEYS = ("reward", "reward_std", "frac_reward_zero_std", "advantages/group_spread",
                    "advantages/collapsed_group_frac", "advantages/min", "advantages/max", "entropy",
                    "completions/mean_length")
 
 
-def verifier_prompt_dataset(pairs: Sequence[Any]):
-    """``datasets.Dataset`` with the K.1-K.2 chat prompt, ``label`` and ``id`` per pair."""
-    from datasets import Dataset
+class SelfEvolutionSection(Section):
+    """Verify -> Reflect -> Probe -> Refine (002 §2.5, App. F)."""
 
-    rows = [{"prompt": seva.verifier_messages(p.claim, p.source), "label": p.label, "id": p.id} for p in pairs]
-    if not rows:
-        raise ValueError("no claim/source pairs to train on")
-    return Dataset.from_list(rows)
+    rounds: int = Field(1, ge=0)
+    probe_budget: int = Field(60, ge=1)  # perturbed pairs generated per round (each with its twin)
+    refine_steps: int = Field(50, ge=1)  # GRPO steps on the probe set per round
 
 
-def make_reward(name: str, weights: seva.SevaRewardWeights | str = seva.DEFAULT_WEIGHTS):
-    """``"process"`` (Algorithm 1, with ``weights``: a ``SevaRewardWeights`` or a Table 21
-    split name) or ``"binary"`` (the §2.3 control)."""
-    if name not in REWARDS:
-        raise ValueError(f"unknown SEVA reward {name!r}; choose from {sorted(REWARDS)}")
-    return seva.SevaProcessReward(weights) if name == "process" else seva.SevaBinaryReward()
+class SevaConfig(TrainingConfig):
+    """``notebooks/03_seva.ipynb``: SEVA end to end (002_56f1a732f42030d3.txt)."""
+
+    rewards: list[RewardSpec] = [RewardSpec(name="seva_process")]
+    control_rewards: list[RewardSpec] = [RewardSpec(name="seva_binary")]  # [] = no control run
+    train_data: PairDataConfig = PairDataConfig()
+    eval: list[PairDataConfig] = [PairDataConfig(split="heldout")]
+    teacher: TeacherSection = TeacherSection()
+    sft: SFTSection = SFTSection()
+    self_evolution: SelfEvolutionSection = SelfEvolutionSection()
+
+    def process_weights(self) -> str:
+        """The Table 21 split of the ``seva_process`` reward ("70/30" when it is not listed)."""
+        spec = next((s for s in [*self.rewards, *self.control_rewards] if s.name == "seva_process"), None)
+        return spec.args["weights"] if spec else "70/30"
+
+    def grpo_runs(self) -> dict[str, list[RewardSpec]]:
+        """The GRPO runs from the SFT start, by name: the method's rewards, then the control."""
+        runs = {"+".join(s.name for s in self.rewards): list(self.rewards)}
+        if self.control_rewards:
+            runs["+".join(s.name for s in self.control_rewards)] = list(self.control_rewards)
+        return runs
 
 
-def train_verifier_grpo(reward: str, model, tokenizer, pairs: Sequence[Any], grpo: GRPOSection,
-                        out_dir: str | Path, lora: LoraSection | None = None,
-                        weights: seva.SevaRewardWeights | str = seva.DEFAULT_WEIGHTS):
-    """One GRPO run of the verifier with the named reward into ``out_dir/<reward>``; resumable."""
-    from .grpo import grpo_args, train_grpo
-
-    fn = make_reward(reward, weights)
-    args = grpo_args(grpo, Path(out_dir) / reward, run_name=f"seva-{reward}")
-    return train_grpo(f"seva-{reward}", model, tokenizer, verifier_prompt_dataset(pairs), [fn], args, lora=lora)
-
-
-def load_pair_set(cfg, world) -> list:
+def load_pair_set(cfg: PairDataConfig, world=None) -> list[ClaimPair]:
     """Pairs for a ``PairDataConfig``: the mini-world (``split`` train / heldout by country,
     the same countries as the QA heldout split; sampled to ``limit`` with balanced labels) or
-    a registered dataset via ``data.pairs.load_pairs``."""
-    from ..data.pairs import load_pairs, miniworld_pairs, stratified_sample
-    from ..data.types import read_jsonl
-
-    if cfg.name != "miniworld":
+    a registered dataset via ``data.pairs.load_pairs``. ``world``: ``ensure_world``'s paths."""
+    if cfg.name != MINIWORLD:
         return load_pairs(cfg.name, path=cfg.path, hf_id=cfg.hf_id, split=cfg.split, limit=cfg.limit, seed=cfg.seed)
     split = cfg.split or "train"
-    if split not in ("train", "heldout"):
-        raise ValueError(f"miniworld pairs: split must be 'train' or 'heldout', got {split!r}")
     held = {r["meta"]["doc_id"] for r in read_jsonl(world["qa_heldout"])}
     pairs = [p for p in miniworld_pairs(world, seed=cfg.seed) if (p.meta.get("doc_id") in held) == (split == "heldout")]
     return stratified_sample(pairs, cfg.limit, seed=cfg.seed) if cfg.limit and cfg.limit < len(pairs) else pairs
+
+
+def load_pair_sets(cfgs: Sequence[PairDataConfig], world=None) -> dict[str, list[ClaimPair]]:
+    """``{label: pairs}`` for the evaluation sets (``miniworld/heldout``, ``fever``, ...)."""
+    return {f"{d.name}/{d.split}" if d.split else d.name: load_pair_set(d, world) for d in cfgs}
+
+
+def verifier_rows(pairs: Sequence[Any]) -> list[dict]:
+    """GRPO rows: the K.1-K.2 chat prompt, ``label`` and ``id`` per pair."""
+    return [{"prompt": seva.verifier_messages(p.claim, p.source), "label": p.label, "id": p.id} for p in pairs]
+
+
+def train_verifier(cfg: SevaConfig, specs: Sequence[RewardSpec], pairs: Sequence[Any], resources: Resources,
+                   out_dir: str | Path, start_model: str, *, max_steps: int | None = None) -> TrainResult:
+    """One GRPO run of the verifier from ``start_model`` with the rewards ``specs`` into
+    ``out_dir/<reward names>``; resumable."""
+    rewards = build_rewards(specs, resources)
+    name = "+".join(rewards.names)
+    grpo = cfg.grpo if max_steps is None else cfg.grpo.model_copy(update={"max_steps": max_steps})
+    return run(cfg, verifier_rows(pairs), rewards, Path(out_dir) / name, name=f"seva-{name}", model=start_model,
+               grpo=grpo)
+
+
+def train_grpo_runs(cfg: SevaConfig, pairs: Sequence[Any], resources: Resources, out_dir: str | Path,
+                    start_model: str) -> dict[str, TrainResult]:
+    """§2.3: every run of ``cfg.grpo_runs()`` (the process reward and the binary control) from
+    the same ``start_model`` (the merged SFT verifier)."""
+    return {name: train_verifier(cfg, specs, pairs, resources, out_dir, start_model)
+            for name, specs in cfg.grpo_runs().items()}
 
 
 @dataclass
@@ -90,31 +129,27 @@ class EvolutionRound:
         return asdict(self)
 
 
-def self_evolve(start_model_dir: str, world, cfg, run_dir: str | Path,
+def self_evolve(start_model_dir: str, world, cfg: SevaConfig, resources: Resources, run_dir: str | Path,
                 seen_claims: set[str] | None = None, progress: bool = True) -> list[EvolutionRound]:
-    """The self-evolution loop of §2.5 for ``cfg.self_evolution.rounds`` rounds (``cfg``: a
-    ``SevaConfig``), starting from the verifier in ``start_model_dir``.
+    """The self-evolution loop of §2.5 for ``cfg.self_evolution.rounds`` rounds, starting from
+    the verifier in ``start_model_dir``.
 
     Verify: the current verifier on fresh mini-world pairs, the same number per Table 19
     strategy (``probe_budget`` rounded down to a multiple of six, at least one each), with their
     attributable twins. Reflect: ``synth.seva.weakness_profile`` of its own errors. Probe: the
     budget split by error rate (``strategy_budget``), new pairs generated, claims already seen
     (training, evaluation, earlier rounds) skipped. Refine: ``refine_steps`` GRPO steps with the
-    process reward on the probes into ``run_dir/evolve-<round>`` (resumable), then Verify again
+    method's rewards on the probes into ``run_dir/evolve-<round>`` (resumable), then Verify again
     on the same set. Returns one :class:`EvolutionRound` per round.
     """
-    from ..models import load_model
-    from ..synth import seva as synth
-    from ..eval.verification import evaluate_verifier
-    from .sft import SFTResult, merged_model_dir
-
-    evo, gen = cfg.self_evolution, cfg.eval_generation
+    evo = cfg.self_evolution
     seen = set(seen_claims or ())
     current = str(start_model_dir)
 
-    def verify(model, tok, pairs, desc):
-        return evaluate_verifier(model, tok, pairs, max_new_tokens=gen.max_new_tokens, batch_size=gen.batch_size,
-                                 temperature=gen.temperature, seed=gen.seed, progress=progress, desc=desc)
+    def verify(model_dir: str, pairs, desc: str):
+        res = evaluate_model("verification", model_dir, {desc: pairs}, cfg.eval_generation, model_cfg=cfg.model,
+                             progress=progress)
+        return res.records[desc], res.metrics[desc]
 
     rounds: list[EvolutionRound] = []
     for rnd in range(1, evo.rounds + 1):
@@ -123,8 +158,7 @@ def self_evolve(start_model_dir: str, world, cfg, run_dir: str | Path,
         if not verify_set:
             raise RuntimeError(f"self-evolution round {rnd}: the mini-world has no unseen pairs left to verify on")
         seen |= {p.claim for p in verify_set}
-        model, tok = load_model(current, dtype=cfg.model.dtype, device=cfg.model.device)
-        records, before = verify(model, tok, verify_set, f"round {rnd} verify")
+        records, before = verify(current, verify_set, f"round {rnd} verify")
         profile = synth.weakness_profile(records, verify_set)
         allocation = synth.strategy_budget(profile, evo.probe_budget)
         probes = synth.probe(world, allocation, seen, seed=200 + rnd)
@@ -134,14 +168,9 @@ def self_evolve(start_model_dir: str, world, cfg, run_dir: str | Path,
         seen |= {p.claim for p in probes}
         log.info("self-evolution round %d: profile %s, allocation %s, %d probe pairs", rnd, profile, allocation,
                  len(probes))
-        model.train()
-        refine = cfg.grpo.model_copy(update={"max_steps": evo.refine_steps})
-        res = train_verifier_grpo("process", model, tok, probes, refine, Path(run_dir) / f"evolve-{rnd}",
-                                  lora=cfg.lora, weights=cfg.reward_weights)
-        del model
-        current = merged_model_dir(SFTResult(res.output_dir, res.adapter_dir), current)
-        model, tok = load_model(current, dtype=cfg.model.dtype, device=cfg.model.device)
-        _, after = verify(model, tok, verify_set, f"round {rnd} re-verify")
-        del model
+        res = train_verifier(cfg, cfg.rewards, probes, resources, Path(run_dir) / f"evolve-{rnd}", current,
+                             max_steps=evo.refine_steps)
+        current = merge_adapter(res)
+        _, after = verify(current, verify_set, f"round {rnd} re-verify")
         rounds.append(EvolutionRound(rnd, profile, allocation, len(probes), before, after, res.steps, current))
     return rounds

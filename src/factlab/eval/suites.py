@@ -1,0 +1,141 @@
+"""Evaluation suites by name: one call evaluates a model on a set of data, the same way in
+every notebook.
+
+===============  ===========================================  ================================
+suite            data                                         metrics per set
+===============  ===========================================  ================================
+shortform        ``{label: [QAItem]}``                        accuracy, strict accuracy, NA,
+                                                              format rate, length (000 §4)
+abstention       ``{label: [QAItem]}``                        correct / incorrect / abstained
+                                                              in the abstain and forced modes
+                                                              (001 §4.1, Figure 2)
+longform         ``[LongformPrompt]`` + a ``ClaimVerifier``   Precision, Recall@K, F1@K,
+                                                              FActScore (001 §4.1-4.2)
+verification     ``{label: [ClaimPair]}``                     macro F1, accuracy, format errors,
+                                                              structural quality (002 §3.1)
+===============  ===========================================  ================================
+
+``evaluate(name, model, tokenizer, data, generation, **kw)`` runs a suite on a loaded model;
+``evaluate_model(name, model_cfg, data, generation, adapter=..., **kw)`` loads the model (a
+name, folder or an adapter on top), runs the suite and frees it. Each returns a
+``SuiteResult``: per-set records (every generation, graded) and per-set metrics.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from ..config import GenerationConfig, ModelConfig
+from ..data.longform import LongformPrompt
+from ..models import chat_prompt, generate, load_model
+from ..registry import Registry
+from . import abstention, longform, shortform, verification
+
+__all__ = ["SUITES", "SuiteResult", "evaluate", "evaluate_model", "available"]
+
+
+@dataclass
+class SuiteResult:
+    """What a suite measured: ``records[label]`` (graded generations) and ``metrics[label]``."""
+
+    suite: str
+    records: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+SUITES: Registry[Callable[..., SuiteResult]] = Registry("evaluation suite")
+
+
+def available() -> list[str]:
+    return SUITES.available()
+
+
+@SUITES.register("shortform")
+def shortform_suite(model, tokenizer, sets: Mapping[str, Sequence], generation: GenerationConfig, *,
+                    trained: bool = False, tag: str = "", progress: bool = True) -> SuiteResult:
+    """Greedy short-form QA with the evaluation prompt of 000 §A.3 (``trained`` adds the
+    anti-loop line, for adapter checkpoints), graded by alias matching (§A.2)."""
+    out = SuiteResult("shortform")
+    g = generation
+    for label, items in sets.items():
+        t0 = time.perf_counter()
+        out.records[label], out.metrics[label] = shortform.evaluate_qa(
+            model, tokenizer, items, max_new_tokens=g.max_new_tokens, batch_size=g.batch_size, trained=trained,
+            temperature=g.temperature, top_p=g.top_p, seed=g.seed, progress=progress,
+            desc=f"{tag} {label}".strip())
+        out.metrics[label]["seconds"] = time.perf_counter() - t0
+    return out
+
+
+@SUITES.register("abstention")
+def abstention_suite(model, tokenizer, sets: Mapping[str, Sequence], generation: GenerationConfig, *,
+                     modes: Sequence[str] = abstention.MODES, tag: str = "", progress: bool = True) -> SuiteResult:
+    """Short-form QA in the abstain and forced modes of 001 §4.1; keys ``<label> · <mode>``."""
+    out = SuiteResult("abstention")
+    g = generation
+    for label, items in sets.items():
+        for mode in modes:
+            key = f"{label} · {mode}"
+            out.records[key], out.metrics[key] = abstention.evaluate_abstention(
+                model, tokenizer, items, mode, max_new_tokens=g.max_new_tokens, batch_size=g.batch_size,
+                temperature=g.temperature, top_p=g.top_p, seed=g.seed, progress=progress)
+    return out
+
+
+@SUITES.register("longform")
+def longform_suite(model, tokenizer, prompts: Sequence[LongformPrompt], generation: GenerationConfig, *,
+                   verifier, k: int = 10, tag: str = "", progress: bool = True) -> SuiteResult:
+    """Long-form responses to ``prompts``, their claims extracted and verified against the
+    prompt's cached chunks (``rewards.rar.ClaimVerifier``): Precision, Recall@K, F1@K,
+    FActScore. ``records["longform"]`` holds ``responses`` and ``per_response``."""
+    g = generation
+    prompts = list(prompts)
+    gens = generate(model, tokenizer, [chat_prompt(tokenizer, p.prompt) for p in prompts],
+                    max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p,
+                    batch_size=g.batch_size, seed=g.seed, progress=progress, desc=f"{tag} long-form".strip())
+    texts = [gs[0].text for gs in gens]
+    lf = longform.longform_precision(verifier, [p.prompt for p in prompts], texts,
+                                     prompt_ids=[p.id for p in prompts], k=k)
+    return SuiteResult("longform", records={"longform": {"responses": texts, "per_response": lf["per_response"]}},
+                       metrics={"longform": lf["metrics"]})
+
+
+@SUITES.register("verification")
+def verification_suite(model, tokenizer, sets: Mapping[str, Sequence], generation: GenerationConfig, *,
+                       tag: str = "", progress: bool = True) -> SuiteResult:
+    """Structured verdicts (002 K.1-K.2 prompts, greedy, App. B) on claim/source pairs,
+    graded by ``eval.verification``."""
+    out = SuiteResult("verification")
+    g = generation
+    for label, pairs in sets.items():
+        out.records[label], out.metrics[label] = verification.evaluate_verifier(
+            model, tokenizer, pairs, max_new_tokens=g.max_new_tokens, batch_size=g.batch_size,
+            temperature=g.temperature, seed=g.seed, progress=progress, desc=f"{tag} {label}".strip())
+    return out
+
+
+def evaluate(suite: str, model, tokenizer, data, generation: GenerationConfig, **kwargs: Any) -> SuiteResult:
+    """Run the named suite on a loaded model (see the module docstring for ``data``)."""
+    return SUITES.get(suite)(model, tokenizer, data, generation, **kwargs)
+
+
+def evaluate_model(suite: str, model: ModelConfig | str, data, generation: GenerationConfig, *,
+                   adapter: str | None = None, model_cfg: ModelConfig | None = None, **kwargs: Any) -> SuiteResult:
+    """Load a model, run the named suite, free the model.
+
+    ``model``: a ``ModelConfig`` (its name, dtype, device and adapter), or a model name /
+    folder loaded with ``model_cfg``'s dtype and device; ``adapter`` puts a PEFT adapter on
+    top (a trained checkpoint)."""
+    if isinstance(model, ModelConfig):
+        model_cfg, name, adapter = model, model.name, adapter or model.adapter
+    else:
+        model_cfg, name = model_cfg or ModelConfig(), model
+    loaded, tokenizer = load_model(name, dtype=model_cfg.dtype, device=model_cfg.device, adapter=adapter)
+    try:
+        return evaluate(suite, loaded, tokenizer, data, generation, **kwargs)
+    finally:
+        del loaded
+        gc.collect()

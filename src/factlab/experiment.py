@@ -1,0 +1,65 @@
+"""The experiment configs every notebook's params build on.
+
+``ExperimentConfig`` holds what every notebook shares: the model, the mini-world, the
+short-form evaluation sets and how to generate for them. ``TrainingConfig`` adds what every
+training notebook shares: the ``rewards:`` list (any registered rewards of any paper, see
+``factlab.rewards``), TRL's GRPO knobs, LoRA, and the shared resources those rewards draw
+on (judge, datastore, index, extractor, claim verifier; each built only if a reward or a
+stage asks for it). Each paper's config extends one of them beside its code
+(``train.corver.CorVerConfig``, ``train.rar.RARConfig``, ``train.seva.SevaConfig``); the
+notebook -> config map lives in ``factlab.runner``.
+"""
+
+from __future__ import annotations
+
+from pydantic import field_validator
+
+from .config import GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError, Section
+from .corpus.infinigram import IndexSection
+from .corpus.retrieval import DatastoreSection
+from .data import EvalDataConfig
+from .data.miniworld import WorldConfig
+from .rewards.rar import ClaimVerifierSection
+from .rewards.registry import RewardSpec, check_reward_list
+from .rewards.triplets import ExtractorSection
+
+__all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig"]
+
+
+class ExperimentConfig(Section):
+    """Sections every notebook has: model, mini-world, short-form eval sets, eval generation."""
+
+    model: ModelConfig = ModelConfig()
+    world: WorldConfig = WorldConfig()
+    eval: list[EvalDataConfig] = [EvalDataConfig()]
+    eval_generation: GenerationConfig = GenerationConfig()
+
+
+class TrainingConfig(ExperimentConfig):
+    """Sections every training notebook has: rewards, GRPO, LoRA and the shared resources.
+
+    ``rewards`` is the run's reward list (``factlab.rewards``); a run may mix rewards of
+    different papers. ``lora: null`` trains every parameter."""
+
+    rewards: list[RewardSpec] = [RewardSpec(name="qa_judge"), RewardSpec(name="format")]
+    grpo: GRPOSection = GRPOSection()
+    lora: LoraSection | None = LoraSection()
+    judge: JudgeSection = JudgeSection()
+    datastore: DatastoreSection = DatastoreSection()
+    index: IndexSection = IndexSection()
+    extractor: ExtractorSection = ExtractorSection()
+    verifier: ClaimVerifierSection = ClaimVerifierSection()
+
+    @field_validator("rewards")
+    @classmethod
+    def _reward_list(cls, specs: list[RewardSpec]) -> list[RewardSpec]:
+        if not specs:
+            raise ParamError("", "a training run needs at least one reward")
+        check_reward_list(specs)
+        return specs
+
+
+class QuickstartConfig(ExperimentConfig):
+    """``notebooks/00_quickstart.ipynb``: evaluate a model on short-form QA (000 §4)."""
+
+    trained_prompt: bool = False  # add the anti-loop line (000 §A.3) for adapter checkpoints

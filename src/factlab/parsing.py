@@ -1,0 +1,178 @@
+"""Tolerant parsing of model and judge answers: the first JSON value in free text, and a
+numeric score from JSON or text.
+
+Judges and verifiers answer in text that is supposed to hold JSON; small models wrap it in
+prose or code fences, use smart or single quotes, leave trailing commas or write Python's
+``True``. ``parse_json`` repairs those without ever evaluating code; ``parse_score`` reads
+``"SCORE": 1``-style values. Anything unreadable is ``None`` for the caller to count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+__all__ = ["parse_json", "parse_score", "MAX_PARSE_CHARS"]
+
+_SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"',
+                        "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
+                        "\u00ab": '"', "\u00bb": '"'})
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+_BARE_LITERAL = re.compile(r"(?<![\w\"'])(True|False|None)(?![\w\"'])")
+MAX_PARSE_CHARS = 50_000
+
+
+def _balanced_spans(text: str, max_openers: int = 64):
+    """Top-level ``{...}`` / ``[...]`` spans, bracket-matched outside of quoted strings, in
+    order. At most ``max_openers`` start positions are tried, bounding the work on
+    pathological inputs (``[[[[...``) to a few passes over the text."""
+    i, n, tried = 0, len(text), 0
+    while i < n and tried < max_openers:
+        if text[i] not in "{[":
+            i += 1
+            continue
+        tried += 1
+        depth, quote, j, esc = 0, None, i, False
+        while j < n:
+            ch = text[j]
+            if quote:
+                if esc:
+                    esc = False
+                elif ch == "\\":
+                    esc = True
+                elif ch == quote:
+                    quote = None
+            elif ch == '"':
+                quote = ch
+            elif ch in "{[":
+                depth += 1
+            elif ch in "}]":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if depth == 0 and j < n:
+            yield text[i:j + 1]
+            i = j + 1
+        else:  # unbalanced: try from the next opener
+            i += 1
+
+
+def _requote(s: str) -> str:
+    """Single-quoted strings -> JSON double-quoted strings (a lexer, not an evaluator)."""
+    out, i, n = [], 0, len(s)
+    while i < n:
+        ch = s[i]
+        if ch == '"':  # copy a double-quoted string verbatim
+            j, esc = i + 1, False
+            while j < n:
+                if esc:
+                    esc = False
+                elif s[j] == "\\":
+                    esc = True
+                elif s[j] == '"':
+                    break
+                j += 1
+            out.append(s[i:j + 1])
+            i = j + 1
+        elif ch == "'":
+            j, buf = i + 1, []
+            while j < n and s[j] != "'":
+                if s[j] == "\\" and j + 1 < n:
+                    buf.append(s[j + 1])
+                    j += 2
+                    continue
+                buf.append(s[j])
+                j += 1
+            out.append(json.dumps("".join(buf)))
+            i = j + 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _loads(candidate: str) -> Any:
+    fixes = [
+        lambda s: s,
+        lambda s: _TRAILING_COMMA.sub(r"\1", s),
+        lambda s: _TRAILING_COMMA.sub(r"\1", _requote(s)),
+        lambda s: _BARE_LITERAL.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)],
+                                    _TRAILING_COMMA.sub(r"\1", _requote(s))),
+    ]
+    for fix in fixes:
+        try:
+            obj = json.loads(fix(candidate))
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, (dict, list)):
+            return obj
+    return None
+
+
+def parse_json(text: Any) -> dict | list | None:
+    """The first JSON object or array in a judge's answer, else ``None``.
+
+    Tolerates code fences, prose before and after, smart quotes, single-quoted strings,
+    trailing commas and Python's ``True/False/None``. Never evaluates code. Inputs over
+    50k characters are cut (a runaway generation is not worth parsing whole).
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    text = text[:MAX_PARSE_CHARS].translate(_SMART)
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for block in candidates:
+        for span in _balanced_spans(block):
+            obj = _loads(span)
+            if obj is not None:
+                return obj
+    return None
+
+
+_NUMBER = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)\s*(/\s*10)?\s*$")
+
+
+def _to_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        m = _NUMBER.match(value)
+        if m:
+            return float(value.split("/")[0])
+    if isinstance(value, list) and len(value) == 1:
+        return _to_number(value[0])
+    return None
+
+
+def parse_score(obj_or_text: Any, key: str = "SCORE") -> float | None:
+    """A numeric score from a parsed judge answer (``key`` matched case-insensitively at
+    any depth, value a number or a numeric string such as ``"1"`` or ``"7/10"``), or from
+    raw text (``"SCORE": 1``, ``SCORE = 7``, ``score: '0'``). ``None`` when absent."""
+    if isinstance(obj_or_text, dict):
+        for k, v in obj_or_text.items():
+            if str(k).strip().lower() == key.lower():
+                return _to_number(v)
+        for v in obj_or_text.values():
+            if isinstance(v, (dict, list)):
+                s = parse_score(v, key)
+                if s is not None:
+                    return s
+        return None
+    if isinstance(obj_or_text, list):
+        for v in obj_or_text:
+            if isinstance(v, (dict, list)):
+                s = parse_score(v, key)
+                if s is not None:
+                    return s
+        return None
+    if isinstance(obj_or_text, str):
+        text = obj_or_text[:MAX_PARSE_CHARS].translate(_SMART)
+        m = re.search(r"[\"']?\b" + re.escape(key) + r"\b[\"']?\s*[:=]\s*[\"']?\s*([-+]?\d+(?:\.\d+)?)",
+                      text, re.IGNORECASE)
+        return float(m.group(1)) if m else None
+    return None

@@ -1,0 +1,32 @@
+"""Reward functions of every paper, registered by name (``available()``), composed from a
+params ``rewards:`` list (``build_rewards``) on one run's shared ``Resources``.
+
+=================  ==========  ========================================================
+name               kind        module (paper section)
+=================  ==========  ========================================================
+qa_judge           reward      ``rewards.qa`` (000 §3.3, Table 8)
+format             reward      ``rewards.qa`` (000 §A.2)
+corver             shaping     ``rewards.corver`` (000 §3.2-3.4, Eq. 2-4)
+corver_scalar      reward      ``rewards.corver`` (000 §6.2, ablation A3)
+binary_rar         reward      ``rewards.rar`` (001 §3.2, Eq. 3, Figure 6)
+rating_rar         reward      ``rewards.rar`` (001 §5, Figure 7)
+veriscore          reward      ``rewards.rar`` (001 §4.2, Figures 8-9)
+lm_judge           reward      ``rewards.rar`` (001 §4.2)
+seva_process       reward      ``rewards.seva`` (002 §2.3, Algorithm 1)
+seva_binary        reward      ``rewards.seva`` (002 §2.3)
+=================  ==========  ========================================================
+
+A ``reward`` is a TRL reward function ``f(prompts, completions, **columns) -> list[float |
+None]`` whose ``__name__`` is its registry name; a ``shaping`` reward adds a per-token term
+to the weighted sum of the rewards (``factlab.train.stepwise_grpo``).
+"""
+
+from __future__ import annotations
+
+from . import corver, qa, rar, seva  # noqa: F401  (importing a family registers its rewards)
+from .base import TokenShaping, TokenShapingFn, completion_text, prompt_text, response_text
+from .registry import REWARDS, RewardEntry, RewardSet, RewardSpec, available, build_rewards, register
+from .resources import Resources
+
+__all__ = ["REWARDS", "RewardEntry", "RewardSet", "RewardSpec", "Resources", "TokenShaping", "TokenShapingFn",
+           "available", "build_rewards", "completion_text", "prompt_text", "register", "response_text"]

@@ -1,0 +1,142 @@
+"""The shared resources of one run, built once and handed to every reward that needs them.
+
+A judge, the BM25 datastores, the infini-gram index, the triplet extractor, CorVer's scorer
+and the claim verifier are expensive to build and hold caches worth sharing: two rewards
+that need a judge get the same judge, and a run that mixes CorVer with Binary RAR builds the
+index and the datastore once each. Everything is built on first use from the params sections
+of a ``TrainingConfig`` (``model``, ``world``, ``judge``, ``datastore``, ``index``,
+``extractor``, ``verifier``), so a run that never asks for a judge never loads one.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+from ..corpus.infinigram import CorpusIndex, ensure_index
+from ..corpus.retrieval import Datastore, ensure_datastore
+from ..data.longform import LongformPrompt
+from ..data.miniworld import ensure_world
+from ..judges import Judge, make_judge
+from ..models import load_tokenizer
+from .corver import CorVerArgs, CorVerScorer
+from .rar import ClaimVerifier
+from .triplets import TripletExtractor, extractor_from
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Resources"]
+
+
+class Resources:
+    """Lazily built, memoized resources of one run (see the module docstring).
+
+    ``cfg`` is an experiment config with the sections named above; ``judge_cache=False``
+    builds judges that neither read nor write the answer cache (honest cost measurements)."""
+
+    def __init__(self, cfg: Any, *, judge_cache: bool | None = None, progress: bool = True):
+        self.cfg, self.judge_cache, self.progress = cfg, judge_cache, progress
+        self._built: dict[Any, Any] = {}
+
+    def _memo(self, key: Any, build):
+        if key not in self._built:
+            self._built[key] = build()
+        return self._built[key]
+
+    def uncached_judges(self) -> "Resources":
+        """A view sharing every resource except the judges, which skip the answer cache."""
+        other = copy.copy(self)
+        other.judge_cache = False
+        other._built = {k: v for k, v in self._built.items() if not (isinstance(k, tuple) and k[0] in
+                                                                     ("judge", "claim_verifier"))}
+        return other
+
+    # ------------------------------------------------------------ data and models
+
+    def world(self) -> dict[str, Path]:
+        """The mini-world files (built on first use)."""
+        return self._memo("world", lambda: ensure_world(self.cfg.world))
+
+    def policy_tokenizer(self):
+        return self._memo("policy_tokenizer", lambda: load_tokenizer(self.cfg.model.name))
+
+    # ------------------------------------------------------------ judges
+
+    @property
+    def prefill(self) -> bool:
+        """Whether judge answers start with their JSON key (``judge.prefill``)."""
+        return self.cfg.judge.prefill
+
+    def judge(self, max_new_tokens: int | None = None) -> Judge:
+        """The run's judge (``judge:`` section); ``max_new_tokens`` overrides its budget."""
+        overrides: dict[str, Any] = {}
+        if max_new_tokens is not None:
+            overrides["max_new_tokens"] = max_new_tokens
+        if self.judge_cache is not None:
+            overrides["cache"] = self.judge_cache
+        key = ("judge", tuple(sorted(overrides.items())))
+        return self._memo(key, lambda: make_judge(self.cfg.judge, **overrides))
+
+    # ------------------------------------------------------------ retrieval
+
+    def _datastore_corpus(self) -> str | Path:
+        return self.cfg.datastore.corpus or self.world()["corpus"]
+
+    def datastore(self, kind: Literal["rar", "veriscore"] = "rar") -> Datastore:
+        """BM25 over ``datastore.chunk_tokens`` chunks (``rar``) or ``veriscore_chunk_tokens``
+        chunks (``veriscore``); one object when both sizes are equal."""
+        d = self.cfg.datastore
+        chunk = {"rar": d.chunk_tokens, "veriscore": d.veriscore_chunk_tokens}[kind]
+        tokenizer = d.tokenizer or self.cfg.judge.model
+        return self._memo(("datastore", chunk),
+                          lambda: ensure_datastore(d, self._datastore_corpus(), tokenizer, chunk))
+
+    def datastores(self) -> dict[str, Datastore]:
+        return {kind: self.datastore(kind) for kind in ("rar", "veriscore")}
+
+    def precache(self, prompts: Iterable[LongformPrompt]) -> None:
+        """Pre-cache every datastore for ``prompts`` (prompt text plus reference, 001 §3.2)."""
+        prompts = list(prompts)
+        texts = {p.id: p.prompt for p in prompts}
+        refs = {p.id: p.reference for p in prompts if p.reference}
+        for ds in {id(s): s for s in self.datastores().values()}.values():
+            ds.precache(texts, k_docs=self.cfg.datastore.precache_docs, references=refs)
+
+    def claim_verifier(self) -> ClaimVerifier:
+        """Claim extraction + per-claim verification on the VeriScore datastore (001 §4.2)."""
+        v = self.cfg.verifier
+        key = ("claim_verifier", self.judge_cache)
+        return self._memo(key, lambda: ClaimVerifier(self.judge(v.max_new_tokens), self.datastore("veriscore"),
+                                                     k_per_claim=v.top_k, max_claims=v.max_claims,
+                                                     prefill=self.prefill))
+
+    # ------------------------------------------------------------ co-occurrence
+
+    def index(self) -> CorpusIndex:
+        """The infini-gram index (``index:`` section; default: the mini-world corpus with the
+        policy's tokenizer, built into the cache once)."""
+        return self._memo("index", lambda: ensure_index(self.cfg.index, self.world()["corpus"],
+                                                        self.cfg.model.name, progress=self.progress))
+
+    def extractor(self) -> TripletExtractor:
+        return self._memo("extractor", lambda: extractor_from(self.cfg.extractor))
+
+    def scorer(self, args: CorVerArgs | None = None, count_limit: int | None = 20,
+               fresh: bool = False) -> CorVerScorer:
+        """CorVer's sentence scorer on this index and extractor. ``count_limit`` stops counting
+        at tau_2 (Eq. 2 cannot tell 20 from 20,000); None gives exact counts for audits.
+        ``fresh``: a new scorer with empty caches (to time the reward honestly)."""
+        args = args or CorVerArgs()
+        if count_limit is not None and count_limit < args.count_thresholds[1]:
+            raise ValueError(f"count_limit {count_limit} is below tau_2 {args.count_thresholds[1]}: "
+                             f"the top tier of Eq. (2) would be lost")
+        key = ("scorer", args.model_dump_json(), count_limit)
+
+        def build() -> CorVerScorer:
+            index, window = self.index(), args.window
+            return CorVerScorer(self.extractor(), lambda words: index.cooccurrence(list(words), window,
+                                                                                   limit=count_limit), args)
+
+        return build() if fresh else self._memo(key, build)

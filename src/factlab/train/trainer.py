@@ -1,0 +1,130 @@
+"""factlab's one subclass of TRL's ``GRPOTrainer``: extensions compose on a single seam.
+
+TRL 1.16 scores a generation batch in ``_generate_and_score_completions``: it generates,
+calls ``_calculate_rewards`` (every reward function, gathered over processes) and turns the
+weighted reward sum into sequence-level advantages. ``FactlabGRPOTrainer`` overrides exactly
+those two methods, once, and hands each scored batch to its ``extensions`` in order
+(``TrainerExtension.on_scored``), which may replace the advantages (CorVer's token-level
+returns, ``train.stepwise_grpo``) and log their own metrics. After the extensions, it logs
+the advantage diagnostics every run gets whatever its rewards (SEVA 002 Table 5, Figures
+4-5): ``advantages/min`` / ``max`` over completion tokens, ``advantages/group_spread`` (mean
+over groups of the max - min completion advantage) and ``advantages/collapsed_group_frac``
+(groups with no spread: no learning signal), beside TRL's own ``reward``,
+``frac_reward_zero_std`` and ``entropy``, and the seconds spent in reward functions.
+
+The private methods used are pinned by ``tests/test_trl_seam.py``: if TRL moves them, that
+test fails before any training run does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from trl import GRPOTrainer
+
+__all__ = ["FactlabGRPOTrainer", "ScoredBatch", "TrainerExtension", "group_advantage_spread"]
+
+
+@dataclass
+class ScoredBatch:
+    """One scored generation batch as extensions see it.
+
+    ``rows``, ``completions`` and ``completion_ids`` are this process's; ``rewards_per_func``
+    is TRL's gathered (all processes, one column per reward function, NaN = no reward);
+    ``output`` is TRL's dict (``completion_ids``, ``completion_mask``, ``advantages``, ...)
+    that the trainer returns, so an extension edits it in place."""
+
+    mode: str  # "train" | "eval"
+    rows: list[dict]
+    completions: list[Any]
+    completion_ids: list[list[int]]
+    rewards_per_func: torch.Tensor
+    output: dict[str, Any]
+    num_generations: int
+    reward_seconds: float
+
+
+class TrainerExtension:
+    """A hook on every scored batch. Subclasses override ``on_scored``."""
+
+    def on_scored(self, trainer: "FactlabGRPOTrainer", batch: ScoredBatch) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+def group_advantage_spread(advantages: torch.Tensor, mask: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """Per group of ``num_generations`` completions: max - min of the completions' mean token
+    advantage. A spread of 0 is a collapsed group that gives no learning signal
+    (002_56f1a732f42030d3.txt §2.3 "The failure of binary reward", Table 5, Figures 4-5).
+    ``advantages`` may be (B,) sequence-level or (B, T) token-level."""
+    if advantages.dim() == 1:
+        per_completion = advantages
+    else:
+        m = mask.to(advantages.dtype)
+        per_completion = (advantages * m).sum(1) / m.sum(1).clamp(min=1)
+    if per_completion.numel() % num_generations:
+        raise ValueError(f"{per_completion.numel()} completions do not split into groups of {num_generations}")
+    groups = per_completion.view(-1, num_generations)
+    return groups.max(1).values - groups.min(1).values
+
+
+class FactlabGRPOTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer plus ``extensions`` (see the module docstring).
+
+    Every GRPOConfig knob (beta, epsilon, loss_type, num_generations, vLLM, gradient
+    checkpointing) and peft LoRA keep working."""
+
+    def __init__(self, *args: Any, extensions: Sequence[TrainerExtension] = (), **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError("FactlabGRPOTrainer needs multi_objective_aggregation='sum_then_normalize' "
+                             f"(got {self.multi_objective_aggregation!r}): extensions read the weighted reward sum")
+        self.extensions = list(extensions)
+        self._scored: tuple | None = None
+        self.last_sequence_advantages: torch.Tensor | None = None  # TRL's own, for inspection and tests
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        t0 = time.perf_counter()
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._scored = (inputs, completions, completion_ids_list, rewards_per_func, time.perf_counter() - t0)
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        rows, completions, completion_ids_list, rewards_per_func, reward_s = self._scored
+        self._scored = None
+        self.last_sequence_advantages = output["advantages"]
+        mode = "train" if self.model.training else "eval"
+        batch = ScoredBatch(mode=mode, rows=list(rows), completions=list(completions),
+                            completion_ids=[list(map(int, ids)) for ids in completion_ids_list],
+                            rewards_per_func=rewards_per_func, output=output,
+                            num_generations=self.num_generations if mode == "train" else self.num_generations_eval,
+                            reward_seconds=reward_s)
+        for ext in self.extensions:
+            ext.on_scored(self, batch)
+        self._log_advantages(batch)
+        return batch.output
+
+    def gathered_mean(self, total: float, count: float) -> float:
+        """Mean over every process of per-process (sum, count) pairs."""
+        t = torch.tensor([total, count], dtype=torch.float64, device=self.accelerator.device)
+        total, count = self.accelerator.gather(t).view(-1, 2).sum(dim=0).tolist()
+        return total / count if count else float("nan")
+
+    def _log_advantages(self, batch: ScoredBatch) -> None:
+        metrics = self._metrics[batch.mode]
+        adv, mask = batch.output["advantages"], batch.output["completion_mask"]
+        m = mask.bool() if adv.dim() == 2 else torch.ones_like(adv, dtype=torch.bool)
+        n = int(m.sum())
+        big = torch.finfo(adv.dtype).max
+        lo = adv.masked_fill(~m, big).min() if n else torch.tensor(0.0, device=adv.device)
+        hi = adv.masked_fill(~m, -big).max() if n else torch.tensor(0.0, device=adv.device)
+        metrics["advantages/min"].append(self.accelerator.gather(lo.reshape(1)).min().item())
+        metrics["advantages/max"].append(self.accelerator.gather(hi.reshape(1)).max().item())
+        spread = group_advantage_spread(self.accelerator.gather(adv.contiguous()),
+                                        self.accelerator.gather(mask.contiguous()), batch.num_generations)
+        metrics["advantages/group_spread"].append(spread.mean().item())
+        metrics["advantages/collapsed_group_frac"].append((spread < 1e-6).float().mean().item())
+        metrics["timing/reward_funcs_s"].append(batch.reward_seconds)
