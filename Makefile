@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.factlab-installed
 
-.PHONY: setup run run-full test test-all lab kernel bench clean
+.PHONY: setup run run-full test test-all test-gpu lab kernel bench clean
 
 setup: $(STAMP)
 
@@ -27,11 +27,14 @@ run: setup                 ## every notebook, smoke params, HTML reports into ou
 run-full: setup            ## every notebook, full-scale params (GPU box)
 	$(BIN)/factlab run-all --full
 
-test: setup                ## the CI test command (slow tests excluded)
+test: setup                ## the CI test command: unit + notebook tiers (slow excluded; gpu skipped without CUDA)
 	$(BIN)/python -m pytest -m "not slow" -q
 
-test-all: setup
+test-all: setup            ## every tier, slow tests included
 	$(BIN)/python -m pytest -q
+
+test-gpu: setup            ## the gpu tier (on a CUDA machine)
+	$(BIN)/python -m pytest -m gpu -q
 
 lab: setup                 ## JupyterLab on notebooks/, on a kernel that has factlab
 	$(BIN)/jupyter lab notebooks/

@@ -10,6 +10,8 @@ from factlab.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
+pytestmark = pytest.mark.notebook
+
 
 def test_quickstart_smoke_writes_report_with_accuracy_table(tmp_path):
     res = runner.run_notebook(ROOT / "notebooks/00_quickstart.ipynb", smoke=True,

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 from ..config import Section
 from .benchmarks import BENCHMARKS, load_benchmark
 from .miniworld import WorldConfig, ensure_world
+from .rows import known_name, miniworld_split
 from .types import QAItem, read_jsonl, write_jsonl
 
 __all__ = ["QAItem", "read_jsonl", "write_jsonl", "EvalDataConfig", "TrainDataConfig", "load_eval_set",
@@ -37,17 +38,12 @@ class EvalDataConfig(Section):
     @field_validator("name")
     @classmethod
     def _known_set(cls, name: str) -> str:
-        known = [MINIWORLD, *BENCHMARKS]
-        if name not in known:
-            raise ValueError(f"unknown QA set {name!r}; known: {', '.join(known)}")
-        return name
+        return known_name(name, [MINIWORLD, *BENCHMARKS], "QA set")
 
     @field_validator("split")
     @classmethod
-    def _miniworld_split(cls, split: str, info) -> str:
-        if info.data.get("name") == MINIWORLD and split not in ("train", "heldout"):
-            raise ValueError(f"the miniworld split is 'train' or 'heldout', got {split!r}")
-        return split
+    def _split(cls, split: str, info) -> str:
+        return miniworld_split(split, info.data.get("name"))
 
 
 class TrainDataConfig(EvalDataConfig):

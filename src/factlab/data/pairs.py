@@ -105,7 +105,7 @@ from pydantic import Field, field_validator
 
 from ..config import Section
 from ..labels import ERROR_TYPES, LABELS, STRATEGIES, normalize_label
-from .rows import MissingField, hub_rows, lookup, require, row_id
+from .rows import MissingField, hub_rows, known_name, lookup, miniworld_split, require, row_id
 from .types import read_jsonl
 
 __all__ = [
@@ -416,17 +416,12 @@ class PairDataConfig(Section):
     @field_validator("name")
     @classmethod
     def _known_dataset(cls, name: str) -> str:
-        known = [MINIWORLD, *PAIR_DATASETS]
-        if name not in known:
-            raise ValueError(f"unknown pair dataset {name!r}; known: {', '.join(known)}")
-        return name
+        return known_name(name, [MINIWORLD, *PAIR_DATASETS], "pair dataset")
 
     @field_validator("split")
     @classmethod
-    def _miniworld_split(cls, split: str | None, info) -> str | None:
-        if info.data.get("name") == MINIWORLD and split not in (None, "train", "heldout"):
-            raise ValueError(f"the miniworld split is 'train' or 'heldout', got {split!r}")
-        return split
+    def _split(cls, split: str | None, info) -> str | None:
+        return miniworld_split(split, info.data.get("name"), allow_none=True)
 
 
 # --------------------------------------------------------------------------- loading

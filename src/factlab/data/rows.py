@@ -54,3 +54,19 @@ def hub_rows(what: str, name: str, hf_id: str, hf_config: str | None, split: str
             f"via `path` (rows with the same field names as the HF dataset), e.g. "
             f"{loader}('{name}', path='{name}.jsonl')."
         ) from e
+
+
+def known_name(name: str, known: Iterable[str], what: str) -> str:
+    """``name`` if it is one of ``known``, else a ValueError naming every known one (params
+    validators use it so that a typo fails when the params load)."""
+    known = list(known)
+    if name not in known:
+        raise ValueError(f"unknown {what} {name!r}; known: {', '.join(known)}")
+    return name
+
+
+def miniworld_split(split: str | None, name: str, allow_none: bool = False) -> str | None:
+    """Params check: the mini-world has a ``train`` and a ``heldout`` split, nothing else."""
+    if name == "miniworld" and not (split in ("train", "heldout") or (allow_none and split is None)):
+        raise ValueError(f"the miniworld split is 'train' or 'heldout', got {split!r}")
+    return split

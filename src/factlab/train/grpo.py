@@ -72,6 +72,21 @@ class TrainResult:
         (Path(self.output_dir) / _DONE).write_text(json.dumps(asdict(self), default=float, indent=1))
 
     @classmethod
+    def finish(cls, trainer, tokenizer, name: str, base_model: str, is_adapter: bool, resumed: bool,
+               runtime_s: float, metrics: dict[str, Any]) -> "TrainResult":
+        """Save a trained ``trainer``'s model (or adapter) and tokenizer into ``<output_dir>/model``
+        and the result beside it; the run is then found finished by ``load``."""
+        out = Path(trainer.args.output_dir)
+        model_dir = out / "model"
+        trainer.save_model(str(model_dir))
+        tokenizer.save_pretrained(str(model_dir))
+        result = cls(name=name, output_dir=str(out), model_dir=str(model_dir), is_adapter=is_adapter,
+                     base_model=base_model, log_history=list(trainer.state.log_history), runtime_s=runtime_s,
+                     steps=int(trainer.state.global_step), resumed=resumed, metrics=metrics)
+        result.save()
+        return result
+
+    @classmethod
     def load(cls, output_dir: str | Path) -> "TrainResult | None":
         done = Path(output_dir) / _DONE
         if not done.exists():
@@ -147,14 +162,8 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
     resume = any(out.glob("checkpoint-*"))
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if resume else None)
-    model_dir = out / "model"
-    trainer.save_model(str(model_dir))
-    tokenizer.save_pretrained(str(model_dir))
-    result = TrainResult(name=name, output_dir=str(out), model_dir=str(model_dir), is_adapter=lora is not None,
-                         base_model=start, log_history=list(trainer.state.log_history),
-                         runtime_s=time.perf_counter() - t0, steps=int(trainer.state.global_step), resumed=resume,
-                         metrics={"prompts": len(kept), "dropped_prompts": dropped, "rewards": rewards.describe()})
-    result.save()
+    result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, resume, time.perf_counter() - t0,
+                                {"prompts": len(kept), "dropped_prompts": dropped, "rewards": rewards.describe()})
     del trainer, policy
     gc.collect()
     return result

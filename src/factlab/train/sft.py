@@ -80,14 +80,8 @@ def run_sft(cfg: Any, dataset: Dataset, out_dir: str | Path, *, model: str | Non
     resume = any(out.glob("checkpoint-*"))
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if resume else None)
-    model_dir = out / "model"
-    trainer.save_model(str(model_dir))
-    tokenizer.save_pretrained(str(model_dir))
-    result = TrainResult(name=name, output_dir=str(out), model_dir=str(model_dir), is_adapter=lora is not None,
-                         base_model=start, log_history=list(trainer.state.log_history),
-                         runtime_s=time.perf_counter() - t0, steps=int(trainer.state.global_step), resumed=resume,
-                         metrics={"examples": len(dataset)})
-    result.save()
+    result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, resume, time.perf_counter() - t0,
+                                {"examples": len(dataset)})
     del trainer, policy
     gc.collect()
     return result
