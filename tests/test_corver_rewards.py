@@ -26,8 +26,16 @@ def test_count_to_reward_custom_and_errors():
 def test_reward_args_validate():
     with pytest.raises(ValueError, match="tau_1"):
         CorVerArgs(count_thresholds=(20, 5))
-    with pytest.raises(ValueError, match="alpha_0 < alpha_1"):
+    with pytest.raises(ValueError, match="non-decreasing"):
         CorVerArgs(count_rewards=(0.1, 0.0, -0.1, -0.3))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        CorVerArgs(count_rewards=(-0.3, -0.1, 0.1, 0.0))
+
+
+@pytest.mark.parametrize("alpha_0", [-0.1, -0.2, -0.3, -0.5, -1.0])  # the sweep of §B.2 / Figure 6
+def test_zero_count_penalty_sweep_values_are_allowed(alpha_0):
+    args = CorVerArgs(count_rewards=(alpha_0, -0.1, 0.0, 0.1))
+    assert count_to_reward(0, args.count_thresholds, args.count_rewards) == alpha_0
 
 
 # ----------------------------------------------------------------------------- §B.1 words

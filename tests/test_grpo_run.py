@@ -24,6 +24,8 @@ def test_grpo_args_carry_the_paper_knobs(tmp_path):
     assert args.num_generations == 4 and args.max_completion_length == 64
     assert args.loss_type == "grpo" and args.scale_rewards == "group"
     assert args.warmup_steps == pytest.approx(0.03) and args.lr_scheduler_type == "cosine"
+    # the pinned transformers reads a warmup_steps below 1 as a ratio of the training steps
+    assert args.get_warmup_steps(100) == 3 and args.get_warmup_steps(1000) == 30
     assert args.reward_weights == [1.0, 0.5]
 
 

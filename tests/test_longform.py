@@ -85,4 +85,27 @@ def test_longform_precision_pipeline():
     with pytest.raises(ValueError, match="prompts"):
         L.longform_precision(v, ["p"], ["a", "b"])
     allbad = L.longform_precision(v, ["p"], ["c"])
-    assert allbad["metrics"] == {"n_responses": 0, "unreadable": 1}
+    assert allbad["metrics"] == {"n_responses": 0, "unreadable": 1, "abstained": 0}
+
+
+def test_abstentions_are_left_out_and_the_respond_ratio_reported():
+    """001 §4.1 / FActScore: abstaining is not a factual error; a model taught to abstain must not
+    read as less precise. Abstentions are never sent to the verifier."""
+    table = {"a": [("x", True), ("y", False)], "d": [("z", True)]}
+    v = TableVerifier(table)
+    responses = ["a", "I don't know much about Chad.", "d", "I'm sorry, but I cannot provide information about it."]
+    out = L.longform_precision(v, ["p"] * 4, responses, k=2)
+    m = out["metrics"]
+    assert [r["abstained"] for r in out["per_response"]] == [False, True, False, True]
+    assert m["abstained"] == 2 and m["respond_ratio"] == 0.5 and m["n_answered"] == 2 and m["n_responses"] == 4
+    assert m["precision"] == pytest.approx((0.5 + 1.0) / 2)  # not (0.5 + 0 + 1 + 0) / 4
+    assert m["factscore"] == pytest.approx(L.factscore([[True, False], [True]]))
+    only = L.longform_precision(v, ["p"], ["I do not know."])
+    assert only["metrics"]["respond_ratio"] == 0.0 and only["metrics"]["precision"] != only["metrics"]["precision"]
+
+
+def test_aggregate_takes_none_for_abstained():
+    m = L.aggregate([[True, False], None, [True, True]], k=2)
+    assert (m["n_responses"], m["n_answered"], m["respond_ratio"]) == (3, 2, pytest.approx(2 / 3))
+    assert m["precision"] == pytest.approx(0.75) and m["recall@2"] == pytest.approx(0.75)
+    assert L.factscore([[True], None]) == L.factscore([[True]])

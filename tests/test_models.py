@@ -91,3 +91,23 @@ def test_sampling_returns_n_per_prompt_and_length_limit(model_and_tokenizer):
     assert all(len(g.token_ids) <= 5 for g in out[0])
     assert any(not g.finished for g in out[0])  # cut by the length limit
     assert models.generate(model, tok, [], progress=False) == []
+
+
+def test_generate_leaves_the_callers_random_state_and_mode_alone(model_and_tokenizer):
+    """A judge or utility check calling ``generate`` inside a training step must not reseed the
+    policy's sampling (or a judge-cache hit would change the training run) nor leave the model
+    in another mode."""
+    import torch
+
+    model, tok = model_and_tokenizer
+    prompt = [models.chat_prompt(tok, "Name a colour.")]
+    model.train()
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    first = models.generate(model, tok, prompt, max_new_tokens=6, temperature=1.0, seed=7, progress=False)
+    assert torch.equal(torch.rand(3), expected)  # the caller's stream continues where it was
+    assert model.training
+    model.eval()
+    again = models.generate(model, tok, prompt, max_new_tokens=6, temperature=1.0, seed=7, progress=False)
+    assert first[0][0].token_ids == again[0][0].token_ids and not model.training  # same seed, same sample

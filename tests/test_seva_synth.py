@@ -77,9 +77,27 @@ def test_weakness_profile():
             rec("3", "not_attributable", "not_attributable", "fabrication"),
             rec("4", "attributable", "attributable")]
     prof = S.weakness_profile(recs, pairs)
-    assert prof["entity_substitution"]["detection_accuracy"] == 0.5
-    assert prof["entity_substitution"]["diagnosed_as"] == {"fabrication": 1}
+    es = prof["entity_substitution"]
+    assert es["detection_accuracy"] == 0.5 and es["diagnosis_accuracy"] == 0.0 and es["misdiagnosed"] == 1
+    # §2.5: the entity substitution caught but diagnosed as "fabrication" is a weakness too
+    assert es["error_rate"] == 1.0 and es["diagnosed_as"] == {"fabrication": 1}
     assert prof["fabrication"]["error_rate"] == 0.0 and set(prof) == {"entity_substitution", "fabrication"}
+    # and it moves the Probe budget toward the misdiagnosed category, though no label was missed
+    caught = [rec("1", "not_attributable", "not_attributable", "fabrication"),
+              rec("2", "not_attributable", "not_attributable", "entity_substitution"),
+              rec("3", "not_attributable", "not_attributable", "fabrication")]
+    budget = S.strategy_budget(S.weakness_profile(caught, pairs), 12)
+    assert budget["entity_confusion"] + budget["multi_hop_graft"] == 12 and budget["unanswerable_wrap"] == 0
+
+
+def test_teacher_uses_the_k3_prompt_and_the_verifier_k1():
+    from factlab import prompts as P
+    from factlab.rewards.seva import verifier_messages
+
+    system = S.teacher_system_prompt()
+    assert system.startswith(P.SEVA_TEACHER_PROMPT) and "expert fact-checker creating training data" in system
+    assert '"evidence_alignment"' in system and "500 participants from 12 countries" in system  # K.1 shape, App. J shots
+    assert verifier_messages("c", "s")[0]["content"] == P.SEVA_SYSTEM_PROMPT.format()
 
 
 def test_allocate_budget_paper_example():
@@ -149,3 +167,28 @@ def test_reference_annotations_are_valid_and_score_high():
                 assert steps[0]["judgment"] == "not_supported"
         else:
             assert [st["judgment"] for st in steps] == ["supported"] * 3
+
+
+def test_probe_filter_drops_bad_perturbations_with_their_twins():
+    """002 App. F: detectable, fluent, and of the intended error type; the mini-world's own
+    perturbations pass by construction, constructed faults do not."""
+    from factlab.data.miniworld import ensure_world
+    from factlab.synth.perturbations import miniworld_pairs, probe_filter
+
+    pairs = miniworld_pairs(ensure_world(), per_strategy=2)
+    kept, rep = probe_filter(pairs)
+    assert kept == pairs and rep == {"generated": len(pairs), "kept": len(pairs), "not_detectable": 0,
+                                     "not_fluent": 0, "wrong_error_type": 0}
+    bad = {p.strategy: p for p in pairs if p.label == "not_attributable"}
+    twins = {p.id: p for p in pairs}
+    faults = [
+        bad["paraphrase"].__class__(**{**bad["paraphrase"].to_dict(), "claim": bad["paraphrase"].meta["true_claim"]}),
+        bad["entity_confusion"].__class__(**{**bad["entity_confusion"].to_dict(),
+                                             "claim": bad["entity_confusion"].claim.lower()}),
+        bad["numerical_perturbation"].__class__(**{**bad["numerical_perturbation"].to_dict(),
+                                                   "claim": bad["numerical_perturbation"].meta["true_claim"].replace(
+                                                       ".", ", as everyone knows.")}),
+    ]
+    test_set = [x for f in faults for x in (twins[f.meta["base_id"]], f)]
+    kept, rep = probe_filter(test_set)
+    assert kept == [] and (rep["not_detectable"], rep["not_fluent"], rep["wrong_error_type"]) == (1, 1, 1)

@@ -26,17 +26,47 @@ def test_zero_shaping_gives_the_sequence_advantage_on_every_token():
     assert torch.all(adv[mask == 0] == 0)
 
 
-def test_baseline_is_group_mean_of_masked_means_and_scale_their_std():
-    returns = torch.tensor([[2.1, 2.1, 1.7, 0.0], [-1.0, -1.3, 0.0, 0.0]])
-    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
-    adv = token_level_advantages(returns, mask, num_generations=2)
-    means = torch.tensor([(2.1 + 2.1 + 1.7) / 3, (-1.0 - 1.3) / 2])
-    base, scale = means.mean(), means.std()
-    assert torch.allclose(adv[0, :3], (returns[0, :3] - base) / (scale + 1e-4))
-    assert torch.allclose(adv[1, :2], (returns[1, :2] - base) / (scale + 1e-4))
-    # two sentences of one response can get opposite local advantages (000 §3.4)
+def _group(n_correct: int, n_wrong: int, T: int = 10):
+    """R^r of 3.0 (GOOD + format) or -2.0 (BAD - format) on every token of T-token completions."""
+    r = torch.tensor([3.0] * n_correct + [-2.0] * n_wrong)
+    return r.unsqueeze(1).repeat(1, T), torch.ones(len(r), T), r
+
+
+def test_uniform_correctness_gives_shaping_sized_advantages():
+    """000 §4 / §D: one -0.3 sentence in an all-correct group must not outweigh correctness."""
+    returns, mask, r = _group(16, 0)
+    returns[3, 2:6] += -0.3  # one unsupported sentence in one completion
+    adv = token_level_advantages(returns, mask, 16, response_returns=r)
+    mixed_returns, mixed_mask, mixed_r = _group(15, 1)
+    wrong = token_level_advantages(mixed_returns, mixed_mask, 16, response_returns=mixed_r)[15]
+    assert adv.abs().max() <= wrong.abs().max()  # 3.75: the lone wrong completion's |A|
+    assert adv[3, 2:6].max() < 0 < adv[3, 0] and adv.abs().max() < 0.31
+    # the paper's literal rule (per-completion means as R^r) blows the same sentence up
+    literal = token_level_advantages(returns, mask, 16)
+    assert literal.abs().max() > 3.0
+
+
+def test_equal_returns_on_every_token_give_zero_advantages():
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]] * 4)
+    for value in (2.5, -0.3):
+        returns = torch.full((8, 5), value)
+        for rr in (None, torch.full((8,), 2.5), torch.full((8,), value)):
+            adv = token_level_advantages(returns, mask, 4, response_returns=rr)
+            assert torch.count_nonzero(adv) == 0, (value, rr)
+
+
+def test_sequence_part_is_trl_and_shaping_is_centred_in_reward_units():
+    r = torch.tensor([3.0, -2.0, -2.0, 3.0])
+    shaping = torch.tensor([[0.1, 0.1, -0.3, 0.0], [0.0] * 4, [-0.3] * 4, [0.1] * 4])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 1]])
+    adv = token_level_advantages(r.unsqueeze(1) + shaping, mask, 4, response_returns=r)
+    sbar = torch.tensor([(0.1 + 0.1 - 0.3) / 3, 0.0, -0.3, 0.1])
+    expected = _trl_sequence_advantages(r, 4).unsqueeze(1) + shaping - sbar.mean()
+    assert torch.allclose(adv, expected * mask, atol=1e-6)
+    # two sentences of one response get opposite local advantages in a uniform group (000 §3.4)
+    same = torch.zeros(3)
     shaped = torch.tensor([[0.5, 0.5, -0.2, -0.2], [0.1, 0.1, 0.1, 0.1], [0.0, 0.0, 0.0, 0.0]])
-    adv = token_level_advantages(shaped, torch.ones(3, 4), num_generations=3)
+    adv = token_level_advantages(shaped, torch.ones(3, 4), num_generations=3, response_returns=same)
     assert adv[0, 0] > 0 > adv[0, 3]
 
 
@@ -53,22 +83,28 @@ def test_other_scalings_follow_trl(scale):
 
 
 def test_groups_split_across_processes_are_normalized_together():
-    """Each process sees its rows; the gather supplies everyone's means, then its own slice is used."""
+    """Each process sees its rows; the gather supplies everyone's per-row values, then its own
+    slice is used."""
     torch.manual_seed(0)
     returns, mask = torch.randn(8, 6), (torch.rand(8, 6) > 0.3).long()
     mask[:, 0] = 1
-    full = token_level_advantages(returns, mask, num_generations=8)
+    r = torch.randn(8)
+    full = token_level_advantages(returns, mask, num_generations=8, response_returns=r)
     means = (returns * mask).sum(1) / mask.sum(1)
+    everyone = torch.stack([r, means - r], dim=1)  # what accelerator.gather returns: every process's rows
     for p in (0, 1):
         rows = slice(4 * p, 4 * p + 4)
-        part = token_level_advantages(returns[rows], mask[rows], num_generations=8,
-                                      gather=lambda local: means, process_index=p)
+        part = token_level_advantages(returns[rows], mask[rows], num_generations=8, gather=lambda local: everyone,
+                                      process_index=p, response_returns=r[rows])
         assert torch.allclose(part, full[rows], atol=1e-6)
 
 
 def test_unscorable_rows_and_empty_completions_get_zero_advantage():
     returns = torch.tensor([[float("nan")] * 2, [1.0, 1.0], [0.0, 0.0], [2.0, 2.0]])
     mask = torch.tensor([[1, 1], [1, 1], [0, 0], [1, 1]])
+    r = torch.tensor([float("nan"), 1.0, 0.0, 2.0])
+    assert torch.equal(token_level_advantages(returns, mask, 4, response_returns=r),
+                       token_level_advantages(returns, mask, 4))
     adv = token_level_advantages(returns, mask, num_generations=4)
     assert torch.all(adv[0] == 0) and torch.all(adv[2] == 0)
     # the NaN row is left out of the baseline (nanmean 1.0) and scale (nanstd of 1, 0, 2 = 1.0)
@@ -169,3 +205,16 @@ def test_shaping_moves_token_advantages_inside_the_trainer(grpo_setup):
     ext.token_shaping = wrong_length
     with pytest.raises(ValueError, match="token shaping for completion"):
         _score(trainer, ds)
+
+
+def test_token_level_advantages_refuse_a_liger_fused_loss(grpo_setup):
+    """A fused Liger GRPO loss takes one advantage per completion; (B, T) advantages must not
+    reach it silently (TRL 1.16's own loss takes them, tested above)."""
+    import copy
+
+    model, tok, ds, args, funcs = grpo_setup
+    liger = copy.deepcopy(args)
+    liger.use_liger_loss = True
+    with pytest.raises(ValueError, match="Liger"):
+        FactlabGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=liger, train_dataset=ds,
+                           extensions=[TokenLevelAdvantages()])

@@ -210,3 +210,16 @@ def test_token_char_offsets_unicode(tokenizer):
     assert len(offsets) == len(ids)
     assert offsets[-1][1] == len(s)
     assert all(offsets[i][1] == offsets[i + 1][0] for i in range(len(offsets) - 1))
+
+
+@pytest.mark.parametrize("response, abstains", [
+    ("", True), ("I don't know.", True), ("I don\u2019t know much about Chad.", True),
+    ("I cannot answer that question.", True), ("I'm sorry, but I cannot provide information about it.", True),
+    ("There is no information about X.", True), ("Sorry, I do not have information on that.", True),
+    ("I do not know. I cannot say.", True), ("No reliable information exists on this topic.", True),
+    ("I don't know the exact figure, but the capital is Paris.", False), ("Chad is a country in Africa.", False),
+    ("I am not sure. Chad is in Africa.", False), ("Chad borders Libya. I do not know more.", False),
+    ("I cannot stress enough how big Chad is: it spans 1.28 million square kilometres.", False),
+])
+def test_is_abstention(response, abstains):
+    assert text.is_abstention(response) is abstains

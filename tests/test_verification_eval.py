@@ -66,6 +66,23 @@ def test_grading_structure_and_error_types():
     assert s["accuracy"] == 0.5 and s["format_error_rate"] == 0.25
 
 
+def test_a_bare_label_is_a_format_error_per_appendix_j():
+    """App. J: {"label": "Attributable", "confidence": 0.7} without the reasoning structure is
+    "Counted as format error"; the lenient metrics read its label anyway, and are named apart."""
+    bare = json.dumps({"label": "Attributable", "confidence": 0.7})
+    recs = [V.grade_response(bare, "Attributable", "a"),
+            V.grade_response(_response("Not Attributable", "fabrication"), "Not Attributable", "b"),
+            V.grade_response(json.dumps({"label": "Not Attributable"}), "Attributable", "c"),
+            V.grade_response("{not json", "Attributable", "d")]
+    assert [r.predicted for r in recs] == [None, NA, None, None]
+    assert [r.lenient_predicted for r in recs] == [A, NA, NA, None]
+    assert recs[0].R_f == pytest.approx(0.2)
+    s = V.summarize(recs)
+    assert s["format_error_rate"] == 0.75 and s["accuracy"] == 0.25
+    assert s["lenient_accuracy"] == 0.5 and s["lenient_macro_f1"] > s["macro_f1"]
+    assert V.confusion_table([r.gold for r in recs], [r.predicted for r in recs]).loc["Format errors", "Pred A"] == 0.75
+
+
 def test_evaluate_verifier_on_embedded_model(model_and_tokenizer):
     from factlab.data.pairs import ClaimPair
 

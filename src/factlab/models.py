@@ -187,7 +187,11 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 256
     """Left-padded batched generation; returns ``num_return_sequences`` completions per prompt.
 
     Greedy when ``temperature == 0``. Prompts are processed longest-first (less padding)
-    and returned in input order. Empty ``prompts`` returns ``[]``.
+    and returned in input order. Empty ``prompts`` returns ``[]``. The model runs in eval
+    mode (its mode is restored after), and sampling draws from a generator seeded with
+    ``seed`` inside a fork of the global RNG: a call leaves the caller's random state as it
+    found it, so a judge answering inside a training step (or skipping the call on a cache
+    hit) never changes the policy's next samples.
     """
     import torch
     from tqdm.auto import tqdm
@@ -201,8 +205,24 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 256
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
     results: list[list[Generation] | None] = [None] * len(prompts)
     do_sample = temperature > 0
-    torch.manual_seed(seed)
+    was_training = model.training
+    model.eval()
     bar = tqdm(total=len(prompts), desc=desc, disable=not progress, leave=False)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        try:
+            _generate_batches(model, tokenizer, prompts, order, results, batch_size, num_return_sequences,
+                              max_new_tokens, do_sample, temperature, top_p, stops, device, bar)
+        finally:
+            model.train(was_training)
+            bar.close()
+    return results  # type: ignore[return-value]
+
+
+def _generate_batches(model, tokenizer, prompts, order, results, batch_size, num_return_sequences, max_new_tokens,
+                      do_sample, temperature, top_p, stops, device, bar) -> None:
+    import torch
+
     for b in range(0, len(order), batch_size):
         idx = order[b:b + batch_size]
         enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True,
@@ -229,8 +249,6 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 256
                 gens.append(Generation(tokenizer.decode(ids, skip_special_tokens=True), ids, finished))
             results[i] = gens
         bar.update(len(idx))
-    bar.close()
-    return results  # type: ignore[return-value]
 
 
 def lora_config(r: int = 128, alpha: int = 256, dropout: float = 0.0,

@@ -247,3 +247,20 @@ SEVA_USER_PROMPT = (
     "Is this claim attributable to the source?\n"
     "Provide your analysis in structured JSON format."
 )
+
+# 002 Appendix K.3 "Teacher Annotation Prompt (GPT-4o-mini)", as printed ("abbreviated" in the
+# paper). The text conversion renders the chain-length requirement as "$i=2$ steps"; we read it
+# as "at least 2 steps" (Appendix J's examples have two or three). The paper omits its two
+# few-shot examples and relies on the K.1 output structure; ``factlab.synth.seva.
+# teacher_system_prompt`` appends K.1's JSON structure and Appendix J's Ex. 1 and Ex. 2 as the
+# two examples. No fields.
+SEVA_TEACHER_PROMPT = (
+    "You are an expert fact-checker creating training data for a verification model. For each claim-source pair, "
+    "produce a detailed analysis. Requirements:\n"
+    "\u2022 evidence_alignment: ALL claim spans, even if not_found in source\n"
+    "\u2022 reasoning_chain: \u22652 steps\n"
+    "\u2022 Each step must reference specific source text\n"
+    "\u2022 confidence: reflect genuine uncertainty\n"
+    "\u2022 error_type: match the actual error pattern\n"
+    "\u2022 fix_suggestion: actionable and minimal"
+)

@@ -54,6 +54,43 @@ def is_refusal(prediction: str | None) -> bool:
     return prediction.translate(_APOSTROPHES).lower().strip() in _REFUSALS
 
 
+# Long-form abstentions (FActScore leaves responses that decline out of its score and reports
+# the share that responded). A sentence declines when it opens with a refusal, after an
+# optional apology ("I'm sorry, but I cannot ...", "There is no information about ...");
+# ", but ..." / "however ..." parts must decline too.
+_REFUSE_VERBS = (r"(?:provide|answer|help|assist|say|tell|find|give|confirm|verify|determine|comment|access|share"
+                 r"|recall|offer|locate|identify|be\s+sure|know)")
+_DECLINE = re.compile(
+    r"^(?:(?:i'?m|i\s+am)\s+sorry|sorry|unfortunately|apologies)[\s,.!]*$"
+    r"|^(?:(?:i'?m|i\s+am)\s+sorry|sorry|unfortunately|apologies)?[\s,.!]*(?:but\s+)?(?:"
+    r"i\s+(?:do\s+not|don'?t)\s+(?:know|have\s+(?:any\s+|enough\s+|reliable\s+)?(?:information|knowledge|data|access))"
+    r"|i\s+(?:cannot|can'?t|can\s+not|am\s+(?:not\s+able|unable)\s+to|'?m\s+(?:not\s+able|unable)\s+to)"
+    rf"\s+(?:\w+\s+)?{_REFUSE_VERBS}"
+    r"|i\s+(?:am|'?m)\s+not\s+(?:sure|aware|certain)|i\s+have\s+no\s+(?:information|knowledge|data|record|comment)"
+    r"|there\s+is\s+no\s+(?:\w+\s+)?information|no\s+(?:\w+\s+)?information)\b",
+    re.IGNORECASE)
+_BUT = re.compile(r",?\s+(?:but|however)\b,?\s*", re.IGNORECASE)
+
+
+def _declines(sentence: str) -> bool:
+    parts = [p.strip() for p in _BUT.split(sentence) if p.strip()]
+    return bool(parts) and all(_DECLINE.match(p) for p in parts)
+
+
+def is_abstention(response: str | None) -> bool:
+    """A long-form response that declines to answer: empty, a strict refusal of §A.2, or
+    sentences that decline with fewer than three words of anything else. A response that
+    hedges and then states facts ("I am not sure. Chad is in Africa.") answered, and its
+    claims are judged."""
+    text = (response or "").translate(_APOSTROPHES).strip()
+    if is_refusal(text):
+        return True
+    sentences = [text[a:b] for a, b in split_sentences(text)] or [text]
+    declined = [s for s in sentences if _declines(s)]
+    rest = " ".join(s for s in sentences if not _declines(s))
+    return bool(declined) and len(rest.split()) < 3
+
+
 def split_gold(answer: str) -> list[str]:
     """Training-time gold answers come as one semicolon-separated string (§A.2)."""
     return [a.strip() for a in answer.split(";") if a.strip()]

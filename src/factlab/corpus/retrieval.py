@@ -439,6 +439,10 @@ class Datastore:
         self.cache.update(new)
         return new
 
+    def cached_documents(self, prompt_id: str) -> int:
+        """How many documents ``precache`` found for a prompt (0 when it has no cache)."""
+        return len({self.chunks[i].doc_id for i in self._cache_idx.get(prompt_id, ())})
+
     def set_cache(self, cache: Mapping[str, Sequence[str]]) -> None:
         """Install cached sets (e.g. read back from JSON); unknown chunk ids raise ``KeyError``."""
         for pid, cids in cache.items():
@@ -515,10 +519,15 @@ class DatastoreSection(Section):
     veriscore_chunk_tokens: int = Field(VERISCORE_CHUNK_TOKENS, ge=8)
     overlap: int = Field(0, ge=0)
     precache_docs: int = Field(PRECACHE_DOCS, ge=1)  # 001 §3.2 DS_cache(x): documents per prompt
+    # §3.3: "Instances with fewer than three retrieved documents are discarded" (0 keeps all)
+    min_precache_docs: int = Field(3, ge=0)
     dir: str | None = None  # None = <cache>/datastores/<corpus>-<tokenizer>-<chunk_tokens>
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> "DatastoreSection":
+        if self.min_precache_docs > self.precache_docs:
+            raise ParamError("min_precache_docs", f"{self.min_precache_docs} documents cannot be required when "
+                                                  f"precache_docs caches at most {self.precache_docs}")
         smallest = min(self.chunk_tokens, self.veriscore_chunk_tokens)
         if self.overlap >= smallest:
             raise ParamError("overlap", f"{self.overlap} tokens of overlap do not fit chunks of {smallest} tokens "

@@ -14,7 +14,9 @@ Definitions:
   FActScore (its "respond ratio"); a response with zero claims scores 0.
 * ``longform_precision``: the VeriScore-style pipeline of 001 §4.2 run by a claim verifier
   (``factlab.rewards.rar.ClaimVerifier``: extract claims, retrieve the top 4 256-token
-  chunks per claim, verify each), then the metrics above.
+  chunks per claim, verify each), then the metrics above. Abstentions (``text.is_abstention``)
+  are detected first, never verified, and left out of precision and FActScore; the respond
+  ratio is reported beside them.
 
 The metric functions are pure.
 """
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import math
 from typing import Sequence
+
+from ..text import is_abstention
 
 DEFAULT_GAMMA = 10  # FActScore's default penalty threshold; 000 §A.1 (KnowRL baseline) uses gamma = 10
 
@@ -102,32 +106,41 @@ def respond_ratio(labels_per_response: Sequence[Sequence[bool] | None]) -> float
     return sum(x is not None for x in labels_per_response) / n if n else 0.0
 
 
-def aggregate(supported_per_response: Sequence[Sequence[bool]], k: int | None = None,
+def aggregate(supported_per_response: Sequence[Sequence[bool] | None], k: int | None = None,
               gamma: int = DEFAULT_GAMMA) -> dict[str, float]:
-    """Corpus-level metrics from per-claim verdicts of each response.
+    """Corpus-level metrics from per-claim verdicts of each response (``None``: abstained).
 
-    Means over responses: ``precision`` (macro, responses without claims count 0),
-    ``S``, ``N``, ``n_claims``; ``micro_precision`` = sum S / sum (S + N);
-    ``factscore`` with ``gamma``; with ``k`` also ``recall@k`` and ``f1@k`` (means of the
-    per-response values).
+    Abstained responses are left out of every mean, as FActScore does, and reported as
+    ``respond_ratio`` (answered / all) beside them, so teaching a model to abstain (Binary RAR)
+    does not read as lower precision. Means over answered responses: ``precision`` (macro; an
+    answered response without claims counts 0), ``S``, ``N``, ``n_claims``;
+    ``micro_precision`` = sum S / sum (S + N); ``factscore`` with ``gamma``; with ``k`` also
+    ``recall@k`` and ``f1@k``. With no answered response those are NaN (undefined), not 0.
     """
     n = len(supported_per_response)
     if n == 0:
         raise ValueError("no responses to aggregate")
-    S = [sum(bool(x) for x in v) for v in supported_per_response]
-    N = [len(v) - s for v, s in zip(supported_per_response, S)]
-    out = {
-        "n_responses": n,
-        "precision": sum(precision(s, m) for s, m in zip(S, N)) / n,
+    answered = [list(v) for v in supported_per_response if v is not None]
+    out: dict[str, float] = {"n_responses": n, "n_answered": len(answered),
+                             "respond_ratio": respond_ratio(supported_per_response)}
+    keys = ["precision", "micro_precision", "S", "N", "n_claims", "factscore"] + (
+        [f"recall@{k}", f"f1@{k}"] if k is not None else [])
+    if not answered:
+        return {**out, **{key: float("nan") for key in keys}}
+    m = len(answered)
+    S = [sum(bool(x) for x in v) for v in answered]
+    N = [len(v) - s for v, s in zip(answered, S)]
+    out.update({
+        "precision": sum(precision(s, q) for s, q in zip(S, N)) / m,
         "micro_precision": precision(sum(S), sum(N)),
-        "S": sum(S) / n,
-        "N": sum(N) / n,
-        "n_claims": sum(s + m for s, m in zip(S, N)) / n,
-        "factscore": factscore(supported_per_response, gamma),
-    }
+        "S": sum(S) / m,
+        "N": sum(N) / m,
+        "n_claims": sum(s + q for s, q in zip(S, N)) / m,
+        "factscore": factscore(answered, gamma),
+    })
     if k is not None:
-        out[f"recall@{k}"] = sum(recall_at_k(s, k) for s in S) / n
-        out[f"f1@{k}"] = sum(f1_at_k(s, m, k) for s, m in zip(S, N)) / n
+        out[f"recall@{k}"] = sum(recall_at_k(s, k) for s in S) / m
+        out[f"f1@{k}"] = sum(f1_at_k(s, q, k) for s, q in zip(S, N)) / m
     return out
 
 
@@ -136,29 +149,41 @@ def longform_precision(verifier, prompts: Sequence[str], responses: Sequence[str
                        gamma: int = DEFAULT_GAMMA) -> dict:
     """Claim-level factual precision of long-form responses (001 §4.1, §4.2 VeriScore).
 
-    ``verifier.claim_labels(prompts, responses, prompt_ids)`` extracts the atomic claims of
-    each response, retrieves evidence per claim (the prompt's pre-cached chunks when
+    Responses that abstain (``text.is_abstention``) are not sent to the verifier: they count
+    in ``respond_ratio`` and are left out of precision and FActScore. The others go through
+    ``verifier.claim_labels(prompts, responses, prompt_ids)``, which extracts the atomic claims
+    of each response, retrieves evidence per claim (the prompt's pre-cached chunks when
     ``prompt_ids`` is given) and verifies them, returning one supported flag per claim, or
-    ``None`` for a response whose claims could not be read
-    (``factlab.rewards.rar.ClaimVerifier``). Unreadable responses are left out of the
-    metrics and counted in ``metrics["unreadable"]``.
+    ``None`` for a response whose claims could not be read (``factlab.rewards.rar.
+    ClaimVerifier``). Unreadable responses are left out too and counted in
+    ``metrics["unreadable"]``.
 
-    Returns ``{"per_response": [{"claims", "supported", "S", "N", "precision"}], "metrics":
-    aggregate(...) + {"unreadable"}}``.
+    Returns ``{"per_response": [{"abstained", "claims", "supported", "S", "N", "precision"}],
+    "metrics": aggregate(...) + {"unreadable", "abstained"}}``.
     """
     prompts, responses = list(prompts), list(responses)
     if len(prompts) != len(responses):
         raise ValueError(f"{len(prompts)} prompts for {len(responses)} responses")
     if prompt_ids is not None and len(prompt_ids) != len(responses):
         raise ValueError(f"{len(prompt_ids)} prompt ids for {len(responses)} responses")
-    labels = verifier.claim_labels(prompts, responses, prompt_ids)
-    claims = getattr(verifier, "claims", [None] * len(responses))
+    abstained = [is_abstention(r) for r in responses]
+    todo = [i for i, a in enumerate(abstained) if not a]
+    labels: list[list[bool] | None] = [None] * len(responses)
+    claims: list[list[str] | None] = [None] * len(responses)
+    if todo:
+        got = verifier.claim_labels([prompts[i] for i in todo], [responses[i] for i in todo],
+                                    [prompt_ids[i] for i in todo] if prompt_ids is not None else None)
+        extracted = getattr(verifier, "claims", [None] * len(todo))
+        for i, lab, cs in zip(todo, got, extracted):
+            labels[i], claims[i] = lab, cs
     per = []
-    for cs, sup in zip(claims, labels):
+    for a, cs, sup in zip(abstained, claims, labels):
         s = sum(sup) if sup is not None else None
-        per.append({"claims": cs, "supported": sup, "S": s, "N": None if sup is None else len(sup) - s,
+        per.append({"abstained": a, "claims": cs, "supported": sup, "S": s,
+                    "N": None if sup is None else len(sup) - s,
                     "precision": None if sup is None else precision(s, len(sup) - s)})
-    readable = [x for x in labels if x is not None]
-    metrics = aggregate(readable, k=k, gamma=gamma) if readable else {"n_responses": 0}
-    metrics["unreadable"] = len(labels) - len(readable)
+    unreadable = [i for i in todo if labels[i] is None]
+    counted = [None if abstained[i] else labels[i] for i in range(len(responses)) if i not in set(unreadable)]
+    metrics = aggregate(counted, k=k, gamma=gamma) if counted else {"n_responses": 0}
+    metrics.update(unreadable=len(unreadable), abstained=sum(abstained))
     return {"per_response": per, "metrics": metrics}

@@ -216,8 +216,10 @@ class CorVerArgs(Section):
     @field_validator("count_rewards")
     @classmethod
     def _ordered_rewards(cls, a: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
-        if not (a[0] < a[1] <= a[2] < a[3]):
-            raise ValueError(f"must satisfy alpha_0 < alpha_1 <= alpha_2 < alpha_3 (Eq. 2), got {list(a)}")
+        # Eq. 2 states alpha_0 < alpha_1 <= alpha_2 < alpha_3, but §B.2's sweep sets alpha_0 = -0.1
+        # = alpha_1, so the tiers only need to be non-decreasing (a count never lowers the reward).
+        if not (a[0] <= a[1] <= a[2] <= a[3]):
+            raise ValueError(f"must be non-decreasing, alpha_0 <= alpha_1 <= alpha_2 <= alpha_3 (Eq. 2), got {list(a)}")
         return a
 
 

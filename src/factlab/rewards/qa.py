@@ -40,7 +40,7 @@ class JudgeReward:
 
     __name__ = "qa_judge"
 
-    def __init__(self, rewards: Mapping[str, float] = CORVER_JUDGE_REWARDS, answer_parsing: str = "lenient"):
+    def __init__(self, rewards: Mapping[str, float] = CORVER_JUDGE_REWARDS, answer_parsing: str = "strict"):
         missing = {"GOOD", "BAD", "NA"} - set(rewards)
         if missing:
             raise ValueError(f"judge rewards need GOOD, BAD and NA; missing {sorted(missing)}")
@@ -84,10 +84,12 @@ class FormatReward:
 
 class QAJudgeArgs(Section):
     """``qa_judge`` arguments: the GOOD / BAD / NA rewards (000 Table 8: +2 / -1 / -1) and how
-    the answer is read (``lenient``: the §4 evaluation rule; ``strict``: §A.2, the answer block)."""
+    the answer is read. ``strict`` (default): the text after ``<answer>``, as §A.2's training
+    judge grades it; ``lenient``: that, else the text outside ``<think>`` (§4's evaluation
+    rule; as a training reward it pays answers that skip the format)."""
 
     rewards: dict[Literal["GOOD", "BAD", "NA"], float] = dict(CORVER_JUDGE_REWARDS)
-    answer_parsing: Literal["lenient", "strict"] = "lenient"
+    answer_parsing: Literal["lenient", "strict"] = "strict"
 
     @field_validator("rewards")
     @classmethod

@@ -96,13 +96,21 @@ class Resources:
     def datastores(self) -> dict[str, Datastore]:
         return {kind: self.datastore(kind) for kind in ("rar", "veriscore")}
 
-    def precache(self, prompts: Iterable[LongformPrompt]) -> None:
-        """Pre-cache every datastore for ``prompts`` (prompt text plus reference, 001 §3.2)."""
+    def precache(self, prompts: Iterable[LongformPrompt]) -> list[LongformPrompt]:
+        """Pre-cache every datastore for ``prompts`` (prompt text plus reference, 001 §3.2) and
+        return the prompts that keep at least ``datastore.min_precache_docs`` documents in the
+        RAR datastore (§3.3 discards instances with fewer than three; the rest are logged)."""
         prompts = list(prompts)
         texts = {p.id: p.prompt for p in prompts}
         refs = {p.id: p.reference for p in prompts if p.reference}
         for ds in {id(s): s for s in self.datastores().values()}.values():
             ds.precache(texts, k_docs=self.cfg.datastore.precache_docs, references=refs)
+        need, rar = self.cfg.datastore.min_precache_docs, self.datastore("rar")
+        kept = [p for p in prompts if rar.cached_documents(p.id) >= need]
+        if len(kept) < len(prompts):
+            log.warning("%d of %d prompts retrieved fewer than %d documents and are discarded (001 §3.3)",
+                        len(prompts) - len(kept), len(prompts), need)
+        return kept
 
     def claim_verifier(self) -> ClaimVerifier:
         """Claim extraction + per-claim verification on the VeriScore datastore (001 §4.2)."""

@@ -60,6 +60,7 @@ allocation of the Probe stage (a strategy that runs out of candidates stops earl
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -69,7 +70,7 @@ from ..data.pairs import MINIWORLD, ClaimPair
 from ..data.types import read_jsonl
 from ..labels import STRATEGIES, STRATEGY_ERROR_TYPES
 
-__all__ = ["miniworld_pairs", "STRATEGIES", "STRATEGY_ERROR_TYPES"]
+__all__ = ["miniworld_pairs", "probe_filter", "STRATEGIES", "STRATEGY_ERROR_TYPES"]
 
 @dataclass
 class _Base:
@@ -425,3 +426,63 @@ def miniworld_pairs(
             rows.append((b.order, true_pair, bad_pair))
     rows.sort(key=lambda r: r[0])
     return [p for _, t, f in rows for p in (t, f)]
+
+
+# --------------------------------------------------------------------------- App. F filter
+
+_DOUBLED_WORD = re.compile(r"\b([a-z]+)\s+\1\b")  # "the the"; names such as "Pago Pago" are fine
+_BROKEN = re.compile(r"\s{2,}|\s[,.;:]|[,;:]{2,}|\.\.(?!\.)")
+_NEGATION = re.compile(r"\b(not|no|outside)\b", re.IGNORECASE)
+_NUMBER = re.compile(r"\d[\d,.]*\d|\d")
+
+
+def _marks_its_error(p: ClaimPair) -> bool:
+    """The perturbation carries the mark of its error type (App. F criterion 3)."""
+    meta, claim = p.meta or {}, p.claim
+    if p.strategy == "numerical_perturbation":
+        true_numbers = set(_NUMBER.findall(meta.get("true_claim", "")))
+        return bool(set(_NUMBER.findall(claim)) - true_numbers)
+    if p.strategy == "paraphrase":
+        return bool(_NEGATION.search(claim)) and not _NEGATION.search(meta.get("true_claim", ""))
+    if p.strategy == "entity_confusion":
+        return bool(meta.get("confused_with")) and meta["confused_with"] in claim
+    if p.strategy == "multi_hop_graft":
+        return bool(meta.get("grafted_object")) and meta["grafted_object"] in claim
+    if p.strategy == "presupposition":
+        return bool(meta.get("presupposed")) and claim != meta.get("true_claim")
+    if p.strategy == "unanswerable_wrap":
+        return bool(meta.get("added_detail")) and meta["added_detail"] in claim
+    return True
+
+
+def probe_filter(pairs: Sequence[ClaimPair]) -> tuple[list[ClaimPair], dict[str, int]]:
+    """002 Appendix F's filter of generated probes, on what a rule can check.
+
+    A perturbed pair is kept when (1) it is detectable: the claim differs from its true claim
+    and the source does not state it; (2) it is fluent: capitalised, closed by a full stop, no doubled
+    word or broken punctuation; (3) it targets its intended error type: the error type is its
+    strategy's (Table 19 -> Table 20) and the claim carries that error's mark (a number not in
+    the true claim, an added negation, the swapped entity, the grafted object, the presupposed
+    or wrapped detail). The paper cross-checks (3) with GPT-4o-mini and drops about 15%; the
+    mini-world's template perturbations satisfy (1)-(2) by construction, so this filter drops
+    what a construction bug would let through. A dropped perturbation takes its attributable
+    twin with it, keeping labels balanced. Returns ``(kept, counts by reason)``."""
+    dropped: dict[str, int] = {"not_detectable": 0, "not_fluent": 0, "wrong_error_type": 0}
+    bad: set[str] = set()
+    for p in pairs:
+        if p.label != "not_attributable" or p.strategy is None:
+            continue
+        meta, claim = p.meta or {}, p.claim.strip()
+        if claim == meta.get("true_claim", "").strip() or mw.normalize(claim) in mw.normalize(p.source):
+            reason = "not_detectable"
+        elif not (claim[:1].isupper() or claim[:1].isdigit()) or not claim.endswith(".") or _DOUBLED_WORD.search(
+                claim) or _BROKEN.search(claim):
+            reason = "not_fluent"
+        elif p.error_type != STRATEGY_ERROR_TYPES[p.strategy] or not _marks_its_error(p):
+            reason = "wrong_error_type"
+        else:
+            continue
+        dropped[reason] += 1
+        bad |= {p.id, meta.get("base_id", "")}
+    kept = [p for p in pairs if p.id not in bad]
+    return kept, {"generated": len(pairs), "kept": len(kept), **dropped}

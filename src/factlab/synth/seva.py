@@ -3,7 +3,7 @@
 002_56f1a732f42030d3.txt:
 
 - ``annotate`` (§2.4, Appendix B.1): a teacher (any ``factlab.judges`` backend, with the
-  K.1 system prompt) writes the structured output for each claim/source pair; each answer
+  K.3 system prompt, ``teacher_system_prompt``) writes the structured output for each claim/source pair; each answer
   is validated (JSON with evidence_alignment, reasoning_chain, label, confidence; statuses,
   judgments and confidence in range: ``rewards.seva.validate_output``) and re-generated up
   to 3 times when it fails. Ours, on top of B.1: an annotation whose label disagrees with the
@@ -41,12 +41,28 @@ MAX_ATTEMPTS = 3  # B.1: failing samples are re-generated, up to 3 attempts
 
 
 def annotation_prompt(claim: str, source: str) -> str:
-    """The K.2 user prompt for one pair (the teacher judge carries the K.1 system prompt)."""
+    """The K.2 user prompt for one pair (the teacher judge carries the K.3 system prompt)."""
     return P.SEVA_USER_PROMPT.format(claim=claim, source=source)
 
 
+# Appendix J's Ex. 1 (Attributable) and Ex. 2 (Not Attributable): claim, source, full output.
+_TEACHER_EXAMPLES = (
+    ("The company was founded in 2004 and is headquartered in San Francisco.",
+     "Founded in 2004, the technology firm operates from its main office in San Francisco, CA.",
+     seva.EXAMPLE_1_OUTPUT),
+    ("The study involved 500 participants from 12 countries.",
+     "The research included 500 volunteers from 8 different nations.", seva.EXAMPLE_2_OUTPUT),
+)
+
+
 def teacher_system_prompt() -> str:
-    return P.SEVA_SYSTEM_PROMPT.format()
+    """The teacher's system prompt (002 §2.4, Appendix K.3): the K.3 instructions verbatim, then
+    the K.1 JSON structure the verifier is trained to emit, then two few-shot examples (the
+    paper omits its own; ours are Appendix J's Ex. 1 and Ex. 2). The verifier itself keeps the
+    K.1 prompt (``rewards.seva.verifier_messages``)."""
+    structure = P.SEVA_SYSTEM_PROMPT.format().split("structure:\n", 1)[1]
+    shots = "\n\n".join(f"Claim: {c}\nSource: {src}\nOutput: {out.to_json()}" for c, src, out in _TEACHER_EXAMPLES)
+    return f"{P.SEVA_TEACHER_PROMPT}\n\nRespond in JSON with the following structure:\n{structure}\n\nExamples:\n\n{shots}"
 
 
 def annotate(judge, pairs: Sequence[Any], max_attempts: int = MAX_ATTEMPTS, require_gold_label: bool = True
@@ -132,15 +148,21 @@ def annotate_training_pairs(cfg: TeacherSection, pairs: Sequence[Any]) -> tuple[
     return annotations, report
 
 
-def weakness_profile(records: Sequence[Any], pairs: Sequence[Any]) -> dict[str, dict[str, float]]:
-    """§2.5 Reflect: per gold error category of the "Not Attributable" pairs, the verifier's
-    detection accuracy (predicted Not Attributable) and error rate, with counts.
+def weakness_profile(records: Sequence[Any], pairs: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """§2.5 Reflect: per gold error category of the "Not Attributable" pairs, how often the
+    verifier caught it and how often it also named it.
 
+    A weakness is a miss (labelled Attributable, or a format error) *or* a wrong diagnosis: a
+    correctly labelled negative whose error type is not the gold one, §2.5's own example being
+    an entity substitution diagnosed as "fabrication". ``error_rate`` = 1 - ``diagnosis_accuracy``
+    counts both and drives the Probe budget; ``detection_accuracy`` (label only) and
+    ``misdiagnosed`` are reported beside it, with the three most frequent wrong diagnoses.
     ``records`` (``eval.verification.VerificationRecord``) and ``pairs`` (with ``id`` and
     ``error_type``) are matched by id; pairs without an error type are skipped.
     """
     by_id = {p.id: p for p in pairs}
-    hits: Counter = Counter()
+    detected: Counter = Counter()
+    diagnosed: Counter = Counter()
     totals: Counter = Counter()
     confused: dict[str, Counter] = {}
     for r in records:
@@ -149,11 +171,15 @@ def weakness_profile(records: Sequence[Any], pairs: Sequence[Any]) -> dict[str, 
             continue
         totals[p.error_type] += 1
         if r.predicted == "not_attributable":
-            hits[p.error_type] += 1
-            if r.error_type and r.error_type != p.error_type:
-                confused.setdefault(p.error_type, Counter())[r.error_type] += 1
-    return {cat: {"n": totals[cat], "detection_accuracy": hits[cat] / totals[cat],
-                  "error_rate": 1 - hits[cat] / totals[cat],
+            detected[p.error_type] += 1
+            if r.error_type == p.error_type:
+                diagnosed[p.error_type] += 1
+            else:
+                confused.setdefault(p.error_type, Counter())[r.error_type or "(none)"] += 1
+    return {cat: {"n": totals[cat], "detection_accuracy": detected[cat] / totals[cat],
+                  "diagnosis_accuracy": diagnosed[cat] / totals[cat],
+                  "misdiagnosed": detected[cat] - diagnosed[cat],
+                  "error_rate": 1 - diagnosed[cat] / totals[cat],
                   "diagnosed_as": dict(confused.get(cat, Counter()).most_common(3))}
             for cat in sorted(totals)}
 

@@ -10,6 +10,7 @@ lm-evaluation-harness tasks when it is installed).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Callable, Mapping
 
 from pydantic import Field
@@ -43,12 +44,15 @@ class UtilityEarlyStopping(TrainerCallback):
     """Measure utility before training and every ``eval_every`` steps; stop when any
     benchmark drops by more than ``max_relative_drop`` (0.10) relative to the baseline.
 
-    ``history`` keeps ``{"step", <benchmark>: score, ...}`` rows; ``stopped_at`` is the
-    step that triggered the stop (None if training ran to the end).
+    §4.3 stops *before* the drop: with ``keep_dir``, the model (or adapter) of the last check
+    that passed (the start, at step 0) is saved there, so the degraded model is never the one
+    evaluated. ``history`` keeps ``{"step", <benchmark>: score, ...}`` rows; ``stopped_at`` is
+    the step that triggered the stop (None if training ran to the end); ``kept_step`` the step
+    of the model in ``keep_dir``.
     """
 
     def __init__(self, utility_fn: Callable[[object], Mapping[str, float]], eval_every: int = 50,
-                 max_relative_drop: float = 0.10):
+                 max_relative_drop: float = 0.10, keep_dir: str | Path | None = None):
         if eval_every < 1:
             raise ValueError(f"eval_every must be >= 1, got {eval_every}")
         if not 0.0 < max_relative_drop < 1.0:
@@ -57,6 +61,17 @@ class UtilityEarlyStopping(TrainerCallback):
         self.baseline: dict[str, float] | None = None
         self.history: list[dict[str, float]] = []
         self.stopped_at: int | None = None
+        self.keep_dir = Path(keep_dir) if keep_dir else None
+        self.kept_step: int | None = None
+
+    def _keep(self, model, state, step: int, processing_class=None) -> None:
+        """Save the model that passed the check at ``step`` (main process only)."""
+        self.kept_step = step
+        if self.keep_dir is None or not state.is_world_process_zero:
+            return
+        model.save_pretrained(str(self.keep_dir))
+        if processing_class is not None:
+            processing_class.save_pretrained(str(self.keep_dir))
 
     def _measure(self, model, step: int) -> dict[str, float]:
         was_training = model.training
@@ -68,13 +83,14 @@ class UtilityEarlyStopping(TrainerCallback):
         self.history.append({"step": step, **scores})
         return scores
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
         if self.baseline is None and model is not None:
             self.baseline = self._measure(model, state.global_step)
             log.info("utility baseline: %s", self.baseline)
+            self._keep(model, state, state.global_step, processing_class)
         return control
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
+    def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
         if model is None or self.baseline is None or state.global_step % self.eval_every:
             return control
         drops = relative_drops(self.baseline, self._measure(model, state.global_step))
@@ -85,4 +101,6 @@ class UtilityEarlyStopping(TrainerCallback):
             self.stopped_at = state.global_step
             control.should_training_stop = True
             control.should_save = True
+        else:
+            self._keep(model, state, state.global_step, processing_class)
         return control

@@ -23,23 +23,23 @@ import random
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..config import GenerationConfig, Section
-from ..data.longform import LongformPrompt, LongformPromptsSection
+from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.suites import SuiteResult, evaluate
 from ..eval.utility import UtilityUnavailable, forced_qa_utility, lm_eval_utility
 from ..experiment import TrainingConfig
 from ..models import chat_prompt, generate, load_tokenizer
-from ..rewards import Resources, RewardSpec, build_rewards
+from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
 from .callbacks import EarlyStoppingSection, UtilityEarlyStopping
 from .grpo import TrainResult, run
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RARConfig", "RewardCompareSection", "prompt_rows", "datastore_report", "controlled_responses",
-           "comparison_responses", "evaluate_policy", "utility_fn", "train_run"]
+__all__ = ["RARConfig", "RewardCompareSection", "prompt_rows", "prepare_prompts", "datastore_report", "controlled_responses",
+           "comparison_responses", "evaluate_policy", "max_steps_for", "utility_fn", "train_run"]
 
 
 class RewardCompareSection(Section):
@@ -59,12 +59,39 @@ class RARConfig(TrainingConfig):
     early_stopping: EarlyStoppingSection = EarlyStoppingSection()
     longform_generation: GenerationConfig = GenerationConfig()
     longform_recall_k: int = Field(10, ge=1)  # K of Recall@K / F1@K in the long-form evaluation
+    # App. C: "for the VeriScore reward, we applied an early stopping constraint at 1,000 steps"
+    max_steps_by_reward: dict[str, int] = {"veriscore": 1000}
+
+    @field_validator("max_steps_by_reward")
+    @classmethod
+    def _registered_rewards(cls, caps: dict[str, int]) -> dict[str, int]:
+        for name, steps in caps.items():
+            REWARDS.get(name)
+            if steps < 1:
+                raise ValueError(f"{name}: a step cap must be >= 1, got {steps}")
+        return caps
 
 
 def prompt_rows(prompts: Sequence[LongformPrompt]) -> list[dict]:
     """GRPO rows: the chat prompt with ``prompt_id`` and ``reference`` (the rewards read them)."""
     return [{"prompt": [{"role": "user", "content": p.prompt}], "prompt_id": p.id, "reference": p.reference}
             for p in prompts]
+
+
+def prepare_prompts(cfg: RARConfig, resources: Resources) -> tuple[list[LongformPrompt], list[LongformPrompt], dict]:
+    """(train, heldout) prompts (``prompts:``), every datastore pre-cached for them (§3.2), and
+    the prompts whose pre-cache found fewer than ``datastore.min_precache_docs`` documents
+    discarded (§3.3); the report counts what was loaded and kept."""
+    train, held = load_prompts(cfg.prompts, cfg.world)
+    kept = {p.id for p in resources.precache(train + held)}
+    report = {"train_loaded": len(train), "heldout_loaded": len(held),
+              "min_precache_docs": cfg.datastore.min_precache_docs}
+    train, held = [p for p in train if p.id in kept], [p for p in held if p.id in kept]
+    report.update(train=len(train), heldout=len(held))
+    if not train:
+        raise ValueError(f"no training prompt kept {cfg.datastore.min_precache_docs} pre-cached documents "
+                         f"(datastore.min_precache_docs); lower it or use a larger corpus")
+    return train, held, report
 
 
 def datastore_report(resources: Resources, heldout: Sequence[LongformPrompt]) -> list[dict[str, Any]]:
@@ -136,6 +163,13 @@ def evaluate_policy(cfg: RARConfig, resources: Resources, model, tokenizer, eval
     return {f"{who} · {k}": m for k, m in bd.metrics.items()}, lf
 
 
+def max_steps_for(cfg: RARConfig, reward_names: Sequence[str]) -> int:
+    """``grpo.max_steps``, capped by ``max_steps_by_reward`` for every reward of the run
+    (App. C: VeriScore stopped at 1,000 steps)."""
+    caps = [cfg.max_steps_by_reward[n] for n in reward_names if n in cfg.max_steps_by_reward]
+    return min([cfg.grpo.max_steps, *caps])
+
+
 def utility_fn(cfg: RARConfig, tokenizer, qa_items) -> Callable:
     """The early-stopping utility: lm-evaluation-harness tasks when configured and installed,
     else forced-answer short-form accuracy on ``qa_items`` (see ``factlab.eval.utility``)."""
@@ -158,11 +192,19 @@ def train_run(cfg: RARConfig, prompts: Sequence[LongformPrompt], resources: Reso
     ``early_stopping.eval_every`` steps and stops on a drop over ``max_relative_drop``."""
     rewards = build_rewards(cfg.rewards, resources)
     name = "+".join(rewards.names)
+    out = Path(out_dir) / name
     stopper = None
     if cfg.early_stopping.enabled and utility_items:
         es = cfg.early_stopping
         stopper = UtilityEarlyStopping(utility_fn(cfg, load_tokenizer(cfg.model.name), utility_items),
-                                       es.eval_every, es.max_relative_drop)
-    result = run(cfg, prompt_rows(prompts), rewards, Path(out_dir) / name, name=f"rar-{name}",
+                                       es.eval_every, es.max_relative_drop, keep_dir=out / "last_passed")
+    steps = max_steps_for(cfg, rewards.names)
+    grpo = cfg.grpo if steps == cfg.grpo.max_steps else cfg.grpo.model_copy(update={"max_steps": steps})
+    result = run(cfg, prompt_rows(prompts), rewards, out, name=f"rar-{name}", grpo=grpo,
                  callbacks=[stopper] if stopper else [])
+    if stopper is not None and stopper.stopped_at is not None and not result.resumed:
+        # §4.3: evaluate the last checkpoint that passed the utility check, not the degraded one
+        result.model_dir = str(stopper.keep_dir)
+        result.metrics.update(stopped_at=stopper.stopped_at, evaluated_step=stopper.kept_step)
+        result.save()
     return result, stopper

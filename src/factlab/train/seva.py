@@ -12,7 +12,7 @@ diagnostics of Table 5 / Figures 4-5 (``train.trainer``). §2.5: ``self_evolve``
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,7 +25,7 @@ from ..eval.suites import evaluate_model
 from ..experiment import TrainingConfig
 from ..rewards import Resources, RewardSpec, build_rewards, seva
 from ..synth import seva as synth
-from ..synth.perturbations import miniworld_pairs
+from ..synth.perturbations import miniworld_pairs, probe_filter
 from ..synth.seva import TeacherSection
 from .grpo import TrainResult, merge_adapter, run
 
@@ -124,6 +124,7 @@ class EvolutionRound:
     after: dict[str, float]             # the same verify set after Refine
     refine_steps: int
     model_dir: str                      # the refined verifier, start of the next round
+    probe_filter: dict[str, int] = field(default_factory=dict)  # App. F filter: generated, kept, dropped by reason
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,7 +139,7 @@ def self_evolve(start_model_dir: str, world, cfg: SevaConfig, resources: Resourc
     strategy (``probe_budget`` rounded down to a multiple of six, at least one each), with their
     attributable twins. Reflect: ``synth.seva.weakness_profile`` of its own errors. Probe: the
     budget split by error rate (``strategy_budget``), new pairs generated, claims already seen
-    (training, evaluation, earlier rounds) skipped. Refine: ``refine_steps`` GRPO steps with the
+    (training, evaluation, earlier rounds) skipped, App. F's filter applied (``probe_filter``). Refine: ``refine_steps`` GRPO steps with the
     method's rewards on the probes into ``run_dir/evolve-<round>`` (resumable), then Verify again
     on the same set. Returns one :class:`EvolutionRound` per round.
     """
@@ -161,7 +162,7 @@ def self_evolve(start_model_dir: str, world, cfg: SevaConfig, resources: Resourc
         records, before = verify(current, verify_set, f"round {rnd} verify")
         profile = synth.weakness_profile(records, verify_set)
         allocation = synth.strategy_budget(profile, evo.probe_budget)
-        probes = synth.probe(world, allocation, seen, seed=200 + rnd)
+        probes, filtered = probe_filter(synth.probe(world, allocation, seen, seed=200 + rnd))
         if not probes:
             raise RuntimeError(f"self-evolution round {rnd}: every probe claim was already seen; "
                                f"lower self_evolution.probe_budget or the number of rounds")
@@ -172,5 +173,6 @@ def self_evolve(start_model_dir: str, world, cfg: SevaConfig, resources: Resourc
                              max_steps=evo.refine_steps)
         current = merge_adapter(res)
         _, after = verify(current, verify_set, f"round {rnd} re-verify")
-        rounds.append(EvolutionRound(rnd, profile, allocation, len(probes), before, after, res.steps, current))
+        rounds.append(EvolutionRound(rnd, profile, allocation, len(probes), before, after, res.steps, current,
+                                     filtered))
     return rounds

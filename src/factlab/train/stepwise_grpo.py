@@ -3,19 +3,33 @@
 000_ac66a963fabf3916.txt §3.4 and §B.4. Each completion y^(g) of a group gets per-token
 raw returns (Eq. 4)
 
-    R_t = R^r + 1[sigma(t) > 0] * lambda_c * r^c_sigma(t),    R^r = lambda_j R^j + lambda_f R^f
+    R_t = R^r + s_t,    s_t = 1[sigma(t) > 0] * lambda_c * r^c_sigma(t),    R^r = lambda_j R^j + lambda_f R^f
 
-and the policy takes TRL's clipped-surrogate step on group-normalized token-level
-advantages, where "the masked per-completion mean serves as the within-group baseline":
+and the policy takes TRL's clipped-surrogate step on token-level advantages.
 
-    m_g   = (1 / |y^(g)|) * sum_t R_t^(g)                  masked per-completion mean
-    A_t^g = (R_t^(g) - mean_g' m_g') / (std_g' m_g' + 1e-4)
+Normalization (ours; Algorithm 1 line 15 is not followed literally). §B.4 normalizes every
+token return by the group mean and standard deviation of the per-completion masked means
+m_g. When every completion of a group earns the same R^r (all correct, as the §A.4 anchors
+are by construction, or all wrong), that standard deviation comes from the shaping term
+alone, so a single -0.3 sentence in a group of 16 gets an advantage near -13, where a mixed
+group's advantages are of order 1-4: shaping would override correctness, against §4 ("shapes
+credit without overriding correctness") and §D ("anchor questions carry no within-group
+advantage signal"). Any rule that divides the shaping by a spread measured on the shaping
+(the DeepSeekMath process-supervision rule that normalizes over all step returns of the
+group included) has the same blow-up, since a z-score does not shrink with its input. So the
+two parts are normalized apart:
 
-Baseline: the group mean of the per-completion masked means; scale: their group standard
-deviation (unbiased, as TRL's ``nanstd``), with TRL's epsilon 1e-4 and its
-``scale_rewards`` choices ("group", "batch", "none"). With every shaping term zero,
-m_g = R^r and A_t^g is TRL's own sequence advantage on every token, so lambda_c = 0 is
-plain GRPO (tested).
+    A_t^g = (R^r_g - mean_g' R^r_g') / (std_g' R^r_g' + 1e-4)  +  (s_t^g - mean_g' sbar_g')
+
+The first term is TRL's own sequence advantage (its ``scale_rewards`` choices "group",
+"batch", "none", unbiased std as TRL's ``nanstd``, epsilon 1e-4); the second is the shaping
+in reward units, centred by the group mean of the per-completion masked shaping means
+sbar_g (the paper's "masked per-completion mean serves as the within-group baseline",
+applied to the shaping). Consequences: lambda_c = 0 is exactly TRL's GRPO; a group whose
+returns are equal on every token gets zero advantages; a uniform-correctness group gets only
+the shaping signal, at most |alpha_0| * lambda_c = 0.3 per token with the paper's tiers, below
+the 3.75 of the lone wrong completion of a 15-correct / 1-wrong group; two sentences of one
+response still get opposite local advantages when one is supported and the other is not.
 
 The seam: ``TokenLevelAdvantages`` is an extension of ``train.trainer.FactlabGRPOTrainer``.
 TRL does generation and the response-level reward functions (R^r = weighted sum of the
@@ -40,38 +54,47 @@ from .trainer import FactlabGRPOTrainer, ScoredBatch, TrainerExtension
 def token_level_advantages(token_returns: torch.Tensor, mask: torch.Tensor, num_generations: int,
                            scale_rewards: str = "group",
                            gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                           process_index: int = 0) -> torch.Tensor:
-    """Group-normalized token-level advantages (000 §3.4, §B.4 line 15), shape (B, T).
+                           process_index: int = 0,
+                           response_returns: torch.Tensor | None = None) -> torch.Tensor:
+    """Token-level advantages of this process's rows (B, T), normalized as in the module
+    docstring.
 
-    ``token_returns`` and ``mask`` are this process's rows (B, T); ``gather`` concatenates a
-    per-row tensor across processes (``accelerator.gather``) so groups split over processes
-    are normalized together; rows of a completion whose returns are NaN (unscorable) get
-    advantage 0, as in TRL. An empty completion (mask all zero) has no tokens to update.
+    ``token_returns`` R_t and ``mask`` are this process's rows; ``response_returns`` (B,) is
+    each row's R^r, so that s_t = R_t - R^r. Without it, R^r is taken to be the row's masked
+    mean return: exact when nothing shapes the tokens (lambda_c = 0), and otherwise every
+    shaping difference between completions is treated as response-level return. ``gather``
+    concatenates a per-row tensor across processes (``accelerator.gather``) so groups split
+    over processes are normalized together. Rows whose R^r is NaN (unscorable) get advantage
+    0, as in TRL; an empty completion (mask all zero) has no tokens to update.
     """
     mask = mask.to(token_returns.dtype)
     n_tok = mask.sum(dim=1)
     masked_sum = torch.where(mask.bool(), token_returns, torch.zeros_like(token_returns)).sum(dim=1)
     # an empty completion's mean is its response return (column 0 holds R^r + 0 shaping)
     means = torch.where(n_tok > 0, masked_sum / n_tok.clamp(min=1), token_returns[:, 0])
-    all_means = gather(means) if gather is not None else means
-    if all_means.numel() % num_generations:
-        raise ValueError(f"{all_means.numel()} completions do not split into groups of {num_generations}")
-    grouped = all_means.view(-1, num_generations)
-    baseline = torch.nanmean(grouped, dim=1).repeat_interleave(num_generations)
+    r_resp = means if response_returns is None else response_returns.to(token_returns.dtype)
+    shaping_means = means - r_resp
+    both = torch.stack([r_resp, shaping_means], dim=1)  # one gather for both per-row values
+    both = gather(both) if gather is not None else both
+    all_r, all_shaping = both[:, 0], both[:, 1]
+    if all_r.numel() % num_generations:
+        raise ValueError(f"{all_r.numel()} completions do not split into groups of {num_generations}")
+    grouped = all_r.view(-1, num_generations)
+    seq = all_r - torch.nanmean(grouped, dim=1).repeat_interleave(num_generations)
     if scale_rewards == "group":
         scale = (nanstd(grouped, dim=1) if num_generations > 1 else torch.zeros(grouped.shape[0],
                  device=grouped.device)).repeat_interleave(num_generations)
+        seq = seq / (scale + 1e-4)
     elif scale_rewards == "batch":
-        scale = (nanstd(all_means) if all_means.numel() > 1 else torch.zeros((), device=all_means.device)
-                 ).expand_as(all_means)
-    elif scale_rewards == "none":
-        scale = None
-    else:
+        scale = nanstd(all_r) if all_r.numel() > 1 else torch.zeros((), device=all_r.device)
+        seq = seq / (scale + 1e-4)
+    elif scale_rewards != "none":
         raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', got {scale_rewards!r}")
+    shaping_baseline = torch.nanmean(all_shaping.view(-1, num_generations), dim=1).repeat_interleave(num_generations)
     rows = slice(process_index * len(means), (process_index + 1) * len(means))
-    adv = token_returns - baseline[rows].unsqueeze(1)
-    if scale is not None:
-        adv = adv / (scale[rows].unsqueeze(1) + 1e-4)
+    shaping = token_returns - r_resp.unsqueeze(1)
+    adv = seq[rows].unsqueeze(1) + shaping - shaping_baseline[rows].unsqueeze(1)
+    adv = torch.where(torch.isnan(seq[rows]).unsqueeze(1), torch.zeros_like(adv), adv)
     adv = torch.nan_to_num(adv, nan=0.0)
     return adv * mask
 
@@ -96,6 +119,8 @@ class TokenLevelAdvantages(TrainerExtension):
     Logged each step: ``stepwise/<stat>`` means of the shaping diagnostics (co-occurrence
     reward mean, alignment rate, fallback rate, ...), ``stepwise/return_mean`` and
     ``timing/token_shaping_s`` (the cost analysis of 000 §5.3)."""
+
+    token_level = True  # hands TRL's loss (B, T) advantages
 
     def __init__(self, token_shaping: TokenShapingFn | None = None):
         self.token_shaping = token_shaping
@@ -124,7 +149,7 @@ class TokenLevelAdvantages(TrainerExtension):
         token_returns = response_returns.unsqueeze(1) + pad_shaping(shaping, lengths, mask.shape[1], device)
         output["advantages"] = token_level_advantages(token_returns, mask, batch.num_generations,
                                                       trainer.scale_rewards, gather=trainer.accelerator.gather,
-                                                      process_index=rank)
+                                                      process_index=rank, response_returns=response_returns)
         metrics = trainer._metrics[batch.mode]
         keys = sorted({k for s in shaping for k in s.stats})
         for key in keys:  # every process computes the same key set from the same shaping function

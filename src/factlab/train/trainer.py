@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import torch
 from trl import GRPOTrainer
 
-__all__ = ["FactlabGRPOTrainer", "ScoredBatch", "TrainerExtension", "group_advantage_spread"]
+__all__ = ["FactlabGRPOTrainer", "ScoredBatch", "TrainerExtension", "completion_advantages", "group_advantage_spread"]
 
 
 @dataclass
@@ -54,16 +54,21 @@ class TrainerExtension:
         raise NotImplementedError
 
 
-def group_advantage_spread(advantages: torch.Tensor, mask: torch.Tensor, num_generations: int) -> torch.Tensor:
+def completion_advantages(advantages: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Each completion's mean advantage over its tokens: (B,) from (B, T) token-level
+    advantages and their mask; TRL's (B,) sequence advantages are returned as they are."""
+    if advantages.dim() == 1:
+        return advantages
+    m = mask.to(advantages.dtype)
+    return (advantages * m).sum(1) / m.sum(1).clamp(min=1)
+
+
+def group_advantage_spread(advantages: torch.Tensor, mask: torch.Tensor | None, num_generations: int) -> torch.Tensor:
     """Per group of ``num_generations`` completions: max - min of the completions' mean token
     advantage. A spread of 0 is a collapsed group that gives no learning signal
     (002_56f1a732f42030d3.txt §2.3 "The failure of binary reward", Table 5, Figures 4-5).
     ``advantages`` may be (B,) sequence-level or (B, T) token-level."""
-    if advantages.dim() == 1:
-        per_completion = advantages
-    else:
-        m = mask.to(advantages.dtype)
-        per_completion = (advantages * m).sum(1) / m.sum(1).clamp(min=1)
+    per_completion = completion_advantages(advantages, mask)
     if per_completion.numel() % num_generations:
         raise ValueError(f"{per_completion.numel()} completions do not split into groups of {num_generations}")
     groups = per_completion.view(-1, num_generations)
@@ -82,6 +87,10 @@ class FactlabGRPOTrainer(GRPOTrainer):
             raise ValueError("FactlabGRPOTrainer needs multi_objective_aggregation='sum_then_normalize' "
                              f"(got {self.multi_objective_aggregation!r}): extensions read the weighted reward sum")
         self.extensions = list(extensions)
+        token_level = any(getattr(e, "token_level", False) for e in self.extensions)
+        if token_level and (getattr(self.args, "use_liger_loss", False) or getattr(self, "use_liger_loss", False)):
+            raise ValueError("token-level advantages (B, T) cannot go through a Liger fused GRPO loss, which takes "
+                             "one advantage per completion; turn use_liger_loss off (TRL 1.16's own loss takes (B, T))")
         self._scored: tuple | None = None
         self.last_sequence_advantages: torch.Tensor | None = None  # TRL's own, for inspection and tests
 
@@ -123,8 +132,9 @@ class FactlabGRPOTrainer(GRPOTrainer):
         hi = adv.masked_fill(~m, -big).max() if n else torch.tensor(0.0, device=adv.device)
         metrics["advantages/min"].append(self.accelerator.gather(lo.reshape(1)).min().item())
         metrics["advantages/max"].append(self.accelerator.gather(hi.reshape(1)).max().item())
-        spread = group_advantage_spread(self.accelerator.gather(adv.contiguous()),
-                                        self.accelerator.gather(mask.contiguous()), batch.num_generations)
+        # per-completion scalars cross processes, never (B, T) tensors: T differs per process
+        everyone = self.accelerator.gather(completion_advantages(adv, mask).contiguous())
+        spread = group_advantage_spread(everyone, None, batch.num_generations)
         metrics["advantages/group_spread"].append(spread.mean().item())
         metrics["advantages/collapsed_group_frac"].append((spread < 1e-6).float().mean().item())
         metrics["timing/reward_funcs_s"].append(batch.reward_seconds)
