@@ -7,7 +7,7 @@ import pytest
 
 from factlab.config import ConfigError, validate
 from factlab.data.longform import LongformPrompt
-from factlab.rewards import Resources, RewardSpec
+from factlab.rewards import Resources
 from factlab.train.rar import RARConfig, max_steps_for
 
 
