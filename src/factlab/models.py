@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from .decoding import decode
 from .paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -183,19 +184,23 @@ class Generation:
 def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 256,
              temperature: float = 0.0, top_p: float = 1.0, batch_size: int = 8,
              num_return_sequences: int = 1, seed: int = 0, progress: bool = True,
-             desc: str = "generate") -> list[list[Generation]]:
-    """Left-padded batched generation; returns ``num_return_sequences`` completions per prompt.
+             desc: str = "generate", engine: str = "factlab") -> list[list[Generation]]:
+    """Batched generation; returns ``num_return_sequences`` completions per prompt.
 
-    Greedy when ``temperature == 0``. Prompts are processed longest-first (less padding)
-    and returned in input order. Empty ``prompts`` returns ``[]``. The model runs in eval
-    mode (its mode is restored after), and sampling draws from a generator seeded with
-    ``seed`` inside a fork of the global RNG: a call leaves the caller's random state as it
-    found it, so a judge answering inside a training step (or skipping the call on a cache
-    hit) never changes the policy's next samples.
+    Greedy when ``temperature == 0``. Prompts are processed longest-first in batches of
+    ``batch_size`` and returned in input order; empty ``prompts`` returns ``[]``. ``engine``:
+    ``factlab`` (``factlab.decoding``: shared-prefix prefill, a growing KV cache, finished
+    rows dropped) or ``transformers`` (``model.generate`` on left-padded batches). The model
+    runs in eval mode (its mode is restored after), and sampling draws from the global RNG
+    seeded with ``seed`` inside a fork: a call leaves the caller's random state as it found
+    it, so a judge answering inside a training step (or skipping the call on a cache hit)
+    never changes the policy's next samples.
     """
     import torch
     from tqdm.auto import tqdm
 
+    if engine not in ("factlab", "transformers"):
+        raise ValueError(f"engine must be 'factlab' or 'transformers', got {engine!r}")
     if not prompts:
         return []
     if tokenizer.padding_side != "left":
@@ -204,51 +209,60 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 256
     device = next(model.parameters()).device
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
     results: list[list[Generation] | None] = [None] * len(prompts)
-    do_sample = temperature > 0
     was_training = model.training
     model.eval()
     bar = tqdm(total=len(prompts), desc=desc, disable=not progress, leave=False)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
         try:
-            _generate_batches(model, tokenizer, prompts, order, results, batch_size, num_return_sequences,
-                              max_new_tokens, do_sample, temperature, top_p, stops, device, bar)
+            for b in range(0, len(order), batch_size):
+                idx = order[b:b + batch_size]
+                batch = [prompts[i] for i in idx]
+                if engine == "factlab":
+                    outs = _decode_batch(model, tokenizer, batch, max_new_tokens, temperature, top_p,
+                                         num_return_sequences, stops)
+                else:
+                    outs = _hf_generate_batch(model, tokenizer, batch, max_new_tokens, temperature, top_p,
+                                              num_return_sequences, stops, device)
+                for j, i in enumerate(idx):
+                    results[i] = [Generation(tokenizer.decode(ids, skip_special_tokens=True), ids, finished)
+                                  for ids, finished in outs[j * num_return_sequences:(j + 1) * num_return_sequences]]
+                bar.update(len(idx))
         finally:
             model.train(was_training)
             bar.close()
     return results  # type: ignore[return-value]
 
 
-def _generate_batches(model, tokenizer, prompts, order, results, batch_size, num_return_sequences, max_new_tokens,
-                      do_sample, temperature, top_p, stops, device, bar) -> None:
+def _decode_batch(model, tokenizer, batch, max_new_tokens, temperature, top_p, n, stops):
+    rows = tokenizer(batch, add_special_tokens=False)["input_ids"]
+    rows = [r for r in rows for _ in range(n)]
+    return decode(model, rows, max_new_tokens=max_new_tokens, stop_ids=stops, pad_id=tokenizer.pad_token_id,
+                  temperature=temperature, top_p=top_p)
+
+
+def _hf_generate_batch(model, tokenizer, batch, max_new_tokens, temperature, top_p, n, stops, device):
     import torch
 
-    for b in range(0, len(order), batch_size):
-        idx = order[b:b + batch_size]
-        enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True,
-                        add_special_tokens=False).to(device)
-        kwargs = dict(max_new_tokens=max_new_tokens, eos_token_id=stops,
-                      pad_token_id=tokenizer.pad_token_id,
-                      num_return_sequences=num_return_sequences, do_sample=do_sample)
-        if do_sample:
-            kwargs.update(temperature=temperature, top_p=top_p)
-        else:  # silence "generation flags are not valid" warnings from sampling defaults
-            kwargs.update(temperature=None, top_p=None, top_k=None)
-        with torch.no_grad():
-            out = model.generate(**enc, **kwargs)
-        new = out[:, enc["input_ids"].shape[1]:].tolist()
-        for j, i in enumerate(idx):
-            gens = []
-            for seq in new[j * num_return_sequences:(j + 1) * num_return_sequences]:
-                ids, finished = [], False
-                for t in seq:
-                    if t in stops:
-                        finished = True
-                        break
-                    ids.append(t)
-                gens.append(Generation(tokenizer.decode(ids, skip_special_tokens=True), ids, finished))
-            results[i] = gens
-        bar.update(len(idx))
+    enc = tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    kwargs = dict(max_new_tokens=max_new_tokens, eos_token_id=stops, pad_token_id=tokenizer.pad_token_id,
+                  num_return_sequences=n, do_sample=temperature > 0)
+    if temperature > 0:
+        kwargs.update(temperature=temperature, top_p=top_p)
+    else:  # silence "generation flags are not valid" warnings from sampling defaults
+        kwargs.update(temperature=None, top_p=None, top_k=None)
+    with torch.no_grad():
+        out = model.generate(**enc, **kwargs)
+    outs = []
+    for seq in out[:, enc["input_ids"].shape[1]:].tolist():
+        ids, finished = [], False
+        for t in seq:
+            if t in stops:
+                finished = True
+                break
+            ids.append(t)
+        outs.append((ids, finished))
+    return outs
 
 
 def lora_config(r: int = 128, alpha: int = 256, dropout: float = 0.0,
