@@ -12,7 +12,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "factlab"
 LAYERS = [
     ("text", "prompts", "parsing", "labels", "paths", "registry"),
     ("config",),
-    ("models", "data"),
+    ("decoding", "models", "data"),
     ("judges", "corpus"),
     ("rewards",),
     ("synth", "eval"),

@@ -166,7 +166,7 @@ def test_stepwise_without_shaping_equals_plain_trl_grpo(grpo_setup):
     plain = _score(GRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
                                train_dataset=ds), ds)
     stepwise = FactlabGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args,
-                                  train_dataset=ds, extensions=[TokenLevelAdvantages()])
+                                  train_dataset=ds, extensions=[TokenLevelAdvantages()], fast_generation=False)
     out = _score(stepwise, ds)
     assert torch.equal(plain["completion_ids"], out["completion_ids"])  # same seed, same samples
     m = out["completion_mask"].bool()
@@ -218,3 +218,21 @@ def test_token_level_advantages_refuse_a_liger_fused_loss(grpo_setup):
     with pytest.raises(ValueError, match="Liger"):
         FactlabGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=liger, train_dataset=ds,
                            extensions=[TokenLevelAdvantages()])
+
+
+def test_fast_rollouts_are_sampled_completions_ending_in_eos(grpo_setup):
+    """Rollouts through factlab.decoding: G completions per prompt, TRL's layout (the stop
+    token kept as the last id of a finished completion), reproducible under one seed."""
+    model, tok, ds, args, funcs = grpo_setup
+    trainer = FactlabGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args, train_dataset=ds,
+                                 extensions=[TokenLevelAdvantages()])
+    a, b = _score(trainer, ds), _score(trainer, ds)
+    assert torch.equal(a["completion_ids"], b["completion_ids"])
+    ids, mask = a["completion_ids"], a["completion_mask"]
+    assert ids.shape[0] == 8 and 0 < int(mask.sum(1).max()) <= 16
+    eos = set(trainer.eos_token_ids)
+    for row, m in zip(ids, mask):
+        n = int(m.sum())
+        if n < 16:  # stopped early: its last kept id is the stop token
+            assert int(row[n - 1]) in eos
+    assert len({tuple(r[:int(m.sum())].tolist()) for r, m in zip(ids, mask)}) > 1  # sampled, not one greedy text

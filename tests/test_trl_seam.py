@@ -41,6 +41,13 @@ def test_the_private_methods_factlab_overrides_exist_with_their_signatures():
     for key in ('"advantages"', '"completion_mask"', '"completion_ids"', "self._calculate_rewards("):
         assert key in src, key
     assert "multi_objective_aggregation" in inspect.getsource(GRPOTrainer.__init__)
+    gen = inspect.signature(GRPOTrainer._generate_single_turn)
+    assert list(gen.parameters) == ["self", "prompt_ids", "images", "multimodal_fields", "num_generations",
+                                    "has_tool_images"]
+    init = inspect.getsource(GRPOTrainer.__init__)
+    for attr in ("self.eos_token_ids", "self.top_k", "self.min_p", "self.repetition_penalty", "self.temperature",
+                 "self.top_p", "self.max_completion_length", "self.use_transformers_continuous_batching"):
+        assert attr in init, attr
 
 
 def test_grpo_config_fields_factlab_sets():

@@ -57,10 +57,11 @@ def _sample(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Ten
 
 @torch.no_grad()
 def decode(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, stop_ids: Sequence[int], pad_id: int,
-           temperature: float = 0.0, top_p: float = 1.0, on_step: Callable[[int], None] | None = None
-           ) -> list[tuple[list[int], bool]]:
-    """Decode every row of prompt token ids together; returns ``(new token ids without the stop
-    token, finished on a stop token)`` per row, in input order (see the module docstring)."""
+           temperature: float = 0.0, top_p: float = 1.0, on_step: Callable[[int], None] | None = None,
+           keep_stop: bool = False) -> list[tuple[list[int], bool]]:
+    """Decode every row of prompt token ids together; returns ``(new token ids, finished on a
+    stop token)`` per row, in input order (see the module docstring). The stop token itself is
+    left out, or kept as the last id with ``keep_stop`` (what TRL's completions hold)."""
     device = next(model.parameters()).device
     bs = len(rows)
     prefix_len = common_prefix_length(rows)
@@ -96,7 +97,7 @@ def decode(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, stop_id
                 continue
             if h:
                 finished[row] = True
-            else:
+            if not h or keep_stop:
                 generated[row].append(t)
         done |= hit
         if on_step is not None:

@@ -264,3 +264,235 @@ SEVA_TEACHER_PROMPT = (
     "\u2022 error_type: match the actual error pattern\n"
     "\u2022 fix_suggestion: actionable and minimal"
 )
+
+
+# ---- K2V (003_5e9813e66e6ba19a.txt, Appendix I-J). Text as printed; the PDF's en dashes around
+# section names ("–Goal–") and soft line wraps are kept as the text file has them. Templates use
+# str.format fields; literal braces are doubled.
+
+# 003 Appendix I.2, Table 14 "Prompt for NER and RE" (GraphGen / LightRAG record format). The
+# list delimiter prints as "****": GraphGen's "##" with the hashes lost in the text conversion,
+# and the parser accepts both. Field: input_text.
+K2V_NER_RE_PROMPT = (
+    "You are an NLP expert, skilled at analyzing text to extract named entities and their relationships.\n\n"
+    "\u2013Goal\u2013\n"
+    "Given a text document that is potentially relevant to this activity and a list of entity types, identify all "
+    "entities of those types from the text and all relationships among the identified entities. Use English as "
+    "output language.\n\n"
+    "\u2013Steps\u2013\n"
+    "1. Identify all entities. For each identified entity, extract the following information:\n"
+    " - entity_name: Name of the entity, use same language as input text. If English, capitalized the name.\n"
+    " - entity_type: One of the following types: concept, date, location, keyword, organization, person, event, "
+    "work, nature, artificial, science, technology, mission, gene\n"
+    " - entity_summary: Comprehensive summary of the entity's attributes and activities\n"
+    " - Format each entity as:\n"
+    '("entity"<|><entity_name><|><entity_type><|><entity_summary>)\n'
+    "2. From the entities identified in step 1, identify all pairs of (source_entity, target_entity) that are "
+    "*clearly related* to each other. For each pair of related entities, extract the following information:\n"
+    " - source_entity: name of the source entity, as identified in step 1\n"
+    " - target_entity: name of the target entity, as identified in step 1\n"
+    " - relationship_summary: explanation as to why you think the source entity and the target entity are related "
+    "to each other\n"
+    " - Format each relationship as:\n"
+    '("relationship"<|><source_entity><|><target_entity><|><relationship_summary>)\n'
+    "3. Identify high-level key words that summarize the main concepts, themes, or topics of the entire text. These "
+    "should capture the overarching ideas present in the document. Format the content-level key words as "
+    '("content_keywords"<|><high_level_keywords>)\n'
+    "4. Return output in English as a single list of all the entities and relationships identified. Use **** as "
+    "the list delimiter.\n"
+    "5. When finished, output <|COMPLETE|>\n\n"
+    "#####\n-Input Text-\n#####\n{input_text}"
+)
+K2V_ENTITY_TYPES = ("concept", "date", "location", "keyword", "organization", "person", "event", "work", "nature",
+                    "artificial", "science", "technology", "mission", "gene")
+
+# Gleaning (optional extra extraction rounds; GraphGen's idea, our wording): the model sees its
+# own records and is asked first whether anything is missing, then for the missing records.
+K2V_GLEANING_CHECK = (
+    "{prompt}\n\nRecords extracted so far:\n{records}\n\n"
+    "Were any entities or relationships of the text missed? Answer YES or NO only."
+)
+K2V_GLEANING_CONTINUE = (
+    "{prompt}\n\nRecords extracted so far:\n{records}\n\n"
+    "Some entities or relationships of the text were missed. Add them below in the same format, without "
+    "repeating the records above, and output <|COMPLETE|> when finished."
+)
+
+# 003 Appendix I.1, Table 13 "Prompt of F_text": rephrases the masked quintuple's entities and
+# relationships into a text; the masked entity appears as "{{ }}" (Table 15's blank). Fields:
+# entities, relationships.
+K2V_TEXT_PROMPT = (
+    "\u2013Role\u2013\n"
+    "You are an NLP expert responsible for generating a logically structured and coherent rephrased version of the "
+    "TEXT based on ENTITIES and RELATIONSHIPS provided below. Use English as output language.\n\n"
+    "\u2013Goal\u2013\n"
+    "To generate a version of the text that is rephrased and conveys the same meaning as the original entity and "
+    "relationship descriptions, while:\n"
+    "1. Following a clear logical flow and structure\n"
+    "2. Establishing proper cause-and-effect relationships\n"
+    "3. Ensuring temporal and sequential consistency\n"
+    "4. Creating smooth transitions between ideas using conjunctions and appropriate linking words like "
+    "\u2018firstly,\u2019 \u2018however,\u2019 \u2018therefore,\u2019 etc.\n\n"
+    "\u2013Instructions\u2013\n"
+    "1. Analyze the provided ENTITIES and RELATIONSHIPS carefully to identify:\n"
+    " - Key concepts and their hierarchies\n - Temporal sequences and chronological order\n"
+    " - Cause-and-effect relationships\n - Dependencies between different elements\n"
+    "2. Organize the information in a logical sequence by:\n"
+    " - Starting with foundational concepts\n - Building up to more complex relationships\n"
+    " - Grouping related ideas together\n - Creating clear transitions between sections\n"
+    "3. Rephrase the text while maintaining:\n"
+    " - Logical flow and progression\n - Clear connections between ideas\n"
+    " - Proper context and background\n - Coherent narrative structure\n"
+    "4. Review and refine the text to ensure:\n"
+    " - Logical consistency throughout\n - Clear cause-and-effect relationships\n\n"
+    "#####\n-ENTITIES-\n#####\n{entities}\n\n#####\n-RELATIONSHIPS-\n#####\n{relationships}"
+)
+
+# 003 Appendix I.3, Table 15 "Prompt of the Judge Model" (one criterion per call; answers
+# "yes" / "NO"). The printed *question* style placeholders are the fields: question, answer,
+# criterion, reasoning.
+K2V_JUDGE_PROMPT = (
+    "You are an impartial and meticulous AI examiner.\n\n"
+    "Your task is to evaluate a student's [Reasoning Process] for a given [Question-Answer Pair] against a "
+    "specific, detailed [Criterion].\n\n"
+    'The [Question-Answer Pair] is a fill-in-the-blank question, with "{{ }}" indicating the content to be filled '
+    'in. A fill-in-the-blank question may contain multiple "{{ }}", and the content to be filled in for each "{{ }}" '
+    "is the same.\n\n"
+    "Your judgment must be strict, objective, and based solely on the provided information.\n\n"
+    'NOTE: Your output can only be "yes" or "NO"\n\n'
+    "[Question-Answer Pair]\nquestion: {question}\nanswer: {answer}\n\n"
+    "[Criterion]\ncriterion: {criterion}\n\n"
+    "[Reasoning Process]\nreasoning process: {reasoning}"
+)
+
+# 003 Appendix I.4, Table 16 "Prompt for synthesizing the checklist", with the domain and the
+# criteria as fields (the printed prompt is the agriculture instance) and the question and its
+# answer inserted where the table describes them. Fields: expert, field, question, answer, criteria.
+K2V_CHECKLIST_PROMPT = (
+    "You are a senior expert in {expert}, specializing in creating and grading exam questions. Your task is to "
+    "create a set of detailed scoring checklist for a [Specific Question] based on the provided [General "
+    "Criteria].\n\n"
+    "[Specific Question]:\n"
+    "A complete question in the field of {field}, including the question and the corresponding answer.\n"
+    "Question: {question}\nAnswer: {answer}\n\n"
+    "[General Criteria]:\n{criteria}\n\n"
+    "Based on the [General Criteria] above, design a set of detailed and objectively scorable checklist for the "
+    "provided [Specific Exam Question]. The checklist will be used to evaluate the student's problem-solving "
+    "approach (reasoning process). The checklist should consist of multiple independent criteria. Each criteria must "
+    "be a clear, specific statement describing what an ideal step or thought process should achieve, making it "
+    "objectively assessable. Please ensure The checklist are closely related to the core knowledge and skill "
+    "requirements of the [Specific Exam Question]. Only output the checklist, with no other content. Please "
+    'structure the output in JSON format. For example:\n["criteria 1", "criteria 2",]'
+)
+
+# 003 Appendix J, Tables 17-19 (as printed; the legal table's stray "II. Rule Statement and
+# Interpretation" heading, glued onto item 3 by the text conversion, is dropped), and a set of
+# ours for the mini-world's geography ("general").
+K2V_CRITERIA = {
+    'agriculture': (
+    'Concepts and Knowledge:\n'
+    '1. Accurately defines the core biological concepts involved in the question.\n'
+    '2. Clearly describes the involved biological processes in the correct logical sequence.\n'
+    '3. Accurately explains the meaning and relationships represented by abstract biological models in words.\n'
+    '4. Applies abstract biological concepts to the given specific scenario.\n'
+    '5. Correctly explains the connection between a biological concept or process and other related principles.\n'
+    'Scientific Method and Design:\n'
+    '1. Clearly states a relevant null hypothesis or alternative hypothesis.\n'
+    '2. Accurately identifies the independent, dependent, and key control variables of an experiment.\n'
+    '3. Makes a logical and reasonable prediction of the experimental outcome based on a scientific hypothesis.\n'
+    '4. Evaluates the validity or potential flaws of a given experimental design.\n'
+    'Data Processing and Analysis:\n'
+    '1. Accurately and correctly extracts key data points.\n'
+    '2. Clearly and comprehensively describes the overall trend or significant patterns in the given data.\n'
+    '3. Accurately describes the relationship between variables (e.g., positive correlation, negative correlation, no correlation).\n'
+    '4. Correctly performs necessary mathematical calculations (e.g., rate, rate of change, percentage) to support the analysis.\n'
+    'Statistics and Evaluation:\n'
+    '1. In appropriate contexts, correctly uses statistical concepts to explain the reliability of data.\n'
+    '2. Based on data analysis, draws a conclusion of "support," "refute," or "inconclusive" for a given scientific hypothesis.\n'
+    '3. Explains outliers or anomalous data points and analyzes their potential causes or impact on the conclusion.\n'
+    'Argumentation and Reasoning:\n'
+    '1. Makes a scientific claim that is specific and supported by concrete evidence.\n'
+    '2. Clearly articulates how the evidence supports the scientific claim, demonstrating a strong logical chain.\n'
+    '3. Predicts the likely consequences of a change (e.g., disturbance, mutation) to a system based on biological principles.\n'
+    '4. Explains the underlying biological reason for an observed phenomenon or experimental result.\n'
+    '5. Avoids over-extrapolation or unfounded speculation beyond the scope of the given evidence.\n'
+    '6. The overall response is well-structured, logically coherent, and clearly written, avoiding self-contradictions and redundant statements.'
+),
+    'medicine': (
+    'Concepts and Knowledge:\n'
+    '1. Accurately defines the core medical concepts involved in the question.\n'
+    '2. Clearly describes the involved medical processes in the correct logical sequence.\n'
+    '3. Accurately explains the meaning and relationships represented by abstract biological or medical models in words.\n'
+    '4. Applies abstract biological or medical concepts to the given specific scenario.\n'
+    '5. Correctly explains the connection between a medical concept or process and other related principles.\n'
+    'Scientific Method and Design:\n'
+    '1. Clearly states a relevant null hypothesis or alternative hypothesis.\n'
+    '2. Accurately identifies the independent, dependent, and key control variables of an experiment.\n'
+    '3. Makes a logical and reasonable prediction of the experimental outcome based on a scientific hypothesis.\n'
+    '4. Evaluates the validity or potential flaws of a given experimental design.\n'
+    'Data Processing and Analysis:\n'
+    '1. Accurately and correctly extracts key data points.\n'
+    '2. Clearly and comprehensively describes the overall trend or significant patterns in the given data.\n'
+    '3. Accurately describes the relationship between variables (e.g., positive correlation, negative correlation, no correlation).\n'
+    '4. Correctly performs necessary mathematical calculations (e.g., rate, rate of change, percentage) to support the analysis.\n'
+    'Statistics and Evaluation:\n'
+    '1. In appropriate contexts, correctly uses statistical concepts to explain the reliability of data.\n'
+    '2. Based on data analysis, draws a conclusion of "support," "refute," or "inconclusive" for a given scientific hypothesis.\n'
+    '3. Explains outliers or anomalous data points and analyzes their potential causes or impact on the conclusion.\n'
+    'Argumentation and Reasoning:\n'
+    '1. Makes a scientific claim that is specific and supported by concrete evidence.\n'
+    '2. Clearly articulates how the evidence supports the scientific claim, demonstrating a strong logical chain.\n'
+    '3. Predicts the likely consequences of a change (e.g., disturbance, mutation) to a system based on biological or medical principles.\n'
+    '4. Explains the underlying biological or medical reason for an observed phenomenon or experimental result.\n'
+    '5. Avoids over-extrapolation or unfounded speculation beyond the scope of the given evidence.\n'
+    '6. Based on diagnostic or analytical results, proposes specific and feasible treatment or management recommendations that comply with clinical guidelines and ethical principles.\n'
+    '7. Clearly articulates the rationale for the proposed recommendations and weighs their potential benefits and risks.\n'
+    '8. Be able to ignore irrelevant information and focus on answering the question directly.\n'
+    '9. The overall response is well-structured, logically coherent, and clearly written, avoiding self-contradictions and redundant statements.'
+),
+    'law': (
+    'Fact and Issue Identification:\n'
+    '1. Accurately identifies and extracts key legally relevant facts from the case material.\n'
+    '2. Clearly and accurately identifies the core legal issues or points of contention presented in the case.\n'
+    '3. Is able to distinguish between legally relevant and irrelevant facts.\n'
+    'Rule Statement and Interpretation:\n'
+    '1. Accurately states the legal rules (including statutes, judicial interpretations, fundamental principles, etc.) relevant to the identified issues.\n'
+    '2. Correctly explains the meaning and constituent elements of the legal rules.\n'
+    '3. Where appropriate, is able to articulate the legislative intent, value orientation, or legal theory behind the relevant rules.\n'
+    'Application and Analysis:\n'
+    '1. Effectively connects the identified key facts to the relevant legal rules (i.e., the process of "subsumption").\n'
+    '2. Logically analyzes whether the facts of the case satisfy (or fail to satisfy) the constituent elements of the legal rules.\n'
+    '3. Is able to analyze and argue from the perspectives of all involved parties (e.g., plaintiff/defendant, prosecution/defense).\n'
+    '4. Is able to anticipate and respond to potential and compelling counterarguments or defenses.\n'
+    '5. When dealing with complex problems, is able to conduct a layered, step-by-step analysis of different claims or legal relationships.\n'
+    'Conclusion and Consequences:\n'
+    '1. Based on the preceding analysis, draws a clear, reasonable, and persuasive conclusion for each issue.\n'
+    '2. Is able to articulate the specific legal consequences corresponding to the conclusion (e.g., type and scope of civil liability, determination of criminal responsibility).\n'
+    '3. Proposes solutions or legal advice that are specific, feasible, and in compliance with legal regulations and professional ethics.\n'
+    'Overall Structure and Expression:\n'
+    '1. The overall response is clearly structured and logically coherent (e.g., follows a framework like IRAC: Issue, Rule, Application, Conclusion).\n'
+    '2. Uses legal terminology accurately and appropriately.\n'
+    '3. The reasoning process is rigorous, avoiding over-extrapolation or speculation not supported by the given facts or law.\n'
+    '4. Is able to ignore irrelevant information and focus on answering the question directly.\n'
+    '5. The overall response is well-written, clear, and avoids self-contradictions or unnecessary redundancy.\n'
+    '6. The overall response is clearly written, avoiding self-contradictions and redundant statements.'
+),
+    'general': (
+    'Knowledge and Recall:\n'
+    '1. Correctly identifies every entity named in the question and what kind of thing each is (a country, a city, a region, a language, a currency).\n'
+    '2. Accurately recalls the facts that link the named entities to the blank.\n'
+    '3. States the relation each fact expresses (capital of, located in, borders, official language of, currency of) in the right direction.\n'
+    'Reasoning Chain:\n'
+    '1. Follows the chain of facts step by step from the entities given to the missing one.\n'
+    '2. Checks the candidate answer against every fact the question states, not only one of them.\n'
+    '3. Rules out plausible but wrong candidates (a neighbouring country, another city of the same country) with a reason.\n'
+    'Conclusion:\n'
+    '1. Names the missing entity explicitly and consistently with the reasoning.\n'
+    '2. Avoids unsupported claims and speculation beyond the facts needed.\n'
+    '3. The overall response is well-structured, logically coherent, and clearly written, avoiding self-contradictions and redundant statements.'
+),
+}
+# (expert, field) of Table 16's opening per criteria set
+K2V_DOMAINS = {"agriculture": ("agriculture and biology", "agriculture and biology"),
+               "medicine": ("medicine", "medicine"), "law": ("law", "law"),
+               "general": ("geography and world knowledge", "geography and world knowledge")}

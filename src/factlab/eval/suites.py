@@ -23,14 +23,13 @@ name, folder or an adapter on top), runs the suite and frees it. Each returns a
 
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ..config import GenerationConfig, ModelConfig
 from ..data.longform import LongformPrompt
-from ..models import chat_prompt, generate, load_model
+from ..models import chat_prompt, generate, load_model, release_memory
 from ..registry import Registry
 from . import abstention, longform, shortform, verification
 
@@ -138,4 +137,4 @@ def evaluate_model(suite: str, model: ModelConfig | str, data, generation: Gener
         return evaluate(suite, loaded, tokenizer, data, generation, **kwargs)
     finally:
         del loaded
-        gc.collect()
+        release_memory()

@@ -19,7 +19,6 @@ applies to, the log history and the runtime.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import logging
 import time
@@ -32,7 +31,7 @@ from datasets import Dataset
 from trl import GRPOConfig
 
 from ..config import GRPOSection
-from ..models import load_model, lora_config
+from ..models import load_model, lora_config, release_memory
 from ..rewards.registry import RewardSet
 from .stepwise_grpo import TokenLevelAdvantages
 from .trainer import FactlabGRPOTrainer, TrainerExtension
@@ -165,7 +164,7 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
     result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, resume, time.perf_counter() - t0,
                                 {"prompts": len(kept), "dropped_prompts": dropped, "rewards": rewards.describe()})
     del trainer, policy
-    gc.collect()
+    release_memory()
     return result
 
 

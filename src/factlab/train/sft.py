@@ -14,7 +14,6 @@ its last checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import logging
 import time
@@ -26,7 +25,7 @@ from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
 from ..config import SFTSection
-from ..models import load_model, lora_config
+from ..models import load_model, lora_config, release_memory
 from ..rewards import seva
 from .grpo import TrainResult
 
@@ -83,5 +82,5 @@ def run_sft(cfg: Any, dataset: Dataset, out_dir: str | Path, *, model: str | Non
     result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, resume, time.perf_counter() - t0,
                                 {"examples": len(dataset)})
     del trainer, policy
-    gc.collect()
+    release_memory()
     return result

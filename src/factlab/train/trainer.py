@@ -24,6 +24,9 @@ from typing import Any, Sequence
 
 import torch
 from trl import GRPOTrainer
+from trl.models.utils import unwrap_model_for_generation
+
+from ..decoding import decode
 
 __all__ = ["FactlabGRPOTrainer", "ScoredBatch", "TrainerExtension", "completion_advantages", "group_advantage_spread"]
 
@@ -79,10 +82,13 @@ class FactlabGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer plus ``extensions`` (see the module docstring).
 
     Every GRPOConfig knob (beta, epsilon, loss_type, num_generations, vLLM, gradient
-    checkpointing) and peft LoRA keep working."""
+    checkpointing) and peft LoRA keep working. ``fast_generation=False`` keeps TRL's own rollout
+    generation (``model.generate``) where ``factlab.decoding`` would run."""
 
-    def __init__(self, *args: Any, extensions: Sequence[TrainerExtension] = (), **kwargs: Any):
+    def __init__(self, *args: Any, extensions: Sequence[TrainerExtension] = (), fast_generation: bool = True,
+                 **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.fast_generation = fast_generation
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError("FactlabGRPOTrainer needs multi_objective_aggregation='sum_then_normalize' "
                              f"(got {self.multi_objective_aggregation!r}): extensions read the weighted reward sum")
@@ -93,6 +99,27 @@ class FactlabGRPOTrainer(GRPOTrainer):
                              "one advantage per completion; turn use_liger_loss off (TRL 1.16's own loss takes (B, T))")
         self._scored: tuple | None = None
         self.last_sequence_advantages: torch.Tensor | None = None  # TRL's own, for inspection and tests
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """Text-only rollouts without vLLM go through ``factlab.decoding`` (shared-prefix prefill:
+        a group's G copies of a prompt are prefilled once; finished rows dropped; only the last
+        position's logits kept, where TRL's fused head computes every position's). Same
+        sampling (temperature, top-p; the global RNG). Anything else is TRL's own path."""
+        plain = (self.fast_generation and not self.use_vllm and not getattr(self, "use_transformers_continuous_batching", False)
+                 and images is None and not multimodal_fields and not self.top_k and not self.min_p
+                 and (self.repetition_penalty in (None, 1.0)) and not self.args.generation_kwargs
+                 and not self.is_fsdp_enabled and not self.is_deepspeed_enabled)
+        if not plain:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                          gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                                          gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs)
+              as model, torch.no_grad()):
+            outs = decode(model, [list(map(int, p)) for p in prompt_ids], max_new_tokens=self.max_completion_length,
+                          stop_ids=self.eos_token_ids, pad_id=self._tokenizer.pad_token_id,
+                          temperature=self.temperature, top_p=self.top_p, keep_stop=True)
+        return [ids for ids, _ in outs], None
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         t0 = time.perf_counter()
