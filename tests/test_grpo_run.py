@@ -20,8 +20,8 @@ def test_grpo_args_carry_the_paper_knobs(tmp_path):
     full = config.load_config("params/01_corver.yaml", CorVerConfig).grpo
     assert (full.num_generations, full.max_completion_length, full.beta, full.epsilon) == (16, 1024, 0.001, 0.2)
     assert full.per_device_train_batch_size * full.gradient_accumulation_steps == 24 * 16  # Table 6
-    args = grpo_args(_smoke().grpo, tmp_path, reward_weights=[1.0, 0.5])
-    assert args.num_generations == 4 and args.max_completion_length == 64
+    args = grpo_args(_smoke(max_completion_length=72).grpo, tmp_path, reward_weights=[1.0, 0.5])
+    assert args.num_generations == 4 and args.max_completion_length == 72
     assert args.loss_type == "grpo" and args.scale_rewards == "group"
     assert args.warmup_steps == pytest.approx(0.03) and args.lr_scheduler_type == "cosine"
     # the pinned transformers reads a warmup_steps below 1 as a ratio of the training steps

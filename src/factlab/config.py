@@ -77,9 +77,29 @@ class LoraSection(Section):
     target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
+class DynamicSamplingSection(Section):
+    """DAPO's dynamic sampling (``factlab.train.dapo``): drop groups whose rewards all agree
+    within ``tol`` and generate more, at most ``max_rounds`` extra rounds a step."""
+
+    enabled: bool = False
+    tol: float = Field(1e-6, ge=0.0)
+    max_rounds: int = Field(3, ge=0)
+
+
+_DAPO_PRESET = {"loss_type": "dapo", "epsilon": 0.2, "epsilon_high": 0.28, "beta": 0.0}
+
+
 class GRPOSection(Section):
     """TRL ``GRPOConfig`` knobs. Defaults: CorVer's Tables 5-7 and the headline row of
-    Table 6 (000 §A.1). ``extra`` passes any other GRPOConfig field through unchanged."""
+    Table 6 (000 §A.1). ``extra`` passes any other GRPOConfig field through unchanged.
+
+    ``preset: dapo`` (DAPO as K2V trains, 003 Table 7) fills in, where the params leave them
+    unset, ``loss_type: dapo``, ``epsilon: 0.2``, ``epsilon_high: 0.28``, ``beta: 0`` and
+    ``dynamic_sampling.enabled: true``; keys the params set win. Pair it with the ``overlong``
+    reward for DAPO's overlong buffer penalty."""
+
+    preset: Literal["grpo", "dapo"] = "grpo"
+    dynamic_sampling: DynamicSamplingSection = DynamicSamplingSection()
 
     learning_rate: float = Field(1.0e-5, gt=0.0)
     beta: float = Field(0.001, ge=0.0)  # beta_KL
@@ -112,6 +132,16 @@ class GRPOSection(Section):
     save_total_limit: int | None = 4
     seed: int = 42
     extra: dict[str, Any] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset") == "dapo":
+            data = {**_DAPO_PRESET, **data}
+            ds = data.get("dynamic_sampling")
+            if ds is None or isinstance(ds, dict):
+                data["dynamic_sampling"] = {"enabled": True, **(ds or {})}
+        return data
 
     @model_validator(mode="after")
     def _groups_fill_the_batch(self) -> "GRPOSection":

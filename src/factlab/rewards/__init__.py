@@ -14,6 +14,9 @@ veriscore          reward      ``rewards.rar`` (001 §4.2, Figures 8-9)
 lm_judge           reward      ``rewards.rar`` (001 §4.2)
 seva_process       reward      ``rewards.seva`` (002 §2.3, Algorithm 1)
 seva_binary        reward      ``rewards.seva`` (002 §2.3)
+k2v                reward      ``rewards.k2v`` (003 §3.3, Eq. 8, answer-gated)
+k2v_checklist      reward      ``rewards.k2v`` (003 §3.2, Eq. 4-5, pass rate)
+overlong           reward      ``rewards.length`` (DAPO's overlong buffer; 003 Table 7)
 =================  ==========  ========================================================
 
 A ``reward`` is a TRL reward function ``f(prompts, completions, **columns) -> list[float |
@@ -23,7 +26,7 @@ to the weighted sum of the rewards (``factlab.train.stepwise_grpo``).
 
 from __future__ import annotations
 
-from . import corver, qa, rar, seva  # noqa: F401  (importing a family registers its rewards)
+from . import corver, k2v, length, qa, rar, seva  # noqa: F401  (importing a family registers its rewards)
 from .base import TokenShaping, TokenShapingFn, completion_text, prompt_text, response_text
 from .registry import REWARDS, RewardEntry, RewardSet, RewardSpec, available, build_rewards, register
 from .resources import Resources

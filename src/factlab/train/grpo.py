@@ -100,7 +100,7 @@ def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = N
     unknown = sorted(set(cfg.extra) - known)
     if unknown:
         raise ValueError(f"grpo.extra: unknown GRPOConfig field(s) {unknown}")
-    kwargs = cfg.model_dump(exclude={"extra", "max_prompt_length", "warmup_ratio", "tf32"})
+    kwargs = cfg.model_dump(exclude={"extra", "max_prompt_length", "warmup_ratio", "tf32", "preset", "dynamic_sampling"})
     if cfg.tf32 and torch.cuda.is_available():
         kwargs["tf32"] = True
     kwargs.update(warmup_steps=cfg.warmup_ratio, output_dir=str(output_dir), run_name=run_name,
@@ -157,7 +157,8 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
         model=policy, processing_class=tokenizer, reward_funcs=list(rewards.funcs), args=args,
         train_dataset=Dataset.from_list(kept), callbacks=list(callbacks),
         peft_config=lora_config(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
-        extensions=[TokenLevelAdvantages(rewards.token_shaping()), *extensions])
+        extensions=[TokenLevelAdvantages(rewards.token_shaping()), *extensions],
+        dynamic_sampling=grpo.dynamic_sampling if grpo.dynamic_sampling.enabled else None)
     resume = any(out.glob("checkpoint-*"))
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if resume else None)

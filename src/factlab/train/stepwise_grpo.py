@@ -129,12 +129,9 @@ class TokenLevelAdvantages(TrainerExtension):
         output = batch.output
         device = output["completion_ids"].device
         mask = output["completion_mask"]
-        weights = trainer.reward_weights.to(device).unsqueeze(0)
-        response_returns = (batch.rewards_per_func * weights).nansum(dim=1)
-        response_returns[torch.isnan(batch.rewards_per_func).all(dim=1)] = torch.nan
         n_local = len(batch.completions)
         rank = trainer.accelerator.process_index
-        response_returns = response_returns[rank * n_local:(rank + 1) * n_local]
+        response_returns = batch.response_returns.to(device)
 
         t0 = time.perf_counter()
         lengths = [len(ids) for ids in batch.completion_ids]

@@ -18,6 +18,7 @@ test fails before any training run does.
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -26,7 +27,9 @@ import torch
 from trl import GRPOTrainer
 from trl.models.utils import unwrap_model_for_generation
 
+from ..config import DynamicSamplingSection
 from ..decoding import decode
+from .dapo import DynamicSamplingError, concat_outputs, keep_groups, select_rows
 
 __all__ = ["FactlabGRPOTrainer", "ScoredBatch", "TrainerExtension", "completion_advantages", "group_advantage_spread"]
 
@@ -48,6 +51,7 @@ class ScoredBatch:
     output: dict[str, Any]
     num_generations: int
     reward_seconds: float
+    response_returns: torch.Tensor | None = None  # this process's R^r: weighted reward sum (NaN: unscored)
 
 
 class TrainerExtension:
@@ -86,9 +90,11 @@ class FactlabGRPOTrainer(GRPOTrainer):
     generation (``model.generate``) where ``factlab.decoding`` would run."""
 
     def __init__(self, *args: Any, extensions: Sequence[TrainerExtension] = (), fast_generation: bool = True,
-                 **kwargs: Any):
+                 dynamic_sampling: DynamicSamplingSection | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.fast_generation = fast_generation
+        self.dynamic_sampling = dynamic_sampling
+        self._dynamic_rng = random.Random(self.args.seed)
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError("FactlabGRPOTrainer needs multi_objective_aggregation='sum_then_normalize' "
                              f"(got {self.multi_objective_aggregation!r}): extensions read the weighted reward sum")
@@ -127,21 +133,74 @@ class FactlabGRPOTrainer(GRPOTrainer):
         self._scored = (inputs, completions, completion_ids_list, rewards_per_func, time.perf_counter() - t0)
         return rewards_per_func
 
-    def _generate_and_score_completions(self, inputs):
+    def _score(self, inputs) -> ScoredBatch:
+        """TRL's generation and scoring of ``inputs``, then every extension."""
         output = super()._generate_and_score_completions(inputs)
         rows, completions, completion_ids_list, rewards_per_func, reward_s = self._scored
         self._scored = None
         self.last_sequence_advantages = output["advantages"]
         mode = "train" if self.model.training else "eval"
+        returns = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+        returns[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+        rank, n_local = self.accelerator.process_index, len(completions)
         batch = ScoredBatch(mode=mode, rows=list(rows), completions=list(completions),
                             completion_ids=[list(map(int, ids)) for ids in completion_ids_list],
                             rewards_per_func=rewards_per_func, output=output,
                             num_generations=self.num_generations if mode == "train" else self.num_generations_eval,
-                            reward_seconds=reward_s)
+                            reward_seconds=reward_s, response_returns=returns[rank * n_local:(rank + 1) * n_local])
         for ext in self.extensions:
             ext.on_scored(self, batch)
+        return batch
+
+    def _generate_and_score_completions(self, inputs):
+        batch = self._score(inputs)
+        if self.dynamic_sampling is not None and self.dynamic_sampling.enabled and batch.mode == "train":
+            batch.output = self._dynamic_sample(batch)
         self._log_advantages(batch)
         return batch.output
+
+    def _extra_inputs(self, n_prompts: int, num_generations: int) -> list[dict]:
+        """``n_prompts`` fresh training prompts, each repeated G times (as TRL's sampler does)."""
+        picks = [self._dynamic_rng.randrange(len(self.train_dataset)) for _ in range(n_prompts)]
+        return [dict(self.train_dataset[i]) for i in picks for _ in range(num_generations)]
+
+    def _dynamic_sample(self, batch: ScoredBatch) -> dict[str, Any]:
+        """DAPO's dynamic sampling (``train.dapo``): drop the groups whose rewards all agree and
+        generate more until the batch is full again, at most ``max_rounds`` extra rounds."""
+        cfg, g = self.dynamic_sampling, batch.num_generations
+        need = len(batch.completions) // g
+        device = batch.output["completion_ids"].device
+
+        def kept_rows(b: ScoredBatch) -> tuple[dict[str, Any], int]:
+            flags = keep_groups(b.response_returns.tolist(), g, cfg.tol)
+            rows = torch.tensor([i for k, keep in enumerate(flags) if keep for i in range(k * g, (k + 1) * g)],
+                                dtype=torch.long, device=device)
+            return select_rows(b.output, rows), sum(flags)
+
+        parts, have = [], 0
+        part, kept = kept_rows(batch)
+        parts.append(part)
+        have, first = kept, kept
+        rounds = 0
+        while int(self.accelerator.gather(torch.tensor([max(need - have, 0)], device=device)).max()) > 0:
+            if rounds >= cfg.max_rounds:
+                raise DynamicSamplingError(
+                    f"dynamic sampling: {have} of {need} groups have reward variance after {rounds} extra generation "
+                    f"rounds (grpo.dynamic_sampling.max_rounds = {cfg.max_rounds}); every other group's rewards agree "
+                    f"within tol = {cfg.tol}. Raise max_rounds, or use prompts the policy sometimes gets right.")
+            rounds += 1
+            extra = self._score(self._extra_inputs(need, g))
+            part, kept = kept_rows(extra)
+            parts.append(part)
+            have += kept
+        out = concat_outputs(parts)
+        out = {k: (v[:need * g] if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
+        out["num_items_in_batch"] = self.accelerator.gather(out["completion_mask"].sum()).sum()
+        metrics = self._metrics[batch.mode]
+        metrics["dynamic/kept_groups"].append(self.gathered_mean(first, need))
+        metrics["dynamic/dropped_groups"].append(self.gathered_mean(need - first, 1))
+        metrics["dynamic/rounds"].append(float(rounds))
+        return out
 
     def gathered_mean(self, total: float, count: float) -> float:
         """Mean over every process of per-process (sum, count) pairs."""

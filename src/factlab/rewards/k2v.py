@@ -1,0 +1,212 @@
+"""K2V's rewards (003_5e9813e66e6ba19a.txt §3.2-3.3, Eq. 4-5 and 8, §4.3-4.4).
+
+- ``format_score``: R_format, "a maximum score of 0.75 ... if the output perfectly adheres" to
+  the DeepSeek-R1 template; ours: 0.75 when the completion is ``<think>...</think>`` then an
+  ``<answer>`` block with the anti-hack rules of ``text.format_violation``, else 0 (the paper
+  gives no partial-credit rule).
+- ``ChecklistJudge``: Eq. 4-5. The judge J answers "yes" / "NO" per criterion with the Table 15
+  prompt (one call per criterion, batched over every completion and criterion); the pass rate
+  is p = yes / readable answers; an answer that is neither yes nor no is unreadable, counted
+  in ``stats`` and logged, never a silent no. A completion whose every answer is unreadable has
+  p = None. The reasoning judged is the ``<think>`` block (the whole completion when it has
+  none).
+- ``answer_gated_reward``: Eq. 8, R = R_format + alpha 1[y_hat = y] + 1[y_hat = y] p (alpha = 6),
+  with §4.3's ablations: ``no_answer`` (trained "solely with the reasoning verification": R_format
+  + p, no answer check), ``no_reasoning`` (R_format + alpha 1[y_hat = y]) and ``no_gate``
+  (R_format + alpha 1[y_hat = y] + p, the reasoning reward paid whatever the answer).
+- Answers are the text after ``<answer>``, graded by factlab's normalizer against the gold and
+  its aliases (``text.grade_answer``).
+
+Registered: ``k2v`` (the total, Eq. 8) and ``k2v_checklist`` (p alone). Under the gate, the
+judge is asked only about completions whose answer is right (p is multiplied by 0 otherwise),
+which the ``calls_saved`` statistic counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import Counter
+from typing import Any, Literal, Sequence
+
+from pydantic import Field
+
+from .. import prompts as P
+from .. import text
+from ..config import Section
+from .base import completion_text
+from .registry import register
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FORMAT_MAX", "format_score", "answer_gated_reward", "parse_yes_no", "reasoning_of", "ChecklistJudge",
+           "K2VArgs", "K2VReward", "ChecklistReward", "ABLATIONS"]
+
+FORMAT_MAX = 0.75  # §3.3 "Format Reward"
+ABLATIONS = (None, "no_answer", "no_reasoning", "no_gate")
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
+_YES_NO = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
+
+
+def format_score(completion: str, maximum: float = FORMAT_MAX) -> float:
+    """R_format: ``maximum`` (0.75) when the completion follows the think / answer template."""
+    return maximum if text.format_violation(completion) is None else 0.0
+
+
+def answer_gated_reward(format_score: float, answer_correct: bool, pass_rate: float, alpha: float = 6.0,
+                        ablation: str | None = None) -> float:
+    """Eq. 8 and the §4.3 ablations (see the module docstring)."""
+    if ablation not in ABLATIONS:
+        raise ValueError(f"ablation must be one of {ABLATIONS}, got {ablation!r}")
+    correct = 1.0 if answer_correct else 0.0
+    if ablation == "no_answer":
+        return format_score + pass_rate
+    if ablation == "no_reasoning":
+        return format_score + alpha * correct
+    if ablation == "no_gate":
+        return format_score + alpha * correct + pass_rate
+    return format_score + alpha * correct + correct * pass_rate
+
+
+def parse_yes_no(answer: str) -> bool | None:
+    """True / False for an answer opening with yes / no (any case, after quotes or markup),
+    else None."""
+    m = _YES_NO.match(answer or "")
+    return None if m is None else m.group(1).lower() == "yes"
+
+
+def reasoning_of(completion: str) -> str:
+    """The reasoning process z: the ``<think>`` block, or the whole completion without one."""
+    m = _THINK.search(completion or "")
+    return (m.group(1) if m else completion or "").strip()
+
+
+class ChecklistJudge:
+    """Eq. 4-5 with one judge: the pass rate of each reasoning process against its checklist."""
+
+    def __init__(self, judge):
+        self.judge = judge
+        self.stats: Counter = Counter()
+        self.seconds = 0.0
+
+    def pass_rates(self, questions: Sequence[str], answers: Sequence[str], checklists: Sequence[Sequence[str]],
+                   reasonings: Sequence[str]) -> list[float | None]:
+        jobs = [(i, c) for i, cl in enumerate(checklists) for c in cl]
+        prompts = [P.K2V_JUDGE_PROMPT.format(question=questions[i], answer=answers[i], criterion=c,
+                                             reasoning=reasonings[i]) for i, c in jobs]
+        t0 = time.perf_counter()
+        replies = self.judge.judge(prompts) if prompts else []
+        self.seconds += time.perf_counter() - t0
+        self.stats["judge_calls"] += len(prompts)
+        yes, readable = Counter(), Counter()
+        for (i, _), reply in zip(jobs, replies):
+            verdict = parse_yes_no(reply)
+            if verdict is None:
+                self.stats["unreadable"] += 1
+                continue
+            readable[i] += 1
+            yes[i] += verdict
+        out: list[float | None] = []
+        for i, cl in enumerate(checklists):
+            if not cl:
+                self.stats["empty_checklists"] += 1
+                out.append(None)
+            else:
+                out.append(yes[i] / readable[i] if readable[i] else None)
+        return out
+
+
+class K2VArgs(Section):
+    """``k2v`` arguments: the answer reward alpha (§3.3: 6; Table 4 sweeps 2-10), the §4.3
+    ablation, and R_format's maximum (0.75)."""
+
+    alpha: float = Field(6.0, ge=0.0)
+    ablation: Literal["no_answer", "no_reasoning", "no_gate"] | None = None
+    format_max: float = Field(FORMAT_MAX, ge=0.0)
+
+
+class _Columns:
+    """Shared reading of the dataset columns K2V's rewards need."""
+
+    @staticmethod
+    def read(completions, golds, question, checklist, name: str):
+        missing = [c for c, v in (("golds", golds), ("question", question), ("checklist", checklist)) if v is None]
+        if missing:
+            raise KeyError(f"{name} needs the dataset columns {missing} (K2V rows: factlab.train.k2v.k2v_rows)")
+        texts = [completion_text(c) for c in completions]
+        answers = [text.extract_answer(t) for t in texts]
+        correct = [text.grade_answer(a, g) == text.GOOD for a, g in zip(answers, golds)]
+        return texts, correct
+
+
+class K2VReward:
+    """Eq. 8 as a TRL reward function (columns ``golds``, ``question``, ``checklist``). A
+    completion that needs p but whose judge answers were all unreadable gets None (NaN in TRL,
+    left out of the group), counted in ``k2v/failure_rate``."""
+
+    __name__ = "k2v"
+
+    def __init__(self, judge, args: K2VArgs | None = None):
+        self.args = args or K2VArgs()
+        self.checklist_judge = ChecklistJudge(judge)
+        self.judge = judge
+        self.stats: Counter = Counter()
+
+    def __call__(self, prompts=None, completions=(), golds=None, question=None, checklist=None, log_metric=None,
+                 **_: Any) -> list[float | None]:
+        texts, correct = _Columns.read(completions, golds, question, checklist, self.__name__)
+        a = self.args
+        needs_p = [a.ablation in ("no_answer", "no_gate") or (a.ablation is None and ok) for ok in correct]
+        idx = [i for i, n in enumerate(needs_p) if n]
+        self.stats["calls_saved"] += sum(len(checklist[i]) for i in range(len(texts)) if not needs_p[i])
+        rates = self.checklist_judge.pass_rates([question[i] for i in idx], [golds[i][0] for i in idx],
+                                                [checklist[i] for i in idx], [reasoning_of(texts[i]) for i in idx])
+        p: list[float | None] = [0.0] * len(texts)
+        for i, r in zip(idx, rates):
+            p[i] = r
+        out: list[float | None] = []
+        for t, ok, pr, need in zip(texts, correct, p, needs_p):
+            if need and pr is None:
+                out.append(None)
+                continue
+            out.append(answer_gated_reward(format_score(t, a.format_max), ok, pr or 0.0, a.alpha, a.ablation))
+        self.stats["responses"] += len(out)
+        self.stats["failures"] += sum(v is None for v in out)
+        if log_metric is not None and out:
+            log_metric("k2v/answer_accuracy", sum(correct) / len(correct))
+            scored = [x for x, n in zip(p, needs_p) if n and x is not None]
+            if scored:
+                log_metric("k2v/pass_rate", sum(scored) / len(scored))
+            log_metric("k2v/failure_rate", sum(v is None for v in out) / len(out))
+            log_metric("k2v/judge_unreadable", float(self.checklist_judge.stats["unreadable"]))
+        return out
+
+
+class ChecklistReward:
+    """The pass rate p alone (Eq. 5) as a reward; None when every judge answer was unreadable."""
+
+    __name__ = "k2v_checklist"
+
+    def __init__(self, judge):
+        self.checklist_judge = ChecklistJudge(judge)
+        self.judge = judge
+
+    def __call__(self, prompts=None, completions=(), golds=None, question=None, checklist=None, log_metric=None,
+                 **_: Any) -> list[float | None]:
+        texts, _ = _Columns.read(completions, golds, question, checklist, self.__name__)
+        rates = self.checklist_judge.pass_rates(list(question), [g[0] for g in golds], list(checklist),
+                                                [reasoning_of(t) for t in texts])
+        if log_metric is not None and rates:
+            log_metric("k2v_checklist/failure_rate", sum(r is None for r in rates) / len(rates))
+        return rates
+
+
+@register("k2v", args=K2VArgs, summary="answer-gated checklist reward, Eq. 8 (003 §3.3)")
+def _build_k2v(args: K2VArgs, resources) -> K2VReward:
+    return K2VReward(resources.judge(), args)
+
+
+@register("k2v_checklist", summary="checklist pass rate p, Eq. 4-5 (003 §3.2)")
+def _build_k2v_checklist(args, resources) -> ChecklistReward:
+    return ChecklistReward(resources.judge())
