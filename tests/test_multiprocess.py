@@ -37,7 +37,8 @@ def scored(rank: int, width: int, accelerator) -> tuple[SimpleNamespace, ScoredB
                         rewards_per_func=torch.tensor(REWARDS).unsqueeze(1),
                         output={"completion_ids": torch.zeros_like(mask), "completion_mask": mask,
                                 "advantages": torch.zeros(len(ids))},
-                        num_generations=G, reward_seconds=0.0)
+                        num_generations=G, reward_seconds=0.0,
+                        response_returns=torch.tensor(REWARDS)[rank * 4:(rank + 1) * 4])
     return trainer, batch
 
 
@@ -97,6 +98,7 @@ def test_two_gloo_processes_match_one(tmp_path):
     mask = torch.cat([rows[0].output["completion_mask"], rows[1].output["completion_mask"]])
     trainer, batch = scored(0, 7, single)
     batch.completion_ids, batch.completions, batch.rows = merged_ids, ["x"] * 8, [{}] * 8
+    batch.response_returns = torch.tensor(REWARDS)
     batch.output = {"completion_ids": torch.zeros_like(mask), "completion_mask": mask, "advantages": torch.zeros(8)}
     TokenLevelAdvantages(shaping).on_scored(trainer, batch)
     FactlabGRPOTrainer._log_advantages(trainer, batch)
