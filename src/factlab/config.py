@@ -84,6 +84,9 @@ class DynamicSamplingSection(Section):
     enabled: bool = False
     tol: float = Field(1e-6, ge=0.0)
     max_rounds: int = Field(3, ge=0)
+    # when max_rounds cannot fill the batch: raise DynamicSamplingError, or fill it with dropped
+    # (zero-advantage) groups and count them in dynamic/filled_groups
+    on_exhausted: Literal["raise", "fill"] = "raise"
 
 
 _DAPO_PRESET = {"loss_type": "dapo", "epsilon": 0.2, "epsilon_high": 0.28, "beta": 0.0}
@@ -114,7 +117,8 @@ class GRPOSection(Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     per_device_train_batch_size: int = Field(128, ge=1)  # completions per device: 8 prompts x G=16 (000 Table 6)
     gradient_accumulation_steps: int = Field(3, ge=1)
-    max_steps: int = Field(100, ge=1)
+    max_steps: int = 100  # -1: train num_train_epochs epochs
+    num_train_epochs: float = Field(1.0, gt=0.0)
     lr_scheduler_type: str = "cosine"
     warmup_ratio: float = Field(0.03, ge=0.0, lt=1.0)
     optim: str = "adamw_8bit"
@@ -145,6 +149,9 @@ class GRPOSection(Section):
 
     @model_validator(mode="after")
     def _groups_fill_the_batch(self) -> "GRPOSection":
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ParamError("max_steps", f"must be a positive number of steps, or -1 to train "
+                                          f"num_train_epochs epochs (got {self.max_steps})")
         completions = self.per_device_train_batch_size * self.gradient_accumulation_steps
         if completions % self.num_generations:
             raise ParamError("per_device_train_batch_size", (

@@ -153,15 +153,32 @@ class Judge(ABC):
         ``'{"SCORE": '``; a model that follows the format needs none.
         """
         prefix = prefix or ""
+        return self._cached(prompts, prefix, lambda todo: [prefix + t for t in self._generate(todo, prefix)])
+
+    def choose(self, prompts: Sequence[str], options: Sequence[str]) -> list[str]:
+        """A constrained choice per prompt (like vLLM's ``guided_choice``): backends that can
+        score next tokens (``transformers``) return the option whose first token is the most
+        likely answer start; the others generate a free answer, which the caller parses as it
+        would any answer (and counts when unreadable). Cached like ``judge``."""
+        options = tuple(options)
+        if not options:
+            raise ValueError("choose needs at least one option")
+        return self._cached(prompts, "<choice>" + "|".join(options), lambda todo: self._choose(todo, options))
+
+    def _choose(self, prompts: list[str], options: tuple[str, ...]) -> list[str]:
+        return self._generate(prompts)
+
+    def _cached(self, prompts: Sequence[str], key_prefix: str, answer) -> list[str]:
+        """Answers of ``answer(uncached unique prompts)``, through the cache and accounting."""
         prompts = [p if isinstance(p, str) else str(p) for p in prompts]
         self.stats["prompts"] += len(prompts)
         if not prompts:
             return []
         cache = self.cache
-        keys = [self.cache_key(p, prefix) for p in prompts] if cache is not None else []
+        keys = [self.cache_key(p, key_prefix) for p in prompts] if cache is not None else []
         found = cache.get_many(sorted(set(keys))) if cache is not None else {}
         todo = [i for i in range(len(prompts)) if cache is None or keys[i] not in found]
-        # identical prompts in one batch are generated once
+        # identical prompts in one batch are answered once
         unique: dict[str, int] = {}
         for i in todo:
             unique.setdefault(prompts[i], i)
@@ -169,14 +186,14 @@ class Judge(ABC):
         fresh: dict[str, str] = {}
         if unique:
             t0 = time.perf_counter()
-            texts = [prefix + t for t in self._generate(list(unique), prefix)]
+            texts = answer(list(unique))
             self.seconds += time.perf_counter() - t0
             self.stats["calls"] += len(unique)
             if len(texts) != len(unique):
                 raise JudgeError(f"{self!r} returned {len(texts)} answers for {len(unique)} prompts")
             fresh = dict(zip(unique, texts))
             if cache is not None:
-                cache.put_many({self.cache_key(p, prefix): t for p, t in fresh.items()})
+                cache.put_many({self.cache_key(p, key_prefix): t for p, t in fresh.items()})
         return [fresh[p] if p in fresh else found[keys[i]] for i, p in enumerate(prompts)]
 
     @abstractmethod
@@ -240,6 +257,40 @@ class TransformersJudge(Judge):
         self.stats["prompt_tokens"] += sum(len(tok(r, add_special_tokens=False)["input_ids"]) for r in rendered)
         self.stats["completion_tokens"] += sum(len(g[0].token_ids) for g in gens)
         return [g[0].text for g in gens]
+
+    def _choose(self, prompts: list[str], options: tuple[str, ...]) -> list[str]:
+        """Next-token scores after the rendered prompt: each option's score is the best logit
+        among the first tokens of its spellings (as written, capitalized, lower case, with a
+        leading space)."""
+        import torch
+
+        model, tok = self.load()
+        first_ids = []
+        for opt in options:
+            spellings = {opt, opt.capitalize(), opt.lower(), opt.upper()}
+            ids = {tok(v, add_special_tokens=False)["input_ids"][0] for s in spellings for v in (s, " " + s)
+                   if tok(v, add_special_tokens=False)["input_ids"]}
+            first_ids.append(sorted(ids))
+        rendered = [self.render(p) for p in prompts]
+        if tok.padding_side != "left":
+            tok.padding_side = "left"
+        out: list[str] = []
+        device = next(model.parameters()).device
+        was_training = model.training
+        model.eval()
+        try:
+            for i in range(0, len(rendered), self.batch_size):
+                batch = tok(rendered[i:i + self.batch_size], return_tensors="pt", padding=True,
+                            add_special_tokens=False).to(device)
+                with torch.inference_mode():
+                    logits = model(**batch).logits[:, -1, :].float()
+                self.stats["prompt_tokens"] += int(batch["attention_mask"].sum())
+                scores = torch.stack([logits[:, ids].max(dim=1).values for ids in first_ids], dim=1)
+                out += [options[j] for j in scores.argmax(dim=1).tolist()]
+        finally:
+            model.train(was_training)
+        self.stats["completion_tokens"] += len(out)
+        return out
 
 
 class VLLMJudge(Judge):

@@ -496,3 +496,14 @@ K2V_CRITERIA = {
 K2V_DOMAINS = {"agriculture": ("agriculture and biology", "agriculture and biology"),
                "medicine": ("medicine", "medicine"), "law": ("law", "law"),
                "general": ("geography and world knowledge", "geography and world knowledge")}
+
+# 003 §3.3 "Format Reward": the policy's output template is "consistent with that of
+# DeepSeek-R1"; this is the DeepSeek-R1-Zero template's instruction (Guo et al. 2025a, Table 1)
+# as a system prompt, with the fill-in-blank instruction of §3.1 (the answer fills "{ }").
+K2V_SYSTEM = (
+    "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. "
+    "The assistant first thinks about the reasoning process in the mind and then provides the user with the "
+    "answer. The reasoning process and answer are enclosed within <think> </think> and <answer> </answer> tags, "
+    "respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>. "
+    "The question is a fill-in-the-blank question: the answer is the entity that fills \"{ }\"."
+)

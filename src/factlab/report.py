@@ -210,3 +210,29 @@ def plot_reward_comparison(discrimination, costs, title: str = "Rewards on the s
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def plot_grouped_bars(rows: Sequence[Mapping], x: str, hue: str, y: str, title: str = "", ylabel: str | None = None):
+    """Grouped bars of ``y`` per ``x`` category, one bar per ``hue`` value (e.g. K2V's reward
+    per constructed response, one bar per ablation). Labels wrap; values printed on bars."""
+    import textwrap
+
+    import numpy as np
+
+    xs = list(dict.fromkeys(str(r[x]) for r in rows))
+    hues = list(dict.fromkeys(str(r[hue]) for r in rows))
+    value = {(str(r[x]), str(r[hue])): float(r[y]) for r in rows}
+    width = 0.8 / max(len(hues), 1)
+    fig, ax = plt.subplots(figsize=(2.0 + 1.6 * len(xs), 3.6))
+    pos = np.arange(len(xs))
+    for j, h in enumerate(hues):
+        vals = [value.get((c, h), np.nan) for c in xs]
+        bars = ax.bar(pos + (j - (len(hues) - 1) / 2) * width, vals, width, label=h)
+        ax.bar_label(bars, fmt="%.2f", fontsize=6)
+    ax.set_xticks(pos, ["\n".join(textwrap.wrap(c, 14)) for c in xs], fontsize=8)
+    ax.set_ylabel(ylabel or y)
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, title=hue, title_fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from .config import ConfigError, dump_config, load_config
 from .experiment import QuickstartConfig
 from .train.corver import CorVerConfig
+from .train.k2v import K2VConfig
 from .train.rar import RARConfig
 from .train.seva import SevaConfig
 
@@ -41,6 +42,7 @@ NOTEBOOK_CONFIGS: dict[str, type[BaseModel]] = {
     "01_corver": CorVerConfig,
     "02_binary_rar": RARConfig,
     "03_seva": SevaConfig,
+    "04_k2v": K2VConfig,
 }
 
 

@@ -41,7 +41,7 @@ from .registry import register
 log = logging.getLogger(__name__)
 
 __all__ = ["FORMAT_MAX", "format_score", "answer_gated_reward", "parse_yes_no", "reasoning_of", "ChecklistJudge",
-           "K2VArgs", "K2VReward", "ChecklistReward", "ABLATIONS"]
+           "ChecklistArgs", "K2VArgs", "K2VReward", "ChecklistReward", "ABLATIONS"]
 
 FORMAT_MAX = 0.75  # §3.3 "Format Reward"
 ABLATIONS = (None, "no_answer", "no_reasoning", "no_gate")
@@ -85,8 +85,10 @@ def reasoning_of(completion: str) -> str:
 class ChecklistJudge:
     """Eq. 4-5 with one judge: the pass rate of each reasoning process against its checklist."""
 
-    def __init__(self, judge):
-        self.judge = judge
+    def __init__(self, judge, verdict: str = "generate"):
+        if verdict not in ("generate", "choice"):
+            raise ValueError(f"verdict must be 'generate' or 'choice', got {verdict!r}")
+        self.judge, self.verdict = judge, verdict
         self.stats: Counter = Counter()
         self.seconds = 0.0
 
@@ -96,7 +98,12 @@ class ChecklistJudge:
         prompts = [P.K2V_JUDGE_PROMPT.format(question=questions[i], answer=answers[i], criterion=c,
                                              reasoning=reasonings[i]) for i, c in jobs]
         t0 = time.perf_counter()
-        replies = self.judge.judge(prompts) if prompts else []
+        if not prompts:
+            replies = []
+        elif self.verdict == "choice":  # constrained to yes / no (``Judge.choose``)
+            replies = self.judge.choose(prompts, ("yes", "no"))
+        else:
+            replies = self.judge.judge(prompts)
         self.seconds += time.perf_counter() - t0
         self.stats["judge_calls"] += len(prompts)
         yes, readable = Counter(), Counter()
@@ -117,9 +124,18 @@ class ChecklistJudge:
         return out
 
 
-class K2VArgs(Section):
+class ChecklistArgs(Section):
+    """``k2v_checklist`` arguments: how the judge gives its verdict. ``generate``: a free answer
+    read by ``parse_yes_no`` (the paper's judge); ``choice``: constrained to yes / no
+    (``Judge.choose``; ours, for judges too small to answer in the format, like the CPU
+    default's 135M model)."""
+
+    verdict: Literal["generate", "choice"] = "generate"
+
+
+class K2VArgs(ChecklistArgs):
     """``k2v`` arguments: the answer reward alpha (§3.3: 6; Table 4 sweeps 2-10), the §4.3
-    ablation, and R_format's maximum (0.75)."""
+    ablation, R_format's maximum (0.75) and the judge's verdict mode."""
 
     alpha: float = Field(6.0, ge=0.0)
     ablation: Literal["no_answer", "no_reasoning", "no_gate"] | None = None
@@ -149,7 +165,7 @@ class K2VReward:
 
     def __init__(self, judge, args: K2VArgs | None = None):
         self.args = args or K2VArgs()
-        self.checklist_judge = ChecklistJudge(judge)
+        self.checklist_judge = ChecklistJudge(judge, self.args.verdict)
         self.judge = judge
         self.stats: Counter = Counter()
 
@@ -188,8 +204,9 @@ class ChecklistReward:
 
     __name__ = "k2v_checklist"
 
-    def __init__(self, judge):
-        self.checklist_judge = ChecklistJudge(judge)
+    def __init__(self, judge, args: ChecklistArgs | None = None):
+        self.args = args or ChecklistArgs()
+        self.checklist_judge = ChecklistJudge(judge, self.args.verdict)
         self.judge = judge
 
     def __call__(self, prompts=None, completions=(), golds=None, question=None, checklist=None, log_metric=None,
@@ -207,6 +224,6 @@ def _build_k2v(args: K2VArgs, resources) -> K2VReward:
     return K2VReward(resources.judge(), args)
 
 
-@register("k2v_checklist", summary="checklist pass rate p, Eq. 4-5 (003 §3.2)")
-def _build_k2v_checklist(args, resources) -> ChecklistReward:
-    return ChecklistReward(resources.judge())
+@register("k2v_checklist", args=ChecklistArgs, summary="checklist pass rate p, Eq. 4-5 (003 §3.2)")
+def _build_k2v_checklist(args: ChecklistArgs, resources) -> ChecklistReward:
+    return ChecklistReward(resources.judge(), args)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Quintuple", "K2VQuestion", "SynthesisSection", "sample_quintuples", "make_question", "synthesize_questions",
            "ChecklistSection", "make_checklists", "validate_checklist", "template_checklist", "score_checklists",
-           "leakage", "BLANK", "CHECKLIST_QUALITY_PROMPT"]
+           "leakage", "BLANK", "CHECKLIST_QUALITY_PROMPT", "TemplateChecklistJudge"]
 
 BLANK = "{ }"
 
@@ -293,6 +294,55 @@ def template_checklist(graph: nx.DiGraph, question: K2VQuestion) -> list[str]:
             f"to identify the blank.",
             f"Names {question.answer} as the entity that fills the blank.",
             "Avoids unsupported claims and self-contradictions."]
+
+
+class TemplateChecklistJudge:
+    """Reference verdicts for ``template_checklist`` items by rule (ours): a judge-like object
+    (``judge`` / ``choose``) that reads the criterion and the reasoning out of a Table 15 prompt.
+    "States the fact: S": yes when 80% of S's words (blank excluded) appear in the reasoning;
+    "Connects both facts through X": yes when X appears and the reasoning has two sentences or
+    more; "Names A ...": yes when A appears; "Avoids unsupported claims ...": yes unless a
+    sentence repeats. Any other criterion is unreadable (it cannot be checked by rule). It lets
+    the CPU default show Eq. 8's ablations with verdicts a 135M judge cannot give."""
+
+    _PARTS = re.compile(r"criterion: (?P<criterion>.*?)\n\n\[Reasoning Process\]\nreasoning process: (?P<reasoning>.*)\Z",
+                        re.DOTALL)
+
+    def __init__(self):
+        self.stats: Counter = Counter()
+        self.seed = 0
+
+    @staticmethod
+    def _words(text: str) -> list[str]:
+        return [w for w in normalize_answer(text.replace(BLANK, " ")).split() if w]
+
+    def verdict(self, criterion: str, reasoning: str) -> str:
+        have = set(self._words(reasoning))
+        sentences = [normalize_answer(x) for x in re.split(r"(?<=[.!?])\s+", reasoning) if x.strip()]
+        if criterion.startswith("States the fact: "):
+            need = self._words(criterion[len("States the fact: "):])
+            return "yes" if need and sum(w in have for w in need) >= 0.8 * len(need) else "NO"
+        m = re.match(r"Connects both facts through (.*) to identify the blank\.", criterion)
+        if m:
+            ok = (m.group(1) == "the missing entity" or set(self._words(m.group(1))) <= have) and len(sentences) >= 2
+            return "yes" if ok else "NO"
+        m = re.match(r"Names (.*) as the entity that fills the blank\.", criterion)
+        if m:
+            return "yes" if f" {normalize_answer(m.group(1))} " in f" {' '.join(self._words(reasoning))} " else "NO"
+        if criterion.startswith("Avoids unsupported claims"):
+            return "yes" if sentences and len(set(sentences)) == len(sentences) else "NO"
+        return "cannot be checked by rule"
+
+    def judge(self, prompts: Sequence[str], prefix: str | None = None) -> list[str]:
+        out = []
+        for p in prompts:
+            m = self._PARTS.search(p)
+            out.append(self.verdict(m["criterion"].strip(), m["reasoning"].strip()) if m else "unreadable prompt")
+        self.stats["calls"] += len(prompts)
+        return out
+
+    def choose(self, prompts: Sequence[str], options: Sequence[str]) -> list[str]:
+        return self.judge(prompts)
 
 
 def make_checklists(questions: Sequence[K2VQuestion], graph: nx.DiGraph, cfg: ChecklistSection, writer=None

@@ -35,7 +35,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 import networkx as nx
 from pydantic import Field
@@ -54,7 +54,9 @@ __all__ = ["Entity", "Relation", "ParseResult", "KGSection", "KGBuildError", "pa
 
 COMPLETE = "<|COMPLETE|>"
 _DELIM = re.compile(r"<\s*\|+\s*>")  # <|>, <||>, < | >, <  |  >
-_RECORD = re.compile(r"\(\s*[\"'`]?\s*(entity|relationship|content_keywords)\s*[\"'`]?\s*<\|>", re.IGNORECASE)
+# any ("kind"<|> starts a record: unknown kinds are counted and skipped, not glued to the previous one
+_RECORD = re.compile(r"\(\s*[\"'`]?\s*([a-z_]+)\s*[\"'`]?\s*<\|>", re.IGNORECASE)
+_KINDS = ("entity", "relationship", "content_keywords")
 _FENCE = re.compile(r"```[a-zA-Z]*")
 _LIST_DELIM = re.compile(r"(?:##|\*{2,})")
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
@@ -118,6 +120,9 @@ def parse_records(text: str, chunk: str = "") -> ParseResult:
         out.dropped["no record found"] += 1
     for m, nxt in zip(starts, [*starts[1:], None]):
         kind = m.group(1).lower()
+        if kind not in _KINDS:
+            out.dropped[f"unknown record type {kind[:20]!r}"] += 1
+            continue
         body = text[m.end(): nxt.start() if nxt else len(text)]
         body = _LIST_DELIM.split(body)[0] if kind != "content_keywords" else _LIST_DELIM.sub(" ", body)
         body = body.strip()
@@ -311,7 +316,7 @@ class KGSection(Section):
     """Knowledge-graph construction (003 §3.1, App. B.1): ``source: gold`` samples the
     mini-world's own graph; ``extracted`` runs NER/RE over corpus chunks with ``extractor``."""
 
-    source: str = "extracted"  # extracted | gold
+    source: Literal["extracted", "gold"] = "extracted"
     corpus: str | None = None  # JSONL (id, title?, text); None = the mini-world corpus
     chunk_tokens: int = Field(256, ge=16)  # GraphGen's max_tokens chunking (Table 8: 256)
     max_chunks: int | None = Field(None, ge=1)  # extract from the first N chunks only
@@ -433,6 +438,21 @@ def gold_graph(world: Mapping[str, Any]) -> tuple[nx.DiGraph, list[tuple[str, st
             if b in names:
                 edge(normalize_name(c.name), "borders", normalize_name(b))
     return graph, triples
+
+
+def gold_mentions(gold: nx.DiGraph, text: str) -> set[str]:
+    """The gold node keys whose name or an alias appears in ``text`` (word-bounded, normalized):
+    what a chunk could show an extractor."""
+    def words(s: str) -> str:
+        return " ".join(re.findall(r"\w+", unicodedata.normalize("NFKC", s).casefold()))
+
+    hay = f" {words(text)} "
+    out = set()
+    for key, d in gold.nodes(data=True):
+        names = [d.get("name", key), *[a for a in (d.get("aliases") or "").split("; ") if a]]
+        if any(len(k) > 1 and f" {k} " in hay for k in (words(n) for n in names)):
+            out.add(key)
+    return out
 
 
 def extraction_accuracy(merged: MergedGraph, gold: nx.DiGraph, chunk_docs: Mapping[str, set[str]] | None = None

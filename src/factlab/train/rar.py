@@ -167,7 +167,8 @@ def max_steps_for(cfg: RARConfig, reward_names: Sequence[str]) -> int:
     """``grpo.max_steps``, capped by ``max_steps_by_reward`` for every reward of the run
     (App. C: VeriScore stopped at 1,000 steps)."""
     caps = [cfg.max_steps_by_reward[n] for n in reward_names if n in cfg.max_steps_by_reward]
-    return min([cfg.grpo.max_steps, *caps])
+    steps = [cfg.grpo.max_steps] if cfg.grpo.max_steps > 0 else []  # -1: epochs, capped only by caps
+    return min([*steps, *caps]) if steps or caps else -1
 
 
 def utility_fn(cfg: RARConfig, tokenizer, qa_items) -> Callable:

@@ -171,35 +171,47 @@ class FactlabGRPOTrainer(GRPOTrainer):
         need = len(batch.completions) // g
         device = batch.output["completion_ids"].device
 
-        def kept_rows(b: ScoredBatch) -> tuple[dict[str, Any], int]:
-            flags = keep_groups(b.response_returns.tolist(), g, cfg.tol)
-            rows = torch.tensor([i for k, keep in enumerate(flags) if keep for i in range(k * g, (k + 1) * g)],
-                                dtype=torch.long, device=device)
-            return select_rows(b.output, rows), sum(flags)
+        if len(batch.completions) % g:
+            raise DynamicSamplingError(f"dynamic sampling needs whole groups on every process: {len(batch.completions)} "
+                                       f"completions here is not a multiple of G = {g}")
 
-        parts, have = [], 0
-        part, kept = kept_rows(batch)
-        parts.append(part)
-        have, first = kept, kept
-        rounds = 0
+        def split(b: ScoredBatch) -> tuple[dict[str, Any], dict[str, Any], int]:
+            flags = keep_groups(b.response_returns.tolist(), g, cfg.tol)
+
+            def rows(keep: bool) -> torch.Tensor:
+                return torch.tensor([i for k, f in enumerate(flags) if f == keep for i in range(k * g, (k + 1) * g)],
+                                    dtype=torch.long, device=device)
+            return select_rows(b.output, rows(True)), select_rows(b.output, rows(False)), sum(flags)
+
+        part, flat, kept = split(batch)
+        parts, flats = [part], [flat]
+        have = first = kept
+        rounds = filled = 0
         while int(self.accelerator.gather(torch.tensor([max(need - have, 0)], device=device)).max()) > 0:
             if rounds >= cfg.max_rounds:
+                if cfg.on_exhausted == "fill":
+                    filled = max(need - have, 0)
+                    parts += flats  # zero-advantage groups: they fill the batch and teach nothing
+                    break
                 raise DynamicSamplingError(
                     f"dynamic sampling: {have} of {need} groups have reward variance after {rounds} extra generation "
                     f"rounds (grpo.dynamic_sampling.max_rounds = {cfg.max_rounds}); every other group's rewards agree "
-                    f"within tol = {cfg.tol}. Raise max_rounds, or use prompts the policy sometimes gets right.")
+                    f"within tol = {cfg.tol}. Raise max_rounds, set on_exhausted: fill, or use prompts the policy "
+                    f"sometimes gets right.")
             rounds += 1
             extra = self._score(self._extra_inputs(need, g))
-            part, kept = kept_rows(extra)
+            part, flat, kept = split(extra)
             parts.append(part)
+            flats.append(flat)
             have += kept
         out = concat_outputs(parts)
         out = {k: (v[:need * g] if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
         out["num_items_in_batch"] = self.accelerator.gather(out["completion_mask"].sum()).sum()
         metrics = self._metrics[batch.mode]
-        metrics["dynamic/kept_groups"].append(self.gathered_mean(first, need))
+        metrics["dynamic/kept_groups"].append(self.gathered_mean(first, 1))
         metrics["dynamic/dropped_groups"].append(self.gathered_mean(need - first, 1))
         metrics["dynamic/rounds"].append(float(rounds))
+        metrics["dynamic/filled_groups"].append(self.gathered_mean(filled, 1))
         return out
 
     def gathered_mean(self, total: float, count: float) -> float:

@@ -1,0 +1,308 @@
+"""K2V end to end (003_5e9813e66e6ba19a.txt): knowledge graph -> fill-in-blank questions ->
+checklists -> the answer-gated reward -> DAPO, for ``notebooks/04_k2v.ipynb``.
+
+The pieces live where they belong (``synth.kg``: the graph; ``synth.k2v``: quintuples,
+questions, checklists, leakage; ``rewards.k2v``: Eq. 4-5 and 8; ``rewards.length``: the
+overlong penalty; ``train.dapo``: dynamic sampling; ``eval.mcq``: avg@k); this module wires
+them from a ``K2VConfig``:
+
+- ``knowledge_graph``: the graph the questions are sampled from (``kg.source: gold`` is the
+  mini-world's own graph, ``extracted`` an LLM's NER/RE over the corpus), saved as GraphML, with
+  Appendix G's quality numbers; ``extraction_check`` scores an extractor against the
+  mini-world's gold graph on a few chunks (Table 12's question, a measured number for any
+  extractor).
+- ``synthesize``: questions and checklists with their rejection counts and cost (Table 6
+  analogue), cached as JSONL in the run folder so a re-run reuses them.
+- ``reward_ablation``: every §4.3 ablation on constructed responses (Figure 3's argument).
+- ``answer_accuracy``: the policy's accuracy on held-out K2V questions (the in-domain number).
+- ``train_run``: DAPO (``grpo.preset: dapo``) with ``cfg.rewards``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import networkx as nx
+from pydantic import Field, model_validator
+
+from .. import prompts as P
+from .. import text
+from ..config import ParamError, Section
+from ..corpus.retrieval import chunk_documents
+from ..data.types import read_jsonl, write_jsonl
+from ..eval.mcq import MCQSection
+from ..experiment import TrainingConfig
+from ..judges import make_judge
+from ..models import chat_prompt, generate
+from ..rewards import Resources, RewardSpec, build_rewards
+from ..rewards.k2v import ABLATIONS, ChecklistJudge, answer_gated_reward, format_score, reasoning_of
+from ..rewards.length import OverlongArgs, OverlongPenalty
+from ..synth import kg as kgmod
+from ..synth.k2v import (ChecklistSection, K2VQuestion, SynthesisSection, TemplateChecklistJudge, leakage,
+                         make_checklists, score_checklists, synthesize_questions)
+from .grpo import TrainResult, run
+
+log = logging.getLogger(__name__)
+
+__all__ = ["K2VConfig", "ExtractionCheckSection", "knowledge_graph", "extraction_check", "synthesize",
+           "split_questions", "k2v_rows", "constructed_responses", "reward_ablation", "answer_accuracy",
+           "train_run", "synthesis_cost", "leakage", "TemplateChecklistJudge"]
+
+
+class ExtractionCheckSection(Section):
+    """The extractor scored against the mini-world's gold graph on ``chunks`` corpus chunks
+    (0: skipped). Uses ``kg.extractor`` and ``kg.chunk_tokens``."""
+
+    chunks: int = Field(4, ge=0)
+    seed: int = 0
+
+
+class K2VConfig(TrainingConfig):
+    """``notebooks/04_k2v.ipynb``: K2V end to end (003_5e9813e66e6ba19a.txt)."""
+
+    rewards: list[RewardSpec] = [RewardSpec(name="k2v"), RewardSpec(name="overlong")]
+    kg: kgmod.KGSection = kgmod.KGSection()
+    extraction_check: ExtractionCheckSection = ExtractionCheckSection()
+    synthesis: SynthesisSection = SynthesisSection()
+    checklist: ChecklistSection = ChecklistSection()
+    heldout_fraction: float = Field(0.25, gt=0.0, lt=1.0)  # synthesized questions kept for evaluation
+    system_prompt: str = P.K2V_SYSTEM
+    ablations: list[str | None] = list(ABLATIONS)  # the constructed-response table's rows
+    ablation_questions: int = Field(4, ge=1)  # held-out questions in that table (4 responses each)
+    mcq: MCQSection = MCQSection()
+    leakage_ns: list[int] = [22, 26, 30]  # Appendix E, Table 10
+
+    @model_validator(mode="after")
+    def _overlong_within_completion(self) -> "K2VConfig":
+        for i, spec in enumerate(self.rewards):
+            if spec.name == "overlong":
+                args = OverlongArgs.model_validate(spec.args or {})
+                if args.max_len > self.grpo.max_completion_length:
+                    raise ParamError(f"rewards.{i}.args.max_len",
+                                     f"{args.max_len} is above grpo.max_completion_length = "
+                                     f"{self.grpo.max_completion_length}: completions stop before the penalty "
+                                     f"ends, so it would never reach its full value (DAPO sets them equal)")
+        for a in self.ablations:
+            if a not in ABLATIONS:
+                raise ParamError("ablations", f"unknown ablation {a!r}; known: {list(ABLATIONS)}")
+        return self
+
+
+# ---------------------------------------------------------------- the knowledge graph
+
+
+def _corpus_chunks(cfg: K2VConfig, resources: Resources, n: int | None, seed: int = 0) -> list[dict[str, str]]:
+    corpus = cfg.kg.corpus or resources.world()["corpus"]
+    docs = list(read_jsonl(corpus))
+    if not docs:
+        raise ValueError(f"kg.corpus: {corpus} has no documents")
+    chunks = chunk_documents(docs, resources.policy_tokenizer(), cfg.kg.chunk_tokens)
+    if n is not None and n < len(chunks):
+        chunks = random.Random(seed).sample(chunks, n)
+    return [{"id": c.id, "text": c.text} for c in chunks]
+
+
+def knowledge_graph(cfg: K2VConfig, resources: Resources, run_dir: str | Path) -> tuple[nx.DiGraph, dict[str, Any]]:
+    """The graph questions are sampled from, saved to ``run_dir/kg.graphml``; returns it and a
+    report (source, size, Appendix G quality, extraction cost when extracted)."""
+    t0 = time.perf_counter()
+    report: dict[str, Any] = {"source": cfg.kg.source}
+    if cfg.kg.source == "gold":
+        graph, triples = kgmod.gold_graph(resources.world())
+        report["gold_triples"] = len(triples)
+    else:
+        judge = make_judge(cfg.kg.extractor)
+        ex = kgmod.extract(judge, _corpus_chunks(cfg, resources, cfg.kg.max_chunks), cfg.kg.gleaning)
+        merged, graph = kgmod.build_graph(ex, cfg.kg)
+        report.update(kgmod.quality(merged, graph), chunks=len(ex.results), calls=ex.calls,
+                      parse_failure_rate=ex.parse_failure_rate, dropped=dict(ex.dropped()),
+                      prompt_tokens=ex.prompt_tokens, completion_tokens=ex.completion_tokens)
+    report.update(entities=graph.number_of_nodes(), relations=graph.number_of_edges(),
+                  seconds=time.perf_counter() - t0)
+    if cfg.kg.source == "gold":
+        n = graph.number_of_nodes()
+        lcc = max((len(c) for c in nx.weakly_connected_components(graph)), default=0)
+        report.update(noise_ratio=sum(1 for v in graph.nodes if graph.degree(v) == 0) / n if n else float("nan"),
+                      lcc_ratio=lcc / n if n else float("nan"))
+    kgmod.save_graphml(graph, Path(run_dir) / "kg.graphml")
+    return graph, report
+
+
+def extraction_check(cfg: K2VConfig, resources: Resources) -> dict[str, Any] | None:
+    """Table 12 for ``kg.extractor``: NER/RE on ``extraction_check.chunks`` mini-world chunks,
+    scored against the gold graph restricted to the entities those chunks name; None when
+    ``chunks`` is 0."""
+    n = cfg.extraction_check.chunks
+    if n == 0:
+        return None
+    gold, _ = kgmod.gold_graph(resources.world())
+    chunks = _corpus_chunks(cfg, resources, n, cfg.extraction_check.seed)
+    ex = kgmod.extract(make_judge(cfg.kg.extractor), chunks, cfg.kg.gleaning)
+    covered = {c["id"]: kgmod.gold_mentions(gold, c["text"]) for c in chunks}
+    return {"extractor": cfg.kg.extractor.model, "chunks": len(chunks), "parse_failure_rate": ex.parse_failure_rate,
+            "records": sum(r.n_records for r in ex.results), "dropped": dict(ex.dropped()),
+            "entities": len(ex.merged.nodes), "relations": len(ex.merged.edges),
+            **kgmod.extraction_accuracy(ex.merged, gold, covered), "calls": ex.calls, "seconds": ex.seconds,
+            "prompt_tokens": ex.prompt_tokens, "completion_tokens": ex.completion_tokens}
+
+
+# ---------------------------------------------------------------- questions and checklists
+
+
+def synthesize(cfg: K2VConfig, graph: nx.DiGraph, resources: Resources, run_dir: str | Path
+               ) -> tuple[list[K2VQuestion], dict[str, Any]]:
+    """Questions (§3.1) with checklists (§3.2), cached in ``run_dir/questions.jsonl`` with their
+    report (``synthesis.json``): a re-run of the notebook reuses both."""
+    out = Path(run_dir)
+    cached, report_file = out / "questions.jsonl", out / "synthesis.json"
+    if cached.exists() and report_file.exists():
+        return [K2VQuestion(**d) for d in read_jsonl(cached)], json.loads(report_file.read_text())
+    generator = (make_judge(cfg.synthesis.generator)
+                 if "llm" in (cfg.synthesis.rephraser, cfg.checklist.writer) or cfg.checklist.quality_pass else None)
+    questions, q_report = synthesize_questions(graph, cfg.synthesis, generator)
+    if not questions:
+        raise ValueError(f"synthesis kept no question of {q_report['sampled']} sampled: {q_report['rejected']}")
+    questions, c_report = make_checklists(questions, graph, cfg.checklist, generator)
+    if not questions:
+        raise ValueError(f"no question has a valid checklist: {c_report['rejections']}")
+    report = {"questions": q_report, "checklists": c_report,
+              "quality": score_checklists(questions, generator) if cfg.checklist.quality_pass else None}
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(cached, [q.to_dict() for q in questions])
+    report_file.write_text(json.dumps(report, indent=1, default=str))
+    return questions, report
+
+
+def split_questions(questions: Sequence[K2VQuestion], heldout_fraction: float, seed: int = 0
+                    ) -> tuple[list[K2VQuestion], list[K2VQuestion]]:
+    """A seeded (train, held-out) split; both non-empty when there are two questions or more."""
+    order = list(questions)
+    random.Random(seed).shuffle(order)
+    n_held = min(max(1, round(len(order) * heldout_fraction)), len(order) - 1) if len(order) > 1 else 0
+    return order[n_held:], order[:n_held]
+
+
+def k2v_rows(questions: Sequence[K2VQuestion], system: str = P.K2V_SYSTEM) -> list[dict[str, Any]]:
+    """GRPO rows: the chat prompt and the columns the K2V rewards read (``golds``,
+    ``question``, ``checklist``)."""
+    return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": q.question}],
+             "golds": list(q.golds), "question": q.question, "checklist": list(q.checklist), "id": q.id}
+            for q in questions]
+
+
+def synthesis_cost(kg_report: dict[str, Any], synth_report: dict[str, Any],
+                   extraction: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Table 6 analogue: calls, tokens and seconds per synthesis stage."""
+    rows = [{"stage": f"knowledge graph ({kg_report['source']})", "calls": kg_report.get("calls", 0),
+             "prompt_tokens": kg_report.get("prompt_tokens", 0),
+             "completion_tokens": kg_report.get("completion_tokens", 0), "seconds": kg_report["seconds"]}]
+    if extraction is not None:
+        rows.append({"stage": "extraction check (NER/RE vs gold)", "calls": extraction["calls"],
+                     "prompt_tokens": extraction["prompt_tokens"], "completion_tokens": extraction["completion_tokens"],
+                     "seconds": extraction["seconds"]})
+    q, c = synth_report["questions"], synth_report["checklists"]
+    rows.append({"stage": f"questions ({q['sampled']} quintuples, {q['kept']} kept)", "calls": q["generator_calls"],
+                 "seconds": q["seconds"]})
+    rows.append({"stage": f"checklists ({c['with_checklist']} of {c['questions']})", "calls": c["writer_calls"],
+                 "seconds": c["seconds"]})
+    return rows
+
+
+# ---------------------------------------------------------------- the reward on constructed responses
+
+
+def constructed_responses(question: K2VQuestion, wrong: str, pad_tokens: int = 0) -> dict[str, str]:
+    """Four responses to one question (Figure 3's cases): the right answer with reasoning that
+    states the checklist's facts; the right answer with empty reasoning; a wrong answer after
+    the same good reasoning; and the right answer after reasoning padded with repeats of
+    itself to about ``pad_tokens`` words (0: twice the good reasoning)."""
+    facts = [c.split(": ", 1)[1] if c.startswith("States the fact: ") else c for c in question.checklist]
+    good = " ".join(facts[:2]) + f" So the blank is filled by {question.answer}."
+    poor = "I am not sure, but I will guess the answer directly here."
+    pad_words = max(pad_tokens, 2 * len(good.split()))
+    padded = " ".join((good + " ") * (pad_words // max(len(good.split()), 1) + 1)).split()[:pad_words]
+    return {"correct + good reasoning": f"<think>{good}</think><answer>{question.answer}</answer>",
+            "correct + poor reasoning": f"<think>{poor}</think><answer>{question.answer}</answer>",
+            "wrong + good reasoning": f"<think>{good.replace(question.answer, wrong)}</think><answer>{wrong}</answer>",
+            "padded + correct": f"<think>{' '.join(padded)}</think><answer>{question.answer}</answer>"}
+
+
+def reward_ablation(questions: Sequence[K2VQuestion], judge, *, alpha: float, ablations: Sequence[str | None],
+                    verdict: str = "generate", overlong: OverlongArgs | None = None, tokenizer=None,
+                    seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Eq. 8 and each §4.3 ablation on the constructed responses of every question (one judge
+    pass for all of them); returns one row per (response kind, ablation) with the mean reward,
+    and statistics: the judge's, the mean pass rate p, the mean length (tokens) and, when
+    ``overlong`` is given, the mean overlong penalty per response kind (reported apart, so the
+    table shows what Eq. 8 itself rewards). The wrong answer is another question's answer."""
+    rng = random.Random(seed)
+    cases = []
+    answers = [q.answer for q in questions]
+    for q in questions:
+        others = [a for a in answers if text.normalize_answer(a) != text.normalize_answer(q.answer)] or ["Atlantis"]
+        pad = overlong.max_len if overlong is not None else 0
+        for kind, resp in constructed_responses(q, rng.choice(others), pad).items():
+            cases.append((q, kind, resp))
+    cj = ChecklistJudge(judge, verdict)
+    rates = cj.pass_rates([q.question for q, _, _ in cases], [q.answer for q, _, _ in cases],
+                          [q.checklist for q, _, _ in cases], [reasoning_of(r) for _, _, r in cases])
+    lengths = ([len(tokenizer(r, add_special_tokens=False)["input_ids"]) for _, _, r in cases]
+               if tokenizer is not None else [0] * len(cases))
+    penalty = [0.0] * len(cases)
+    if overlong is not None:
+        penalty = OverlongPenalty(overlong)(completion_ids=[[0] * n for n in lengths])
+    table: dict[tuple[str, str], list[float]] = {}
+    for (q, kind, resp), p in zip(cases, rates):
+        ok = text.grade_answer(text.extract_answer(resp), q.golds) == text.GOOD
+        for ab in ablations:
+            if p is None and (ab in ("no_answer", "no_gate") or (ab is None and ok)):
+                continue  # unreadable judge answers: left out and counted in the stats
+            r = answer_gated_reward(format_score(resp), ok, p or 0.0, alpha, ab)
+            table.setdefault((kind, ab or "K2V (Eq. 8)"), []).append(r)
+    rows = [{"response": kind, "reward": ab, "mean": sum(v) / len(v), "n": len(v)} for (kind, ab), v in table.items()]
+    kinds = list(dict.fromkeys(kind for _, kind, _ in cases))
+    stats = {**cj.stats, "seconds": cj.seconds,
+             "overlong_penalty": {k: _mean([x for (_, kk, _), x in zip(cases, penalty) if kk == k]) for k in kinds},
+             "mean_pass_rate": {k: _mean([p for (_, kk, _), p in zip(cases, rates) if kk == k and p is not None])
+                                for k in dict.fromkeys(kind for _, kind, _ in cases)},
+             "mean_tokens": {k: _mean([n for (_, kk, _), n in zip(cases, lengths) if kk == k])
+                             for k in dict.fromkeys(kind for _, kind, _ in cases)}}
+    return rows, stats
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+# ---------------------------------------------------------------- evaluation and training
+
+
+def answer_accuracy(model, tokenizer, questions: Sequence[K2VQuestion], cfg: K2VConfig) -> dict[str, Any]:
+    """Greedy answers to held-out K2V questions: accuracy of the ``<answer>`` (strict §3.3
+    template), the format rate, and the lenient accuracy (any final text)."""
+    prompts = [chat_prompt(tokenizer, q.question, system=cfg.system_prompt) for q in questions]
+    g = cfg.eval_generation
+    outs = generate(model, tokenizer, prompts, max_new_tokens=g.max_new_tokens, batch_size=g.batch_size,
+                    desc="k2v eval")
+    texts = [o[0].text for o in outs]
+    strict = [text.grade_answer(text.extract_answer(t), q.golds) == text.GOOD for t, q in zip(texts, questions)]
+    lenient = [text.grade_answer(text.lenient_answer(t)[0], q.golds) == text.GOOD for t, q in zip(texts, questions)]
+    n = len(questions)
+    return {"n": n, "accuracy": sum(strict) / n if n else float("nan"),
+            "lenient_accuracy": sum(lenient) / n if n else float("nan"),
+            "format_rate": sum(format_score(t) > 0 for t in texts) / n if n else float("nan"),
+            "responses": texts}
+
+
+def train_run(cfg: K2VConfig, questions: Sequence[K2VQuestion], resources: Resources, out_dir: str | Path
+              ) -> TrainResult:
+    """DAPO (or GRPO, per ``grpo.preset``) on the synthesized questions with ``cfg.rewards``
+    into ``out_dir/<rewards>``; resumable like every run."""
+    rewards = build_rewards(cfg.rewards, resources)
+    name = "+".join(rewards.names)
+    return run(cfg, k2v_rows(questions, cfg.system_prompt), rewards, Path(out_dir) / name, name=f"k2v-{name}")
