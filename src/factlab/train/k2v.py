@@ -207,8 +207,10 @@ def synthesis_cost(kg_report: dict[str, Any], synth_report: dict[str, Any],
                      "seconds": extraction["seconds"]})
     q, c = synth_report["questions"], synth_report["checklists"]
     rows.append({"stage": f"questions ({q['sampled']} quintuples, {q['kept']} kept)", "calls": q["generator_calls"],
+                 "prompt_tokens": q.get("prompt_tokens", 0), "completion_tokens": q.get("completion_tokens", 0),
                  "seconds": q["seconds"]})
     rows.append({"stage": f"checklists ({c['with_checklist']} of {c['questions']})", "calls": c["writer_calls"],
+                 "prompt_tokens": c.get("prompt_tokens", 0), "completion_tokens": c.get("completion_tokens", 0),
                  "seconds": c["seconds"]})
     return rows
 
