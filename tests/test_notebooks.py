@@ -193,3 +193,34 @@ mcq: {{questions: 4, k: 1}}
     for fig in ("reward_ablation", "training_curves"):
         assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
     assert (res.run_dir / "kg.graphml").exists() and (res.run_dir / "questions.jsonl").exists()
+
+
+def test_compare_notebook_end_to_end(tmp_path):
+    """06_compare on a smaller smoke: two reward families (one with an LLM judge) under one
+    budget, the base model evaluated once, costs per step, the comparison rebuilt from the run
+    folders, and a re-run that trains nothing."""
+    params = tmp_path / "compare_tiny.yaml"
+    params.write_text(f"""base: {ROOT / 'params/06_compare_smoke.yaml'}
+train_data: {{limit: 4}}
+eval: [{{name: miniworld, split: heldout, limit: 4}}]
+eval_generation: {{max_new_tokens: 12}}
+judge: {{cache: false}}
+runs:
+  - {{name: qa_judge+format, rewards: [{{name: qa_judge}}, {{name: format}}]}}
+  - {{name: K2V, rewards: [{{name: k2v, args: {{verdict: choice}}}}]}}
+grpo: {{max_steps: 1, max_completion_length: 12, save_steps: 1}}
+""")
+    res = runner.run_notebook("06_compare", params=params, out=tmp_path / "runs", progress=False)
+    assert res.ok, res.error
+    m = res.metrics["compare"]
+    assert m["metric"] == "miniworld/heldout/accuracy"
+    runs = {r["run"]: r for r in m["runs"]}
+    assert set(runs) == {"base", "qa_judge+format", "K2V"}
+    assert runs["qa_judge+format"]["steps"] == 1 and runs["qa_judge+format"]["judge_calls_per_step"] == 0
+    assert runs["K2V"]["reward_seconds_per_step"] > 0
+    assert all(0 <= r["miniworld/heldout/accuracy"] <= 1 for r in runs.values())
+    assert {s["run"] for s in m["summary"]} == {"qa_judge+format", "K2V"}
+    assert (res.run_dir / "figures" / "pareto.png").exists()
+    from factlab.train.compare import collect
+
+    assert len(collect(res.run_dir / "runs")) == 3

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, load_config
 from .experiment import QuickstartConfig
+from .train.compare import CompareConfig
 from .train.corver import CorVerConfig
 from .train.k2v import K2VConfig
 from .train.rar import RARConfig
@@ -43,6 +44,7 @@ NOTEBOOK_CONFIGS: dict[str, type[BaseModel]] = {
     "02_binary_rar": RARConfig,
     "03_seva": SevaConfig,
     "04_k2v": K2VConfig,
+    "06_compare": CompareConfig,
 }
 
 

@@ -1,0 +1,235 @@
+"""Reward families side by side under one budget (``notebooks/06_compare.ipynb``).
+
+No paper compares these rewards on one policy, one prompt set and one budget; factlab can,
+because every reward is a registry name (``factlab.rewards``). ``CompareConfig.runs`` names the
+runs (a reward list each; defaults: the quickstart judge + format, CorVer, Binary RAR, K2V and
+KLCF where registered), ``seeds`` repeats each. Every run trains from the same start with the
+same ``grpo`` budget (steps, G, tokens) and is evaluated by the same suites (short-form
+accuracy / NA / hallucination rate, the abstention breakdown). Each run folder gets a
+``compare.json`` (rewards, seed, steps, reward cost per step, evaluation), so ``collect``
+rebuilds the comparison from earlier runs without retraining.
+
+The prompt set is the mini-world's short-form questions, with every column any registered
+reward reads: ``golds`` (``qa_judge``, ``corver``, ``k2v``), ``prompt_id`` and ``reference``
+(``binary_rar``: a per-prompt pre-cached datastore, 001 §3.2), ``question`` and ``checklist``
+(``k2v``: a question-specific checklist from the item's fact, §3.2). SEVA trains a verifier, not
+a policy, so it has no run here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+from pydantic import Field, field_validator
+
+from ..config import Section
+from ..data import TrainDataConfig, load_eval_set
+from ..data.longform import LongformPrompt
+from ..data.types import QAItem
+from ..eval.suites import evaluate
+from ..experiment import TrainingConfig
+from ..models import load_model, release_memory
+from ..prompts import CORVER_TRAIN_SYSTEM
+from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
+from .grpo import TrainResult, run
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CompareRun", "CompareConfig", "compare_rows", "train_and_evaluate", "collect", "summarize",
+           "plot_pareto", "BASE"]
+
+BASE = "base"  # the untrained start, evaluated once
+
+
+class CompareRun(Section):
+    """One compared run: a name and its reward list (any registered rewards)."""
+
+    name: str
+    rewards: list[RewardSpec]
+
+
+def _default_runs() -> list[CompareRun]:
+    return [CompareRun(name="qa_judge+format", rewards=[RewardSpec(name="qa_judge"), RewardSpec(name="format")]),
+            CompareRun(name="CorVer", rewards=[RewardSpec(name="qa_judge"), RewardSpec(name="format"),
+                                               RewardSpec(name="corver")]),
+            CompareRun(name="Binary RAR", rewards=[RewardSpec(name="binary_rar")]),
+            CompareRun(name="K2V", rewards=[RewardSpec(name="k2v")])]
+
+
+class CompareConfig(TrainingConfig):
+    """``notebooks/06_compare.ipynb``: every reward family under one budget."""
+
+    runs: list[CompareRun] = Field(default_factory=_default_runs)
+    seeds: list[int] = [0]
+    train_data: TrainDataConfig = TrainDataConfig(limit=64)
+    system_prompt: str = CORVER_TRAIN_SYSTEM
+
+    @field_validator("runs")
+    @classmethod
+    def _unique_registered(cls, runs: list[CompareRun]) -> list[CompareRun]:
+        names = [r.name for r in runs]
+        dup = sorted({n for n in names if names.count(n) > 1} | ({BASE} & set(names)))
+        if dup:
+            raise ValueError(f"run names must be unique and not '{BASE}': {dup}")
+        for r in runs:
+            for s in r.rewards:
+                REWARDS.get(s.name)
+        return runs
+
+    @field_validator("seeds")
+    @classmethod
+    def _some_seeds(cls, seeds: list[int]) -> list[int]:
+        if not seeds or len(set(seeds)) < len(seeds):
+            raise ValueError(f"seeds must be a non-empty list of distinct integers, got {seeds}")
+        return seeds
+
+
+def _checklist(item: QAItem) -> list[str]:
+    """A question-specific checklist for a short-form item (K2V §3.2's criteria, instantiated)."""
+    return [f"Identifies {item.golds[0]} as the answer to the question: {item.question}",
+            "Supports the answer with a relevant, correct fact.",
+            "Avoids unsupported claims and self-contradictions."]
+
+
+def compare_rows(items: Sequence[QAItem], system: str) -> list[dict[str, Any]]:
+    """GRPO rows carrying every column the registered rewards read (module docstring)."""
+    return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": it.question}],
+             "golds": list(it.golds), "id": it.id, "prompt_id": it.id, "question": it.question,
+             "reference": f"The answer is {it.golds[0]}.", "checklist": _checklist(it)} for it in items]
+
+
+def _longform_prompts(items: Sequence[QAItem]) -> list[LongformPrompt]:
+    return [LongformPrompt(id=it.id, prompt=it.question, reference=f"The answer is {it.golds[0]}.") for it in items]
+
+
+def _judge_totals(resources: Resources) -> dict[str, float]:
+    built = [v for k, v in resources._built.items() if isinstance(k, tuple) and k[0] == "judge"]
+    return {k: float(sum(j.stats.get(k, 0) for j in built)) for k in ("calls", "prompt_tokens", "completion_tokens")}
+
+
+def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets) -> dict[str, Any]:
+    """The same suites and the same prompt for every model, the base included (CorVer's
+    anti-loop line for adapters, 000 §A.3, is left out so the prompt is not a difference)."""
+    model, tok = load_model(cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
+                            adapter=model_dir or cfg.model.adapter)
+    short = evaluate("shortform", model, tok, eval_sets, cfg.eval_generation, trained=False, progress=False)
+    abst = evaluate("abstention", model, tok, eval_sets, cfg.eval_generation, progress=False)
+    del model
+    release_memory()
+    keep = ("accuracy", "strict_accuracy", "na_rate", "format_rate")
+    out: dict[str, Any] = {}
+    for label, m in short.metrics.items():
+        out.update({f"{label}/{k}": m[k] for k in keep if k in m})
+    for key, m in abst.metrics.items():
+        out.update({f"{key}/{k}": m[k] for k in ("hallucination_rate", "abstained", "correct") if k in m})
+    return out
+
+
+def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence[QAItem], eval_sets,
+                       out_dir: str | Path) -> list[dict[str, Any]]:
+    """Every (run, seed) and the base model: train (resumable, skipped when finished), evaluate,
+    and write ``compare.json`` into its folder; returns the records."""
+    out = Path(out_dir)
+    records = []
+    base_file = out / BASE / "compare.json"
+    if not base_file.exists():
+        base_file.parent.mkdir(parents=True, exist_ok=True)
+        base_file.write_text(json.dumps({"run": BASE, "seed": None, "rewards": [], "steps": 0,
+                                         "eval": _evaluate(cfg, None, eval_sets)}, indent=1))
+    records.append(json.loads(base_file.read_text()))
+    rows = compare_rows(items, cfg.system_prompt)
+    if any(s.name in ("binary_rar", "rating_rar", "veriscore") for r in cfg.runs for s in r.rewards):
+        kept = {p.id for p in resources.precache(_longform_prompts(items))}
+        rows = [r for r in rows if r["prompt_id"] in kept]
+    for spec in cfg.runs:
+        for seed in cfg.seeds:
+            folder = out / spec.name.replace("/", "_").replace(" ", "_") / f"seed{seed}"
+            done = folder / "compare.json"
+            if done.exists():
+                records.append(json.loads(done.read_text()))
+                continue
+            rewards = build_rewards(spec.rewards, resources)
+            before = _judge_totals(resources)
+            t0 = time.perf_counter()
+            grpo = cfg.grpo.model_copy(update={"seed": seed})
+            result: TrainResult = run(cfg, rows, rewards, folder / "train", name=f"compare-{spec.name}", grpo=grpo)
+            seconds = time.perf_counter() - t0
+            after = _judge_totals(resources)
+            frame = result.steps_frame()
+            steps = max(result.steps, 1)
+            rec = {"run": spec.name, "seed": seed, "rewards": [s.model_dump() for s in spec.rewards],
+                   "steps": result.steps, "train_seconds": seconds,
+                   # reward functions plus token shaping (CorVer's sentence rewards are a shaping hook)
+                   "reward_seconds_per_step": float(sum(frame[c].fillna(0.0).mean() for c in
+                                                        ("timing/reward_funcs_s", "timing/token_shaping_s")
+                                                        if c in frame)),
+                   "judge_calls_per_step": (after["calls"] - before["calls"]) / steps,
+                   "judge_tokens_per_step": (after["prompt_tokens"] + after["completion_tokens"]
+                                             - before["prompt_tokens"] - before["completion_tokens"]) / steps,
+                   "reward_curve": frame["reward"].tolist() if "reward" in frame else [],
+                   "zero_std_share": float(frame["frac_reward_zero_std"].mean())
+                   if "frac_reward_zero_std" in frame else float("nan"),
+                   "mean_length": float(frame["completions/mean_length"].mean())
+                   if "completions/mean_length" in frame else float("nan"),
+                   "model_dir": result.model_dir,
+                   "eval": _evaluate(cfg, result.model_dir, eval_sets)}
+            done.write_text(json.dumps(rec, indent=1, default=float))
+            records.append(rec)
+    return records
+
+
+def collect(out_dir: str | Path) -> pd.DataFrame:
+    """Every ``compare.json`` under ``out_dir`` as one row per (run, seed), evaluation metrics
+    flattened into columns: the comparison rebuilt from run folders, no retraining."""
+    rows = []
+    for f in sorted(Path(out_dir).rglob("compare.json")):
+        rec = json.loads(f.read_text())
+        rows.append({k: v for k, v in rec.items() if k not in ("eval", "rewards", "reward_curve")}
+                    | rec.get("eval", {}) | {"folder": str(f.parent)})
+    if not rows:
+        raise FileNotFoundError(f"no compare.json under {out_dir}: run train_and_evaluate first")
+    return pd.DataFrame(rows)
+
+
+def summarize(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per run: mean and spread (std over seeds, 0 for one seed) of ``metric``, its gain over
+    the base model, and the mean reward cost per step."""
+    if metric not in frame:
+        raise KeyError(f"metric {metric!r} not in the comparison; have: {sorted(c for c in frame if '/' in c)}")
+    base = float(frame.loc[frame["run"] == BASE, metric].mean())
+    cost = [c for c in ("reward_seconds_per_step", "judge_calls_per_step", "judge_tokens_per_step") if c in frame]
+    g = frame[frame["run"] != BASE].groupby("run", sort=False)
+    out = pd.DataFrame({"seeds": g.size(), metric: g[metric].mean(), "spread": g[metric].std(ddof=0).fillna(0.0),
+                        "gain": g[metric].mean() - base, **{c: g[c].mean() for c in cost}})
+    return out
+
+
+def plot_pareto(summary: pd.DataFrame, metric: str, cost: str = "reward_seconds_per_step"):
+    """Gain over the base model vs reward cost per step, one point per run with the seed
+    spread as an error bar; the Pareto front (no run both cheaper and better) is joined."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    ax.errorbar(summary[cost], summary["gain"], yerr=summary["spread"], fmt="o", capsize=3)
+    for name, r in summary.iterrows():
+        ax.annotate(str(name), (r[cost], r["gain"]), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    front = summary.sort_values(cost)
+    best, pts = -float("inf"), []
+    for _, r in front.iterrows():
+        if r["gain"] > best:
+            best = r["gain"]
+            pts.append((r[cost], r["gain"]))
+    if len(pts) > 1:
+        ax.plot(*zip(*pts), linestyle="--", color="gray", linewidth=0.8, label="Pareto front")
+        ax.legend(fontsize=8)
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xlabel(cost.replace("_", " "))
+    ax.set_ylabel(f"gain in {metric} over base")
+    ax.set_title("Gain vs reward cost", fontsize=10)
+    fig.tight_layout()
+    return fig
