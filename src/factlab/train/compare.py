@@ -28,7 +28,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from ..config import Section
-from ..data import TrainDataConfig, load_eval_set
+from ..data import TrainDataConfig
 from ..data.longform import LongformPrompt
 from ..data.types import QAItem
 from ..eval.suites import evaluate
