@@ -9,6 +9,7 @@ import pytest
 
 from factlab import config
 from factlab.data.miniworld import ensure_world
+from factlab.data.types import read_jsonl
 from factlab.rewards import RewardSpec, build_rewards
 from factlab.rewards.k2v import (ChecklistJudge, K2VArgs, K2VReward, answer_gated_reward, format_score, parse_yes_no,
                                  reasoning_of)
@@ -395,3 +396,29 @@ def test_params_errors_name_the_key():
     with pytest.raises(config.ConfigError, match=r"grpo.max_steps"):
         load(grpo={"max_steps": -7})
     assert math.isclose(load().rewards[0].args["alpha"], 6.0)
+
+
+def test_miniworld_mcq_questions_have_one_right_letter():
+    from factlab.eval.mcq import LETTERS, miniworld_mcq, write_task
+
+    world = ensure_world()
+    rows = miniworld_mcq(world, 12, seed=0)
+    assert len(rows) == 12
+    heldout = {d["id"]: d for d in read_jsonl(world["qa_heldout"])}
+    for r in rows:
+        options = [r[x] for x in LETTERS]
+        assert len(set(options)) == 4 and r["answer"] in LETTERS
+        assert r[r["answer"]] in heldout[r["id"]]["golds"]
+    assert miniworld_mcq(world, 12, seed=0) == rows and miniworld_mcq(world, 12, seed=1) != rows
+
+
+def test_an_empty_corpus_is_a_clear_error(tmp_path):
+    from factlab.rewards import Resources
+    from factlab.train.k2v import knowledge_graph
+
+    empty = tmp_path / "corpus.jsonl"
+    empty.write_text("")
+    cfg = config.load_config("params/04_k2v_smoke.yaml", K2VConfig, {"kg": {"source": "extracted",
+                                                                             "corpus": str(empty)}})
+    with pytest.raises(ValueError, match=r"kg.corpus: .*corpus.jsonl has no documents"):
+        knowledge_graph(cfg, Resources(cfg), tmp_path)
