@@ -40,3 +40,20 @@ def test_sampling_is_seeded_and_returns_n_per_prompt(model_and_tokenizer):
     assert len({tuple(g.token_ids) for x in a for g in x}) > 1  # sampling, not greedy
     with pytest.raises(ValueError, match="engine"):
         models.generate(model, tok, chats, engine="vllm")
+
+
+def test_next_token_logits_equal_one_row_at_a_time(model_and_tokenizer):
+    import torch
+
+    from factlab.decoding import next_token_logits
+
+    model, tok = model_and_tokenizer
+    shared = tok("You are a careful judge. Answer yes or no.", add_special_tokens=False)["input_ids"]
+    rows = [shared + tok(q, add_special_tokens=False)["input_ids"]
+            for q in (" Is Paris in France?", " Is the sky green today?", " Is 2+2 four?")]
+    got = next_token_logits(model, rows, pad_id=tok.eos_token_id)
+    assert got.shape == (3, model.config.vocab_size)
+    for row, logits in zip(rows, got):
+        with torch.inference_mode():
+            alone = model(input_ids=torch.tensor([row])).logits[0, -1].float()
+        assert torch.allclose(logits, alone, atol=1e-3)

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import torch
 from transformers import DynamicCache
 
-__all__ = ["common_prefix_length", "decode"]
+__all__ = ["common_prefix_length", "decode", "next_token_logits"]
 
 
 def common_prefix_length(rows: Sequence[Sequence[int]]) -> int:
@@ -56,12 +56,9 @@ def _sample(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Ten
 
 
 @torch.no_grad()
-def decode(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, stop_ids: Sequence[int], pad_id: int,
-           temperature: float = 0.0, top_p: float = 1.0, on_step: Callable[[int], None] | None = None,
-           keep_stop: bool = False) -> list[tuple[list[int], bool]]:
-    """Decode every row of prompt token ids together; returns ``(new token ids, finished on a
-    stop token)`` per row, in input order (see the module docstring). The stop token itself is
-    left out, or kept as the last id with ``keep_stop`` (what TRL's completions hold)."""
+def _prefill(model, rows: Sequence[Sequence[int]], pad_id: int):
+    """The shared prefix once (batch 1, its cache repeated per row), then every row's own
+    suffix, left-padded; returns (last-position logits, cache, attention mask, next positions)."""
     device = next(model.parameters()).device
     bs = len(rows)
     prefix_len = common_prefix_length(rows)
@@ -69,8 +66,8 @@ def decode(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, stop_id
     width = max(len(s) for s in suffixes)
     cache = DynamicCache(config=model.config)
     if prefix_len:
-        out = model(input_ids=torch.tensor([list(rows[0][:prefix_len])], device=device), past_key_values=cache,
-                    use_cache=True, logits_to_keep=1)
+        model(input_ids=torch.tensor([list(rows[0][:prefix_len])], device=device), past_key_values=cache,
+              use_cache=True, logits_to_keep=1)
         cache.batch_repeat_interleave(bs)
     ids = torch.full((bs, width), pad_id, dtype=torch.long, device=device)
     suffix_mask = torch.zeros((bs, width), dtype=torch.long, device=device)
@@ -82,7 +79,25 @@ def decode(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, stop_id
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                 cache_position=torch.arange(prefix_len, prefix_len + width, device=device), use_cache=True,
                 logits_to_keep=1)
-    logits, next_pos = out.logits[:, -1], positions[:, -1] + 1
+    return out.logits[:, -1], cache, mask, positions[:, -1] + 1
+
+
+@torch.inference_mode()
+def next_token_logits(model, rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+    """(rows, vocab) logits of the token after each row, the batch's shared prefix computed
+    once (what a constrained-choice judge reads)."""
+    return _prefill(model, rows, pad_id)[0].float()
+
+
+def decode(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, stop_ids: Sequence[int], pad_id: int,
+           temperature: float = 0.0, top_p: float = 1.0, on_step: Callable[[int], None] | None = None,
+           keep_stop: bool = False) -> list[tuple[list[int], bool]]:
+    """Decode every row of prompt token ids together; returns ``(new token ids, finished on a
+    stop token)`` per row, in input order (see the module docstring). The stop token itself is
+    left out, or kept as the last id with ``keep_stop`` (what TRL's completions hold)."""
+    device = next(model.parameters()).device
+    bs = len(rows)
+    logits, cache, mask, next_pos = _prefill(model, rows, pad_id)
     stops = torch.tensor(sorted(set(stop_ids)) or [-1], device=device)
     live = torch.arange(bs, device=device)  # input row of each batch row
     generated: list[list[int]] = [[] for _ in range(bs)]

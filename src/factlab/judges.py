@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .config import JudgeSection
+from .decoding import next_token_logits
 from .parsing import parse_json, parse_score  # noqa: F401  (re-exported: the public API names them here)
 from .models import chat_prompt, generate, load_model, resolve_model
 from .paths import cache_dir
@@ -271,22 +272,22 @@ class TransformersJudge(Judge):
             ids = {tok(v, add_special_tokens=False)["input_ids"][0] for s in spellings for v in (s, " " + s)
                    if tok(v, add_special_tokens=False)["input_ids"]}
             first_ids.append(sorted(ids))
-        rendered = [self.render(p) for p in prompts]
-        if tok.padding_side != "left":
-            tok.padding_side = "left"
+        rendered = [tok(self.render(p), add_special_tokens=False)["input_ids"] for p in prompts]
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         out: list[str] = []
-        device = next(model.parameters()).device
         was_training = model.training
         model.eval()
         try:
-            for i in range(0, len(rendered), self.batch_size):
-                batch = tok(rendered[i:i + self.batch_size], return_tensors="pt", padding=True,
-                            add_special_tokens=False).to(device)
-                with torch.inference_mode():
-                    logits = model(**batch).logits[:, -1, :].float()
-                self.stats["prompt_tokens"] += int(batch["attention_mask"].sum())
+            order = sorted(range(len(rendered)), key=lambda i: -len(rendered[i]))  # similar lengths batch together
+            picked: dict[int, str] = {}
+            for i in range(0, len(order), self.batch_size):
+                idx = order[i:i + self.batch_size]
+                logits = next_token_logits(model, [rendered[j] for j in idx], pad)
+                self.stats["prompt_tokens"] += sum(len(rendered[j]) for j in idx)
                 scores = torch.stack([logits[:, ids].max(dim=1).values for ids in first_ids], dim=1)
-                out += [options[j] for j in scores.argmax(dim=1).tolist()]
+                for j, k in zip(idx, scores.argmax(dim=1).tolist()):
+                    picked[j] = options[k]
+            out = [picked[j] for j in range(len(rendered))]
         finally:
             model.train(was_training)
         self.stats["completion_tokens"] += len(out)
