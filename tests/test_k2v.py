@@ -399,7 +399,7 @@ def test_params_errors_name_the_key():
 
 
 def test_miniworld_mcq_questions_have_one_right_letter():
-    from factlab.eval.mcq import LETTERS, miniworld_mcq, write_task
+    from factlab.eval.mcq import LETTERS, miniworld_mcq
 
     world = ensure_world()
     rows = miniworld_mcq(world, 12, seed=0)
