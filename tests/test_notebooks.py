@@ -173,7 +173,9 @@ mcq: {{questions: 4, k: 1}}
     m = res.metrics
     g = m["knowledge_graph"]
     assert g["graph"]["entities"] > 300 and g["graph"]["lcc_ratio"] > 0.9
-    assert g["extraction_check"]["chunks"] == 1 and g["extraction_check"]["calls"] == 1
+    ec = g["extraction_check"]
+    # one chunk, one prompt: a real call, or a hit in the shared judge cache from an earlier test
+    assert ec["chunks"] == 1 and ec["calls"] + ec["cache_hits"] == 1
     s = m["synthesis"]
     assert s["questions"]["kept"] + sum(s["questions"]["rejected"].values()) == 24
     assert s["train"] + s["heldout"] == s["checklists"]["with_checklist"] > 0

@@ -338,6 +338,7 @@ class Extraction:
     seconds: float
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_hits: int = 0  # prompts answered from the judge cache (no call, no tokens)
 
     @property
     def parse_failure_rate(self) -> float:
@@ -373,9 +374,10 @@ def extract(judge, chunks: Sequence[Mapping[str, str]], gleaning: int = 0) -> Ex
             results[i].relations += got.relations
             results[i].dropped.update(got.dropped)
             texts[i] += "\n" + a
-    stats = {k: judge.stats.get(k, 0) - before.get(k, 0) for k in ("calls", "prompt_tokens", "completion_tokens")}
+    stats = {k: judge.stats.get(k, 0) - before.get(k, 0) for k in ("calls", "prompt_tokens", "completion_tokens",
+                                                                   "cache_hits")}
     return Extraction(results, merge(results), stats["calls"], time.perf_counter() - t0, stats["prompt_tokens"],
-                      stats["completion_tokens"])
+                      stats["completion_tokens"], stats["cache_hits"])
 
 
 def build_graph(ex: Extraction, cfg: KGSection) -> tuple[MergedGraph, nx.DiGraph]:

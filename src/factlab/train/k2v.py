@@ -147,7 +147,8 @@ def extraction_check(cfg: K2VConfig, resources: Resources) -> dict[str, Any] | N
     return {"extractor": cfg.kg.extractor.model, "chunks": len(chunks), "parse_failure_rate": ex.parse_failure_rate,
             "records": sum(r.n_records for r in ex.results), "dropped": dict(ex.dropped()),
             "entities": len(ex.merged.nodes), "relations": len(ex.merged.edges),
-            **kgmod.extraction_accuracy(ex.merged, gold, covered), "calls": ex.calls, "seconds": ex.seconds,
+            **kgmod.extraction_accuracy(ex.merged, gold, covered), "calls": ex.calls, "cache_hits": ex.cache_hits,
+            "seconds": ex.seconds,
             "prompt_tokens": ex.prompt_tokens, "completion_tokens": ex.completion_tokens}
 
 
