@@ -507,3 +507,43 @@ K2V_SYSTEM = (
     "respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>. "
     "The question is a fill-in-the-blank question: the answer is the entity that fills \"{ }\"."
 )
+
+# ---- KLCF (004_4f2ca2d982459bb2.txt, Appendix E.2). Text as printed; the PDF's bold markup and
+# soft line wraps are dropped, its curly quotes made straight. str.format fields, literal braces doubled.
+
+# 004 Prompt 6, Appendix E.2 "Prompt for Truthfulness Reward Model Training" (§2.3.1, Eq. 8): the
+# reward model reads p(True) from its next token after "Factual correctness:". Field: claim.
+KLCF_TRUTH_PROMPT = (
+    'You need to evaluate the factual correctness of the following claim and output either "True" (the claim '
+    'is entirely factually correct) or "False" (the claim contains errors or goes beyond your knowledge).\n\n'
+    "Claim: {claim}\n"
+    "Factual correctness:"
+)
+
+# 004 Prompt 7, Appendix E.2 "Prompt for Checklist Verification" (§2.3.1, Eq. 5-7 and the Eq. 9
+# variant). The printed placeholders are the fields: query, response, guidelines (the fact list).
+KLCF_CHECKLIST_VERIFY = (
+    "You will receive a Question, a Reply and a Fact List. Your task is to check, one by one, how each fact in the "
+    "list is covered in the reply and decide whether the fact is Consistent, Contradictory, or Missing.\n\n"
+    "Input\n"
+    "- [Question]: a factual question.\n"
+    "- [Reply]: the text answer that needs to be evaluated.\n"
+    "- [Fact List]: a list of factual points to verify.\n\n"
+    "Output\n"
+    "Return a list in strict JSON format. For every fact in the list, output a dictionary containing:\n"
+    '- "analysis": a brief analysis of how the reply aligns with this fact.\n'
+    '- "conclusion": one of "Consistent", "Contradictory", or "Missing", indicating how the fact is covered in '
+    "the reply.\n"
+    '- "Consistent": the core information of the fact appears in the reply and matches the description.\n'
+    '- "Contradictory": some information in the fact conflicts with information in the reply; from this fact you '
+    "can infer that part of the reply is incorrect.\n"
+    '- "Missing": the fact is neither fully implied nor contradicted by the reply; the reply does not mention the '
+    "fact or omits some core information.\n\n"
+    "Now, using the Question, Reply, and Fact List given below, analyze each fact and output the results strictly "
+    "in the required format:\n\n"
+    "[Question]: {query}\n"
+    "[Reply]: {response}\n"
+    "[Fact List]:\n"
+    "{guidelines}\n\n"
+    "[Output]:"
+)
