@@ -17,6 +17,10 @@ seva_binary        reward      ``rewards.seva`` (002 §2.3)
 k2v                reward      ``rewards.k2v`` (003 §3.3, Eq. 8, answer-gated)
 k2v_checklist      reward      ``rewards.k2v`` (003 §3.2, Eq. 4-5, pass rate)
 overlong           reward      ``rewards.length`` (DAPO's overlong buffer; 003 Table 7)
+klcf_checklist     reward      ``rewards.klcf`` (004 §2.3.1, Eq. 5-7, Prompt 7)
+klcf_truth         reward      ``rewards.klcf`` (004 §2.3.1, Eq. 8-9, Prompt 6)
+klcf_fact          reward      ``rewards.klcf`` (004 §2.3.3, Eq. 12-13)
+length_penalty     reward      ``rewards.klcf`` (004 §2.3.2, Eq. 11)
 =================  ==========  ========================================================
 
 A ``reward`` is a TRL reward function ``f(prompts, completions, **columns) -> list[float |
@@ -26,7 +30,7 @@ to the weighted sum of the rewards (``factlab.train.stepwise_grpo``).
 
 from __future__ import annotations
 
-from . import corver, k2v, length, qa, rar, seva  # noqa: F401  (importing a family registers its rewards)
+from . import corver, k2v, klcf, length, qa, rar, seva  # noqa: F401  (importing a family registers its rewards)
 from .base import TokenShaping, TokenShapingFn, completion_text, prompt_text, response_text
 from .registry import REWARDS, RewardEntry, RewardSet, RewardSpec, available, build_rewards, register
 from .resources import Resources
