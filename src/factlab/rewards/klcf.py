@@ -82,7 +82,7 @@ __all__ = ["LABELS", "TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "VERDICT_PREFILL", "ch
            "missing_truth_reward", "format_reward", "length_penalty", "fact_reward", "combined_reward",
            "canonical_label", "Verification", "parse_verification", "format_facts", "ChecklistVerifier",
            "TruthfulnessScorer", "KLCFChecklistArgs", "KLCFTruthArgs", "KLCFFactArgs", "LengthPenaltyArgs",
-           "ChecklistReward", "TruthReward", "FactReward", "LengthPenalty"]
+           "ChecklistReward", "ClaimTruth", "TruthReward", "FactReward", "LengthPenalty", "core_reward", "VARIANTS"]
 
 LABELS = ("Consistent", "Contradictory", "Missing")  # Prompt 7's conclusions, §2.3.1
 _CANON = {lab.lower(): lab for lab in LABELS}
@@ -308,7 +308,8 @@ def parse_verification(answer: str | None, n_facts: int = 1) -> Verification:
         raws = [_conclusion_of(x) for x in obj]
     else:  # a single object, or a list cut off by the token limit: the conclusions in order
         raws = [next(g for g in m.groups() if g is not None).strip() for m in _CONCLUSION.finditer(answer)]
-        if not raws and n_facts == 1 and answer.strip():
+        structured = answer.lstrip().startswith(("[", "{", "`"))  # JSON cut off before any conclusion
+        if not raws and n_facts == 1 and answer.strip() and not structured:
             raws, free = [answer.strip()], True
     labels: list[str | None] = []
     outside = 0
@@ -640,7 +641,7 @@ class ChecklistReward(_Checklist):
         return out
 
 
-class _Truth:
+class ClaimTruth:
     """Eq. 8 / Eq. 9 per response: claims of the answer (``ClaimVerifier.extract``, 001
     Figure 8's prompt), scored by a ``TruthfulnessScorer``; with ``missing_only`` each claim is
     first labelled against the checklist's pseudo-response (Prompt 7), and a claim whose label
@@ -691,7 +692,7 @@ class TruthReward(_JudgeReward):
 
     __name__ = "klcf_truth"
 
-    def __init__(self, truth: _Truth):
+    def __init__(self, truth: ClaimTruth):
         super().__init__(truth.extractor.judge, truth.extractor.prefill)
         self.truth = truth
 
@@ -714,7 +715,7 @@ class FactReward(_Checklist):
 
     __name__ = "klcf_fact"
 
-    def __init__(self, verifier: ChecklistVerifier, truth: _Truth | None, args: KLCFFactArgs):
+    def __init__(self, verifier: ChecklistVerifier, truth: ClaimTruth | None, args: KLCFFactArgs):
         super().__init__(verifier, args.answer_parsing)
         self.truth, self.args = truth, args
 
@@ -774,7 +775,7 @@ def _verifier(args: KLCFChecklistArgs, resources) -> ChecklistVerifier:
     return ChecklistVerifier(resources.judge(), args.verdict, args.unit, prefill=resources.prefill)
 
 
-def _truth(args: KLCFTruthArgs, resources) -> _Truth:
+def _truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
     """The claim extractor (the run's judge with the ``verifier:`` section's budget; no
     datastore: extraction needs none) and the truthfulness scorer, built once per run."""
     cfg = getattr(resources, "cfg", None)
@@ -790,7 +791,7 @@ def _truth(args: KLCFTruthArgs, resources) -> _Truth:
     memo = getattr(resources, "_memo", None)
     scorer = memo(key, build) if memo is not None else build()
     verifier = _verifier(args, resources) if args.missing_only else None
-    return _Truth(extractor, scorer, verifier, args.answer_parsing)
+    return ClaimTruth(extractor, scorer, verifier, args.answer_parsing)
 
 
 @register("klcf_checklist", args=KLCFChecklistArgs,
