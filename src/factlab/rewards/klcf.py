@@ -39,6 +39,8 @@ Choices the paper leaves open (each documented where it is made):
   counts (Eq. 5-6 over the readable items, as K2V's pass rate is over readable answers); it is
   counted in ``stats`` and logged, never read as Missing. A response none of whose items is
   readable gets None (TRL: NaN, left out of the group), counted in ``<reward>/failure_rate``.
+  In Eq. 9's claim verification an unreadable claim label counts as Missing instead (the
+  claim is scored by the reward model, as Eq. 8 scores every claim; counted).
 - An empty checklist row gets None (counted, logged), never a silent 0; ``checklist_scores([])``
   raises.
 - Table 2's best row (the one Table 1's KLCF-zero numbers repeat) prints kappa = lambda = 1/4,
@@ -87,7 +89,8 @@ __all__ = ["LABELS", "TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "VERDICT_PREFILL", "ch
 LABELS = ("Consistent", "Contradictory", "Missing")  # Prompt 7's conclusions, §2.3.1
 _CANON = {lab.lower(): lab for lab in LABELS}
 
-# Table 2 (kappa, lambda, mu) as printed; the 1/4, 1/4, 3/4 row (Table 1's KLCF-zero) sums to 5/4.
+# Table 2 (kappa, lambda, mu) as printed (the first row, 0 0 0, is the base-model reference); the
+# 1/4, 1/4, 3/4 row, whose results Table 1 reports as KLCF-zero, sums to 5/4.
 TABLE2_WEIGHTS = ((0.0, 0.0, 0.0), (1 / 3, 2 / 3, 0.0), (1 / 3, 1 / 3, 1 / 3), (1 / 4, 1 / 4, 3 / 4),
                   (0.4, 0.2, 0.4), (0.0, 1 / 3, 2 / 3), (1 / 3, 0.0, 2 / 3), (0.0, 0.0, 1.0))
 DEFAULT_WEIGHTS = (0.2, 0.2, 0.6)  # Table 2's best row rescaled to kappa + lambda + mu = 1 (module docstring)
@@ -583,7 +586,7 @@ def _questions(prompts: Sequence[Any] | None, question: Sequence[str] | None, n:
 def _need_checklist(checklist, name: str) -> list[list[str]]:
     if checklist is None:
         raise KeyError(f"{name} needs a 'checklist' dataset column (list[str] per row, the fact checklist "
-                       f"Lambda(q_i) of 004 §2.2)")
+                       "Lambda(q_i) of 004 §2.2)")
     return [list(c or []) for c in checklist]
 
 
