@@ -547,3 +547,132 @@ KLCF_CHECKLIST_VERIFY = (
     "{guidelines}\n\n"
     "[Output]:"
 )
+
+# ---- KLCF offline pipeline (004_4f2ca2d982459bb2.txt §2.2, Fig. 3, Appendix C.1 / E.1) and win rate
+# (Appendix C.4.2, E.3). Text as printed; bold markup and soft wraps dropped, curly quotes made straight,
+# literal braces doubled for str.format. Prompt numbers as Appendix C.1 / C.4.2 cite them.
+
+# 004 Prompt 1, Appendix E.1 "Prompt for Base Model Generation" (§2.2 Stage 1): a few-shot context C
+# of 10 printed (question, answer) examples, then the query. The examples themselves are not printed
+# ("query example 1" ... "response example 10"); the caller supplies them. Assembled as
+# KLCF_FEWSHOT_HEADER + KLCF_FEWSHOT_EXAMPLE per example + KLCF_FEWSHOT_QUERY.
+KLCF_FEWSHOT_HEADER = "Please answer the following questions in a given format.\n\n"
+KLCF_FEWSHOT_EXAMPLE = "[Question]: {question}\n[Answer]: {answer}\n\n"
+KLCF_FEWSHOT_QUERY = "[Question]: {query}\n[Answer]:"
+KLCF_FEWSHOT_EXAMPLES = 10  # Prompt 1 prints examples 1 .. 10
+
+# 004 Prompt 2, Appendix E.1 "Prompt for Claim Extraction" (§2.2 Stage 2, Eq. 1). Field: response.
+KLCF_CLAIM_EXTRACTION = (
+    "Below you will receive a piece of text. Your task is:\n\n"
+    "1. Determine whether the text contains verifiable objective claims.\n"
+    "2. If verifiable objective claims exist in the text, you must extract these claims from the answer "
+    "(regardless of whether these claims are true).\n"
+    '3. If the text does not contain any verifiable objective claims, return "no verifiable objective claims".\n\n'
+    "Response format:\n\n"
+    "* Claim 1\n"
+    "* Claim 2\n"
+    "...\n\n"
+    '(or "no verifiable objective claims")\n\n'
+    "The claims you extract must adhere to the following 3 principles:\n\n"
+    "1. Objectively verifiable: The claim must describe an objectively verifiable fact, not a subjective "
+    "judgment, evaluation, or opinion.\n"
+    "2. Indivisible: The objective fact described by the claim cannot be further broken down.\n"
+    "3. Explicit meaning: Each claim must be a complete, self-contained sentence with all coreferences "
+    "resolved. There should be no nouns or pronouns with unclear meaning.\n\n"
+    "Please strictly follow the above rules to complete the following task:\n\n"
+    "[Text]: {response}\n"
+    "[Verifiable objective claims]:"
+)
+
+# 004 Prompt 3, Appendix E.1 "Prompt for Claim Verification" (§2.2 Stage 3, Eq. 2): the claim against
+# its top-k (k = 10) retrieved documents D(c). Fields: claim, evidence.
+KLCF_CLAIM_VERIFICATION = (
+    "You will be provided with a [CLAIM] and several pieces of reference [EVIDENCE]. Your task is to determine "
+    "the relationship between the facts in the [CLAIM] and the [EVIDENCE].\n\n"
+    "You need to analyze each piece of [EVIDENCE] in relation to the given [CLAIM] and then provide an overall "
+    "conclusion.\n\n"
+    "- SUPPORT: The facts in the [CLAIM] appear in the [EVIDENCE] and are consistent with the descriptions. Or, "
+    "the facts in the [CLAIM] can be correctly inferred from the information in the [EVIDENCE].\n\n"
+    "- REFUTE: The facts in the [CLAIM] contradict the information in the [EVIDENCE]. Or, the facts in the "
+    "[CLAIM] can be inferred to be false based on the information in the [EVIDENCE].\n\n"
+    "- NOT ENOUGH INFO: The facts in the [CLAIM] are neither supported by nor contradicted by the information "
+    "in the [EVIDENCE], or a definitive conclusion cannot be drawn from the [EVIDENCE].\n\n"
+    'Your response must be a dictionary with a single key-value pair, where the key is "conclusion" and the '
+    "value is the overall conclusion (SUPPORT, REFUTE, or NOT ENOUGH INFO). You must strictly follow the format "
+    "below, returning a dictionary in JSON format. Do not return any other content.\n\n"
+    "[RESPONSE FORMAT]:\n\n"
+    "```json\n"
+    "{{\n"
+    '  "conclusion": "The overall conclusion, return one of SUPPORT, REFUTE, or NOT ENOUGH INFO"\n'
+    "}}\n"
+    "```\n\n"
+    "Now, complete the following task.\n\n"
+    "[CLAIM]: {claim}\n\n"
+    "[EVIDENCE]:\n\n"
+    "{evidence}\n\n"
+    "Your decision:"
+)
+
+# 004 Prompt 4, Appendix E.1 "Prompt for Claim Prioritization": f_filter of Eq. 3 (§2.2 Stage 4),
+# the SUPPORT claims of one query deduplicated and reduced to the checklist Lambda(q_i).
+# Fields: query, claims.
+KLCF_CLAIM_PRIORITIZATION = (
+    "You are given a user query and a list of candidate claims.\n\n"
+    "Your task:\n\n"
+    "- Retain only the claims that are essential and highly relevant to the query.\n"
+    "- Eliminate duplicates. If two claims capture slightly different aspects, preserve both.\n"
+    "- Each claim must convey exactly one idea, expressed as a clear, explicit, and self-contained sentence.\n"
+    '- If conflicting claims exist, present them in the form: "Some evidence suggests [...], while others '
+    'indicate [...]".\n'
+    "- Output format:\n\n"
+    "\\boxed{{\n"
+    "  key claim 1\n"
+    "  key claim 2\n"
+    "  key claim 3\n"
+    "  ...\n"
+    "}}\n\n"
+    "- Provide output strictly within \\boxed{{}}.\n\n"
+    "Output Format:\n\n"
+    "\\boxed{{\n"
+    "  Final Key Claim 1\n"
+    "  Final Key Claim 2\n"
+    "  ...\n"
+    "}}\n\n"
+    "Input:\n\n"
+    "- Query: {query}\n"
+    "- Candidate Claims: {claims}\n\n"
+    "Output:"
+)
+
+# 004 Prompt 8, Appendix E.3 "Prompt for Calculating Win Rate" (Appendix C.4.2, Eq. 19-20; the
+# AlpacaEval ranking prompt, Li et al., 2023): a system turn and a user turn. Fields: instruction,
+# output_1, output_2 (factlab.eval.winrate fills them JSON-string-escaped so they stay inside the quotes).
+KLCF_WIN_RATE_SYSTEM = "You are a helpful assistant, that ranks models by the quality of their answers."
+KLCF_WIN_RATE = (
+    "I want you to create a leaderboard of different of large-language models. To do so, I will give you the "
+    "instructions (prompts) given to the models, and the responses of two models. Please rank the models based "
+    "on which responses would be preferred by humans. All inputs and outputs should be python dictionaries.\n\n"
+    "Here is the prompt:\n"
+    "{{\n"
+    '    "instruction": "{instruction}"\n'
+    "}}\n\n"
+    "Here are the outputs of the models:\n"
+    "[\n"
+    "    {{\n"
+    '        "model": "model_1",\n'
+    '        "answer": "{output_1}"\n'
+    "    }},\n"
+    "    {{\n"
+    '        "model": "model_2",\n'
+    '        "answer": "{output_2}"\n'
+    "    }}\n"
+    "]\n\n"
+    "Now please rank the models by the quality of their answers, so that the model with rank 1 has the best "
+    "output. Then return a list of the model names and ranks, i.e., produce the following output:\n"
+    "[\n"
+    "    {{'model': <model-name>, 'rank': <model-rank>}},\n"
+    "    {{'model': <model-name>, 'rank': <model-rank>}}\n"
+    "]\n\n"
+    "Your response must be a valid Python dictionary and should contain nothing else because we will directly "
+    "execute it in Python. Please provide the ranking that the majority of humans would give."
+)
