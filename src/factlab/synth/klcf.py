@@ -1,0 +1,827 @@
+"""KLCF's offline data pipeline (004_4f2ca2d982459bb2.txt §2.2, Fig. 3, Appendix C.1, D.1, E.1).
+
+Four stages, each cached on disk as one JSONL file under a run directory and resumable:
+
+1. **Sampling** (§2.2 Stage 1): nu = 8 samples per query from the base model at a high
+   temperature with Prompt 1's few-shot context C (``KLCF_FEWSHOT_*``). ``ModelSampler`` runs
+   ``factlab.models.generate``; the base model sees the raw Prompt 1 text (no chat template,
+   ``chat_template`` turns one on), and a sample is cut where it starts the next
+   ``[Question]:`` of the few-shot format. -> ``stage1_samples.jsonl``, one row per (query, j).
+2. **Claim extraction** (Stage 2, Eq. 1): Prompt 2 (``KLCF_CLAIM_EXTRACTION``) per sample
+   through any judge backend; the answer's "* claim" bullets are read by ``parse_claim_list``
+   (a JSON list falls back to ``rewards.rar.parse_claims``; "no verifiable objective claims" is
+   an empty list; anything else is unreadable, counted). C(o_i) is the union over the nu samples
+   (exact duplicates merged). -> ``stage2_claims.jsonl``, one row per sample.
+3. **Verification** (Stage 3, Eq. 2): the top-k (k = 10) BM25 chunks D(c) per claim from a
+   ``corpus.retrieval.Datastore``, Prompt 3 (``KLCF_CLAIM_VERIFICATION``) through the judge, one
+   of SUPPORT / REFUTE / NOT ENOUGH INFO (``parse_verification_label``; unreadable = None,
+   counted, neither SUPPORT nor REFUTE). ``verify: cooccurrence`` instead labels a claim by
+   CorVer's corpus co-occurrence count (``rewards.corver.CorVerScorer``: triplet, content
+   words, windowed count): 0 -> REFUTE, >= ``cooccurrence_support`` -> SUPPORT, otherwise or
+   with no query -> NOT ENOUGH INFO (ours: a cheap verifier; the mapping follows Eq. 2 of 000,
+   where 0 is the strongest hallucination signal). With ``compare_verifiers`` both run and
+   ``report["agreement"]`` gives their agreement and confusion table. Claims are verified once
+   each (a claim shared by two queries has one label). -> ``stage3_<verifier>.jsonl``.
+4. **Reward data** (Stage 4): the checklist Lambda(q_i) = f_filter(SUPPORT claims of q_i)
+   (Eq. 3) with Prompt 4 (``KLCF_CLAIM_PRIORITIZATION``, ``prioritize: llm``; the ``\\boxed{}``
+   lines are the items) or ``prioritize: dedupe`` (ours, for judges too small for Prompt 4:
+   normalized exact duplicates removed, order kept) -> ``stage4_checklists.jsonl``; and
+   D_truth (Eq. 4): SUPPORT claims -> True, REFUTE -> False, sampled to positive : negative =
+   ``ratio`` (2 : 1) the way Appendix D.1 does it (every negative repeated ``negative_copies``
+   = 3 times, positives down-sampled) -> ``truth.jsonl``, Prompt 6 rows
+   ("Claim: ... Factual correctness:" -> " True" / " False").
+
+Caching: every row carries a fingerprint of what determines it (its input text, the model or
+judge and their sampling settings, the prompt, k, thresholds); a rerun keeps the rows whose
+fingerprint matches and computes only the missing ones, appending each finished chunk, so a
+run interrupted mid-stage loses at most one chunk; a torn last line is skipped. Changing a
+setting recomputes exactly the rows it affects. Stage-1 samples are seeded per chunk from
+``seed`` and the chunk's (query, j) keys: a full run is reproducible; a resumed run draws the
+missing samples with the seeds of their new chunks.
+
+``report`` (also ``report.json``): per stage the items, how many came from the cache and how
+many were computed, backend calls, prompt / completion tokens, backend and wall seconds; the
+label distribution (Table 12 analogue), agreement, checklist statistics (Table 6 analogue:
+true claims and checklist items per query) and the D_truth counts.
+
+``miniworld_truth_data`` builds the CPU default's truthfulness-reward data from the mini-world:
+its true facts (positives) and entity-swap perturbations (constructed negatives,
+``data.miniworld.build_claims``), plus the pipeline's SUPPORT / REFUTE claims when given; the
+held-out set is 1 : 1 (Table 13's test sets) on the QA held-out countries, the train set is
+sampled like Eq. 4.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from pydantic import Field, model_validator
+
+from .. import prompts as P
+from ..config import ParamError, Section
+from ..parsing import parse_json
+from ..rewards.rar import format_passages, parse_claims
+from ..text import normalize_answer
+
+log = logging.getLogger(__name__)
+
+__all__ = ["KLCFPipelineSection", "KLCFPipeline", "ModelSampler", "LABELS", "SUPPORT", "REFUTE", "NEI",
+           "fewshot_prompt", "miniworld_fewshot", "parse_claim_list", "parse_verification_label",
+           "parse_boxed_claims", "dedupe_claims", "cooccurrence_label", "truth_dataset", "truth_row",
+           "miniworld_truth_data", "label_agreement", "STAGE_FILES", "from_resources"]
+
+SUPPORT, REFUTE, NEI = "SUPPORT", "REFUTE", "NOT ENOUGH INFO"
+LABELS = (SUPPORT, REFUTE, NEI)  # Eq. 2
+NU = 8  # §2.2 Stage 1
+TOP_K = 10  # §2.2 Stage 3
+RATIO = 2.0  # §2.2 Eq. 4: positive : negative = 2 : 1
+NEGATIVE_COPIES = 3  # Appendix D.1: "all negative samples are duplicated three times"
+STAGE_FILES = {"sampling": "stage1_samples.jsonl", "extraction": "stage2_claims.jsonl",
+               "verification_judge": "stage3_judge.jsonl", "verification_cooccurrence": "stage3_cooccurrence.jsonl",
+               "checklists": "stage4_checklists.jsonl", "truth": "truth.jsonl", "report": "report.json",
+               "queries": "queries.jsonl"}
+EXTRACTION_PREFILL = "* "  # a small judge starts its answer inside Prompt 2's bullet format
+VERIFICATION_PREFILL = '{"conclusion": "'
+
+
+class KLCFPipelineSection(Section):
+    """KLCF's offline pipeline (004 §2.2, Appendix C.1, D.1). Judge, datastore and index come
+    from the run's ``judge:``, ``datastore:`` and ``index:`` sections."""
+
+    nu: int = Field(NU, ge=1)  # Stage 1: samples per query
+    temperature: float = Field(1.0, ge=0.0)  # "a high temperature setting" (value not printed)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_new_tokens: int = Field(1024, ge=1)
+    batch_size: int = Field(16, ge=1)  # sampling rows per generate call, judge prompts per chunk x 4
+    few_shot: int = Field(P.KLCF_FEWSHOT_EXAMPLES, ge=0)  # Prompt 1 prints 10 examples
+    few_shot_chars: int = Field(600, ge=20)  # example answers cut at a sentence end below this
+    chat_template: bool = False  # the base model reads raw Prompt 1 text
+    max_claims: int = Field(64, ge=1)  # per response (Stage 2)
+    top_k: int = Field(TOP_K, ge=1)  # Stage 3: D(c)
+    verify: Literal["judge", "cooccurrence"] = "judge"
+    compare_verifiers: bool = False  # run the other verifier too and report the agreement
+    cooccurrence_support: int = Field(1, ge=1)  # count >= this: SUPPORT (mini-world: one article per entity)
+    count_limit: int | None = Field(20, ge=1)  # the scorer stops counting here (None: exact)
+    prioritize: Literal["llm", "dedupe"] = "llm"  # Eq. 3's f_filter: Prompt 4, or exact-duplicate removal
+    checklist_max: int | None = Field(None, ge=1)  # cap on checklist items (None: as filtered)
+    ratio: float = Field(RATIO, gt=0.0)  # Eq. 4 positive : negative
+    negative_copies: int = Field(NEGATIVE_COPIES, ge=1)  # Appendix D.1
+    heldout_size: int | None = Field(None, ge=2)  # mini-world 1:1 truth test set (None: every held-out pair)
+    prefill: bool = False  # start the judge's answers inside the format (small judges)
+    seed: int = 0  # Stage 1 sampling
+    data_seed: int = 0  # Eq. 4 sampling and few-shot examples
+
+    @model_validator(mode="after")
+    def _cross_keys(self) -> "KLCFPipelineSection":
+        if self.nu > 1 and self.temperature == 0.0:
+            raise ParamError("temperature", f"nu = {self.nu} greedy samples are identical; Stage 1 samples at a "
+                                            f"high temperature (> 0)")
+        uses_cooc = self.verify == "cooccurrence" or self.compare_verifiers
+        if uses_cooc and self.count_limit is not None and self.cooccurrence_support > self.count_limit:
+            raise ParamError("cooccurrence_support", f"{self.cooccurrence_support} exceeds count_limit "
+                                                     f"{self.count_limit}: counts stop there, nothing would be SUPPORT")
+        if self.heldout_size is not None and self.heldout_size % 2:
+            raise ParamError("heldout_size", f"{self.heldout_size} is odd; the held-out set is 1:1 (Table 13)")
+        return self
+
+
+# ---------------------------------------------------------------- prompts and parsers
+
+
+def fewshot_prompt(query: str, examples: Sequence[tuple[str, str]] = ()) -> str:
+    """Prompt 1: the header, one [Question] / [Answer] block per example, then the query."""
+    return (P.KLCF_FEWSHOT_HEADER + "".join(P.KLCF_FEWSHOT_EXAMPLE.format(question=q, answer=a) for q, a in examples)
+            + P.KLCF_FEWSHOT_QUERY.format(query=query))
+
+
+def _cut_sentences(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    end = cut.rfind(". ")
+    return cut[:end + 1] if end > 0 else cut.rstrip()
+
+
+def miniworld_fewshot(world: Any = None, n: int = P.KLCF_FEWSHOT_EXAMPLES, *, exclude: Iterable[str] = (),
+                      seed: int = 0, max_chars: int = 600) -> list[tuple[str, str]]:
+    """``n`` ("Tell me about <country>.", its article) examples for Prompt 1 from the mini-world,
+    seeded, skipping the documents in ``exclude`` (the queries' own countries); answers cut at a
+    sentence end below ``max_chars``."""
+    from ..data.longform import LONGFORM_TEMPLATE
+    from ..data.miniworld import ensure_world
+    from ..data.types import read_jsonl
+
+    paths = world if isinstance(world, Mapping) else ensure_world(world)
+    skip = set(exclude)
+    docs = [d for d in read_jsonl(paths["corpus"]) if d["id"] not in skip]
+    picked = random.Random(seed).sample(docs, min(n, len(docs)))
+    return [(LONGFORM_TEMPLATE.format(title=d["title"]), _cut_sentences(d["text"], max_chars)) for d in picked]
+
+
+_BULLET = re.compile(r"^\s*(?:[*\-\u2022]|\d+[.)])\s+(.+?)\s*$", re.M)
+_PLACEHOLDER = re.compile(r"^(?:(?:final\s+)?key\s+)?claim\s*\d*$|^\.{2,}$|^\u2026$", re.I)
+_NO_CLAIMS = "no verifiable objective claims"
+
+
+def _clean_item(s: str) -> str:
+    return s.strip().strip('"').strip("'").strip().strip("*").strip()
+
+
+def parse_claim_list(text: Any) -> list[str] | None:
+    """A Prompt 2 answer as distinct claims: its bullet lines ("* ...", "- ...", "1. ..."); the
+    template's own "Claim 1" / "..." lines dropped; "no verifiable objective claims" = [];
+    otherwise a JSON list (``rewards.rar.parse_claims``); None when nothing is readable."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    items = [_clean_item(m.group(1)) for m in _BULLET.finditer(text)]
+    items = [c for c in items if c and not _PLACEHOLDER.match(c) and _NO_CLAIMS not in c.lower()]
+    if items:
+        return list(dict.fromkeys(items))
+    if _NO_CLAIMS in text.lower():
+        return []
+    return parse_claims(text)
+
+
+_LABEL_WORDS = {"SUPPORT": SUPPORT, "SUPPORTS": SUPPORT, "SUPPORTED": SUPPORT, "REFUTE": REFUTE, "REFUTES": REFUTE,
+                "REFUTED": REFUTE, "NOT ENOUGH INFO": NEI, "NOT ENOUGH INFORMATION": NEI, "NEI": NEI}
+_LABEL_RE = re.compile(r"\b(NOT[ _]ENOUGH[ _]INFO(?:RMATION)?|SUPPORT(?:S|ED)?|REFUTE(?:S|D)?|NEI)\b")
+
+
+def _labels_in(text: str) -> set[str]:
+    return {_LABEL_WORDS[m.group(1).replace("_", " ")] for m in _LABEL_RE.finditer(text)}
+
+
+def parse_verification_label(text: Any) -> str | None:
+    """SUPPORT / REFUTE / NOT ENOUGH INFO from a Prompt 3 answer, else None.
+
+    The JSON (or Python-literal-like) ``{"conclusion": ...}`` is read first, its value in any
+    case; free text counts only upper-case labels (Prompt 3 spells them so; "I support" is not
+    a verdict). An answer naming two different labels (an echo of the format line "one of
+    SUPPORT, REFUTE, or NOT ENOUGH INFO") is None: never a guess."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    obj = parse_json(text)
+    if isinstance(obj, list) and len(obj) == 1:
+        obj = obj[0]
+    if isinstance(obj, dict):
+        value = next((v for k, v in obj.items() if str(k).strip().lower() == "conclusion"), None)
+        if isinstance(value, str):
+            found = _labels_in(value.upper().replace("*", ""))
+            return found.pop() if len(found) == 1 else None
+    found = _labels_in(text.replace("*", ""))
+    return found.pop() if len(found) == 1 else None
+
+
+def parse_boxed_claims(text: Any) -> list[str] | None:
+    """The lines inside Prompt 4's ``\\boxed{...}`` (bullets, numbers and quotes stripped,
+    template lines and duplicates dropped); None without a complete box."""
+    if not isinstance(text, str):
+        return None
+    start = text.find("\\boxed{")
+    if start < 0:
+        return None
+    i, depth = start + len("\\boxed{"), 1
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            body = text[i:j]
+            break
+    else:
+        return None  # truncated: the box never closes
+    items = []
+    for line in body.splitlines():
+        m = _BULLET.match(line)
+        item = _clean_item(m.group(1) if m else line)
+        if item and not _PLACEHOLDER.match(item):
+            items.append(item)
+    return list(dict.fromkeys(items))
+
+
+def dedupe_claims(claims: Iterable[str]) -> list[str]:
+    """Claims in order with normalized duplicates (``text.normalize_answer``) removed."""
+    seen, out = set(), []
+    for c in claims:
+        key = normalize_answer(c)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def cooccurrence_label(count: int | None, support: int = 1) -> str:
+    """The co-occurrence verifier's label: no query -> NEI, 0 -> REFUTE, >= support -> SUPPORT."""
+    if count is None:
+        return NEI
+    if count == 0:
+        return REFUTE
+    return SUPPORT if count >= support else NEI
+
+
+def label_agreement(a: Mapping[str, str | None], b: Mapping[str, str | None]) -> dict[str, Any]:
+    """Agreement of two label maps (claim -> label) on the claims both labelled: share equal,
+    the confusion table ``"<a> -> <b>"``, and the same on the claims ``a`` calls SUPPORT or REFUTE."""
+    both = [k for k in a if k in b and a[k] is not None and b[k] is not None]
+    conf = Counter(f"{a[k]} -> {b[k]}" for k in both)
+    decided = [k for k in both if a[k] in (SUPPORT, REFUTE)]
+    return {"n": len(both), "agreement": sum(a[k] == b[k] for k in both) / len(both) if both else float("nan"),
+            "n_decided": len(decided),
+            "agreement_decided": (sum(a[k] == b[k] for k in decided) / len(decided) if decided else float("nan")),
+            "confusion": dict(sorted(conf.items()))}
+
+
+# ---------------------------------------------------------------- Eq. 4
+
+
+def truth_row(claim: str, label: bool, source: str = "") -> dict[str, Any]:
+    """One Prompt 6 training row: "Claim: ... Factual correctness:" -> " True" / " False"."""
+    return {"prompt": P.KLCF_TRUTH_PROMPT.format(claim=claim), "completion": " True" if label else " False",
+            "claim": claim, "label": bool(label), "source": source}
+
+
+def truth_dataset(positives: Sequence[Any], negatives: Sequence[Any], *, ratio: float = RATIO,
+                  negative_copies: int = NEGATIVE_COPIES, seed: int = 0) -> tuple[list[Any], list[Any]]:
+    """(positives, negatives) sampled to |pos| = round(ratio * |neg|) (Eq. 4, Appendix D.1).
+
+    Every negative is repeated ``negative_copies`` times and the positives down-sampled to
+    ratio x that. When there are too few positives for that, the negatives are cut instead (to
+    floor(|pos| / ratio)), distinct ones first: a copy is used only when every negative is in.
+    Items are returned as given (claims or rows), seeded."""
+    rng = random.Random(seed)
+    pos = list(positives)
+    neg_pool: list[Any] = []
+    for _ in range(negative_copies):
+        round_ = list(negatives)
+        rng.shuffle(round_)
+        neg_pool += round_
+    n_neg = len(neg_pool)
+    if round(ratio * n_neg) > len(pos):
+        n_neg = int(len(pos) // ratio)
+    n_pos = round(ratio * n_neg)
+    return rng.sample(pos, n_pos), neg_pool[:n_neg]
+
+
+def _mini_claims(world: Any) -> tuple[list[dict], set[str], dict[str, str]]:
+    from ..data.miniworld import ensure_world
+    from ..data.types import read_jsonl
+
+    paths = world if isinstance(world, Mapping) else ensure_world(world)
+    held_docs = {r["meta"]["doc_id"] for r in read_jsonl(paths["qa_heldout"])}
+    names = {d["id"]: d["title"] for d in read_jsonl(paths["corpus"])}
+    return list(read_jsonl(paths["claims"])), held_docs, names
+
+
+def miniworld_truth_data(world: Any = None, *, pipeline_claims: Mapping[str, str | None] | None = None,
+                         ratio: float = RATIO, negative_copies: int = NEGATIVE_COPIES,
+                         heldout_size: int | None = None, seed: int = 0
+                         ) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """(train, heldout, report) truthfulness-reward rows (``truth_row``) from the mini-world.
+
+    Positives: the mini-world's true claims; negatives: their entity-swap perturbations
+    (``build_claims``: real facts, constructed negatives). Held out: the QA held-out countries'
+    claims as (true, perturbed) twins, 1 : 1 (Table 13's test sets), ``heldout_size`` rows at
+    most (an even number, whole twins). Train: the other countries' claims plus
+    ``pipeline_claims`` (claim -> Stage 3 label; SUPPORT -> True, REFUTE -> False, others
+    unused; a claim naming a held-out country, or equal to a held-out claim, is dropped and
+    counted), sampled to ``ratio`` : 1 by ``truth_dataset``."""
+    from ..data.miniworld import mentions, normalize
+
+    claims, held_docs, names = _mini_claims(world)
+    held_names = [names[d] for d in held_docs if d in names]
+    by_base: dict[tuple[str, str], dict[str, dict]] = {}
+    pos, neg = [], []
+    for c in claims:
+        if c["doc_id"] in held_docs:
+            by_base.setdefault((c["doc_id"], c["relation"]), {})[c["label"]] = c
+        elif c["label"] == "attributable":
+            pos.append(truth_row(c["claim"], True, "miniworld"))
+        else:
+            neg.append(truth_row(c["claim"], False, "miniworld:" + str(c.get("perturbation"))))
+    twins = [(d["attributable"], d["not_attributable"]) for _, d in sorted(by_base.items())
+             if "attributable" in d and "not_attributable" in d]
+    rng = random.Random(seed)
+    if heldout_size is not None and heldout_size // 2 < len(twins):
+        twins = rng.sample(twins, heldout_size // 2)
+    heldout = [r for t, f in twins for r in (truth_row(t["claim"], True, "miniworld"),
+                                            truth_row(f["claim"], False, "miniworld:" + str(f.get("perturbation"))))]
+    held_norm = {normalize(r["claim"]) for r in heldout}
+    report: dict[str, Any] = {"miniworld_positives": len(pos), "miniworld_negatives": len(neg),
+                              "pipeline_support": 0, "pipeline_refute": 0, "pipeline_dropped_heldout": 0}
+    for claim, label in (pipeline_claims or {}).items():
+        if label not in (SUPPORT, REFUTE):
+            continue
+        norm = normalize(claim)
+        if norm in held_norm or any(mentions(norm, n) for n in held_names):
+            report["pipeline_dropped_heldout"] += 1
+            continue
+        if label == SUPPORT:
+            pos.append(truth_row(claim, True, "pipeline"))
+            report["pipeline_support"] += 1
+        else:
+            neg.append(truth_row(claim, False, "pipeline"))
+            report["pipeline_refute"] += 1
+    p, n = truth_dataset(pos, neg, ratio=ratio, negative_copies=negative_copies, seed=seed)
+    train = p + n
+    rng.shuffle(train)
+    report.update(train=len(train), train_true=len(p), train_false=len(n), heldout=len(heldout),
+                  heldout_true=sum(r["label"] for r in heldout), heldout_countries=len({t["doc_id"] for t, _ in twins}))
+    return train, heldout, report
+
+
+# ---------------------------------------------------------------- the sampler
+
+
+class ModelSampler:
+    """Stage 1 samples from a causal LM through ``factlab.models.generate``; ``sample(prompts,
+    seed)`` returns one ``{"text", "n_tokens", "finished"}`` per prompt (prompts may repeat)."""
+
+    def __init__(self, model, tokenizer, *, name: str = "", max_new_tokens: int = 1024, temperature: float = 1.0,
+                 top_p: float = 1.0, batch_size: int = 16, chat_template: bool = False):
+        self.model, self.tokenizer, self.name = model, tokenizer, name or getattr(model, "name_or_path", "")
+        self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
+        self.batch_size, self.chat_template = batch_size, chat_template
+        self.stats: Counter = Counter()
+        self.seconds = 0.0
+
+    def identity(self) -> dict[str, Any]:
+        return {"model": self.name, "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
+                "top_p": self.top_p, "chat_template": self.chat_template}
+
+    def render(self, prompt: str) -> str:
+        from ..models import chat_prompt
+
+        return chat_prompt(self.tokenizer, prompt) if self.chat_template else prompt
+
+    def sample(self, prompts: Sequence[str], seed: int) -> list[dict[str, Any]]:
+        from ..models import generate
+
+        rendered = [self.render(p) for p in prompts]
+        t0 = time.perf_counter()
+        gens = generate(self.model, self.tokenizer, rendered, max_new_tokens=self.max_new_tokens,
+                        temperature=self.temperature, top_p=self.top_p, batch_size=self.batch_size, seed=seed,
+                        progress=False, desc="KLCF stage 1")
+        self.seconds += time.perf_counter() - t0
+        self.stats["calls"] += len(prompts)
+        self.stats["prompt_tokens"] += sum(len(self.tokenizer(r, add_special_tokens=False)["input_ids"])
+                                           for r in rendered)
+        self.stats["completion_tokens"] += sum(len(g[0].token_ids) for g in gens)
+        return [{"text": g[0].text, "n_tokens": len(g[0].token_ids), "finished": g[0].finished} for g in gens]
+
+
+# ---------------------------------------------------------------- caching
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _judge_identity(judge) -> dict[str, Any]:
+    sampling = judge.sampling() if hasattr(judge, "sampling") else {}
+    return {"backend": getattr(judge, "backend", type(judge).__name__), "model": getattr(judge, "model_name", ""),
+            "system": getattr(judge, "system", None), "sampling": sampling}
+
+
+class _StageCache:
+    """One stage's JSONL: rows keyed by ``key``, valid when their ``fp`` matches."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rows: dict[str, dict] = {}
+        if path.exists():
+            with path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:  # a line torn by an interruption
+                        continue
+                    if isinstance(row, dict) and "key" in row:
+                        self.rows[row["key"]] = row
+
+    def valid(self, key: str, fp: str) -> dict | None:
+        row = self.rows.get(key)
+        return row if row is not None and row.get("fp") == fp else None
+
+    def append(self, rows: Sequence[dict]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            for r in rows:
+                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+                self.rows[r["key"]] = r
+            fh.flush()
+
+    def rewrite(self, keys: Sequence[str]) -> None:
+        """Keep only ``keys`` (in that order), atomically."""
+        tmp = self.path.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for k in keys:
+                fh.write(json.dumps(self.rows[k], ensure_ascii=False) + "\n")
+        os.replace(tmp, self.path)
+
+
+class _Meter:
+    """Backend calls, tokens and seconds of one stage (deltas of a judge's or sampler's stats)."""
+
+    def __init__(self, *backends):
+        self.backends = [b for b in backends if b is not None]
+        self.before = [(Counter(getattr(b, "stats", {})), getattr(b, "seconds", 0.0)) for b in self.backends]
+        self.t0 = time.perf_counter()
+
+    def done(self, **extra: Any) -> dict[str, Any]:
+        out = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "backend_seconds": 0.0}
+        for b, (stats, secs) in zip(self.backends, self.before):
+            now = Counter(getattr(b, "stats", {}))
+            for k in ("calls", "prompt_tokens", "completion_tokens"):
+                out[k] += now[k] - stats[k]
+            out["backend_seconds"] += getattr(b, "seconds", 0.0) - secs
+        out["backend_seconds"] = round(out["backend_seconds"], 3)
+        out["seconds"] = round(time.perf_counter() - self.t0, 3)
+        out.update(extra)
+        return out
+
+
+def _query_rows(queries: Iterable[Any]) -> list[dict[str, str]]:
+    out = []
+    for i, q in enumerate(queries):
+        if isinstance(q, str):
+            out.append({"id": str(i), "prompt": q})
+        elif isinstance(q, Mapping):
+            out.append({"id": str(q.get("id", i)), "prompt": str(q["prompt"])})
+        else:  # LongformPrompt
+            out.append({"id": str(q.id), "prompt": str(q.prompt)})
+    if len({q["id"] for q in out}) != len(out):
+        raise ValueError("query ids are not unique")
+    return out
+
+
+# ---------------------------------------------------------------- the pipeline
+
+
+class KLCFPipeline:
+    """The four stages on one run directory. Pass only what the stages you run need: a
+    ``sampler`` (``ModelSampler`` or any object with ``sample(prompts, seed)`` and
+    ``identity()``) for Stage 1; a ``judge`` (``judges.Judge`` interface) for Stage 2, Stage 3
+    with ``verify: judge`` and Stage 4 with ``prioritize: llm``; a ``datastore``
+    (``corpus.retrieval.Datastore``) for judge verification; a ``scorer``
+    (``rewards.corver.CorVerScorer``) for co-occurrence verification. Each ``stageN`` reads the
+    previous stage from disk, so stages can run in separate processes."""
+
+    def __init__(self, cfg: KLCFPipelineSection, run_dir: str | Path, *, sampler=None, judge=None, datastore=None,
+                 scorer=None, examples: Sequence[tuple[str, str]] = ()):
+        self.cfg, self.dir = cfg, Path(run_dir)
+        self.sampler, self.judge, self.datastore, self.scorer = sampler, judge, datastore, scorer
+        self.examples = list(examples)[:cfg.few_shot]
+        self.report: dict[str, Any] = {"stages": {}}
+        self.dir.mkdir(parents=True, exist_ok=True)
+        rp = self.dir / STAGE_FILES["report"]
+        if rp.exists():
+            try:
+                self.report = json.loads(rp.read_text())
+                self.report.setdefault("stages", {})
+            except ValueError:
+                pass
+
+    # -- helpers --------------------------------------------------------------------------
+    def _path(self, stage: str) -> Path:
+        return self.dir / STAGE_FILES[stage]
+
+    def _need(self, what: str, obj: Any) -> Any:
+        if obj is None:
+            raise ValueError(f"KLCF pipeline: this stage needs a {what}")
+        return obj
+
+    def _save_report(self) -> None:
+        (self.dir / STAGE_FILES["report"]).write_text(json.dumps(self.report, indent=1, default=str))
+
+    def _chunk(self) -> int:
+        return self.cfg.batch_size * 4
+
+    def queries(self) -> list[dict[str, str]]:
+        from ..data.types import read_jsonl
+
+        path = self._path("queries")
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: run stage1 first")
+        return list(read_jsonl(path))
+
+    def _rows(self, stage: str) -> list[dict]:
+        from ..data.types import read_jsonl
+
+        path = self._path(stage)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: run the previous stage first")
+        return list(read_jsonl(path))
+
+    # -- Stage 1 --------------------------------------------------------------------------
+    def stage1(self, queries: Iterable[Any]) -> list[dict]:
+        """nu samples per query (§2.2 Stage 1) -> ``stage1_samples.jsonl``."""
+        sampler = self._need("sampler", self.sampler)
+        qs = _query_rows(queries)
+        from ..data.types import write_jsonl
+
+        write_jsonl(self._path("queries"), qs)
+        cache = _StageCache(self._path("sampling"))
+        meter = _Meter(sampler)
+        ident = sampler.identity() if hasattr(sampler, "identity") else {}
+        items = []  # (key, fp, query row, j, prompt)
+        for q in qs:
+            prompt = fewshot_prompt(q["prompt"], self.examples)
+            for j in range(self.cfg.nu):
+                fp = _hash({"prompt": prompt, "sampler": ident, "seed": self.cfg.seed, "j": j})
+                items.append((f"{q['id']}#{j}", fp, q, j, prompt))
+        todo = [it for it in items if cache.valid(it[0], it[1]) is None]
+        for s in range(0, len(todo), self.cfg.batch_size):
+            chunk = todo[s:s + self.cfg.batch_size]
+            seed = int(_hash([self.cfg.seed, [it[0] for it in chunk]]), 16) % (2 ** 31)
+            outs = sampler.sample([it[4] for it in chunk], seed)
+            if len(outs) != len(chunk):
+                raise RuntimeError(f"sampler returned {len(outs)} samples for {len(chunk)} prompts")
+            cache.append([{"key": k, "fp": fp, "query_id": q["id"], "query": q["prompt"], "sample": j,
+                           "text": _cut_at_next_question(o["text"]), "n_tokens": o.get("n_tokens"),
+                           "finished": o.get("finished")} for (k, fp, q, j, _), o in zip(chunk, outs)])
+        cache.rewrite([it[0] for it in items])
+        self.report["stages"]["sampling"] = meter.done(items=len(items), cached=len(items) - len(todo),
+                                                       computed=len(todo), queries=len(qs))
+        self._save_report()
+        return [cache.rows[it[0]] for it in items]
+
+    # -- Stage 2 --------------------------------------------------------------------------
+    def stage2(self) -> list[dict]:
+        """Claims per sample (Eq. 1, Prompt 2) -> ``stage2_claims.jsonl``."""
+        judge = self._need("judge", self.judge)
+        samples = self._rows("sampling")
+        cache = _StageCache(self._path("extraction"))
+        meter = _Meter(judge)
+        ident = {"judge": _judge_identity(judge), "prompt": _hash(P.KLCF_CLAIM_EXTRACTION),
+                 "prefill": self.cfg.prefill, "max_claims": self.cfg.max_claims}
+        items = [(s["key"], _hash({"text": s["text"], **ident}), s) for s in samples]
+        todo = [it for it in items if cache.valid(it[0], it[1]) is None]
+        empty = [it for it in todo if not it[2]["text"].strip()]
+        if empty:  # nothing to extract from: no judge call
+            cache.append([{"key": k, "fp": fp, "query_id": s["query_id"], "claims": [], "raw": ""}
+                          for k, fp, s in empty])
+        todo = [it for it in todo if it[2]["text"].strip()]
+        prefix = EXTRACTION_PREFILL if self.cfg.prefill else None
+        for c in range(0, len(todo), self._chunk()):
+            chunk = todo[c:c + self._chunk()]
+            answers = judge.judge([P.KLCF_CLAIM_EXTRACTION.format(response=s["text"]) for _, _, s in chunk],
+                                  prefix=prefix)
+            rows = []
+            for (k, fp, s), a in zip(chunk, answers):
+                claims = parse_claim_list(a)
+                rows.append({"key": k, "fp": fp, "query_id": s["query_id"], "raw": a,
+                             "claims": None if claims is None else claims[:self.cfg.max_claims]})
+            cache.append(rows)
+        cache.rewrite([it[0] for it in items])
+        rows = [cache.rows[it[0]] for it in items]
+        self.report["stages"]["extraction"] = meter.done(
+            items=len(items), cached=len(items) - len(todo) - len(empty), computed=len(todo), empty_samples=len(empty),
+            unreadable=sum(r["claims"] is None for r in rows), claims=sum(len(r["claims"] or []) for r in rows))
+        self._save_report()
+        return rows
+
+    def claims_by_query(self) -> dict[str, list[str]]:
+        """C(o_i) (Eq. 1): the union of a query's samples' claims, first-seen order."""
+        out: dict[str, list[str]] = {q["id"]: [] for q in self.queries()}
+        for r in self._rows("extraction"):
+            out.setdefault(r["query_id"], []).extend(r["claims"] or [])
+        return {k: list(dict.fromkeys(v)) for k, v in out.items()}
+
+    # -- Stage 3 --------------------------------------------------------------------------
+    def _verifiers(self) -> list[str]:
+        other = "cooccurrence" if self.cfg.verify == "judge" else "judge"
+        return [self.cfg.verify] + ([other] if self.cfg.compare_verifiers else [])
+
+    def stage3(self) -> dict[str, dict[str, str | None]]:
+        """A label per distinct claim (Eq. 2) from every verifier run -> ``stage3_<verifier>.jsonl``;
+        returns {verifier: {claim: label}}."""
+        claims = list(dict.fromkeys(c for cs in self.claims_by_query().values() for c in cs))
+        out = {}
+        for v in self._verifiers():
+            out[v] = self._verify_judge(claims) if v == "judge" else self._verify_cooc(claims)
+        labels = out[self.cfg.verify]
+        self.report["labels"] = {lab: sum(x == lab for x in labels.values()) for lab in LABELS}
+        self.report["labels"]["unreadable"] = sum(x is None for x in labels.values())
+        if len(out) == 2:
+            self.report["agreement"] = {"pair": "judge -> cooccurrence",
+                                        **label_agreement(out["judge"], out["cooccurrence"])}
+        self._save_report()
+        return out
+
+    def _verify_judge(self, claims: list[str]) -> dict[str, str | None]:
+        judge = self._need("judge", self.judge)
+        ds = self._need("datastore", self.datastore)
+        cache = _StageCache(self._path("verification_judge"))
+        meter = _Meter(judge)
+        ident = {"judge": _judge_identity(judge), "prompt": _hash(P.KLCF_CLAIM_VERIFICATION), "k": self.cfg.top_k,
+                 "datastore": len(ds), "prefill": self.cfg.prefill}
+        items = [(c, _hash({"claim": c, **ident})) for c in claims]
+        todo = [it for it in items if cache.valid(*it) is None]
+        prefix = VERIFICATION_PREFILL if self.cfg.prefill else None
+        for s in range(0, len(todo), self._chunk()):
+            chunk = todo[s:s + self._chunk()]
+            hits = ds.retrieve_many([c for c, _ in chunk], k=self.cfg.top_k)
+            prompts = [P.KLCF_CLAIM_VERIFICATION.format(claim=c, evidence=format_passages(h) or "(no evidence)")
+                       for (c, _), h in zip(chunk, hits)]
+            answers = judge.judge(prompts, prefix=prefix)
+            cache.append([{"key": c, "fp": fp, "label": parse_verification_label(a), "raw": a,
+                           "evidence": [x.chunk.id for x in h]} for (c, fp), a, h in zip(chunk, answers, hits)])
+        cache.rewrite([c for c, _ in items])
+        labels = {c: cache.rows[c]["label"] for c, _ in items}
+        self.report["stages"]["verification_judge"] = meter.done(
+            items=len(items), cached=len(items) - len(todo), computed=len(todo),
+            unreadable=sum(v is None for v in labels.values()))
+        return labels
+
+    def _verify_cooc(self, claims: list[str]) -> dict[str, str | None]:
+        scorer = self._need("co-occurrence scorer", self.scorer)
+        cache = _StageCache(self._path("verification_cooccurrence"))
+        meter = _Meter()
+        lookups0 = getattr(scorer, "lookups", 0)
+        args = getattr(scorer, "args", None)
+        ident = {"support": self.cfg.cooccurrence_support, "count_limit": self.cfg.count_limit,
+                 "extractor": getattr(getattr(scorer, "extractor", None), "name", ""),
+                 "args": args.model_dump() if hasattr(args, "model_dump") else None}
+        items = [(c, _hash({"claim": c, **ident})) for c in claims]
+        todo = [it for it in items if cache.valid(*it) is None]
+        for s in range(0, len(todo), self._chunk()):
+            chunk = todo[s:s + self._chunk()]
+            triplets = scorer.triplets([c for c, _ in chunk])
+            rows = []
+            for (c, fp), ts in zip(chunk, triplets):
+                sc = scorer.score(ts)
+                rows.append({"key": c, "fp": fp, "count": sc.count, "words": sc.words,
+                             "label": cooccurrence_label(sc.count, self.cfg.cooccurrence_support)})
+            cache.append(rows)
+        cache.rewrite([c for c, _ in items])
+        labels = {c: cache.rows[c]["label"] for c, _ in items}
+        self.report["stages"]["verification_cooccurrence"] = meter.done(
+            items=len(items), cached=len(items) - len(todo), computed=len(todo),
+            lookups=getattr(scorer, "lookups", 0) - lookups0)
+        return labels
+
+    def labels(self, verifier: str | None = None) -> dict[str, str | None]:
+        """{claim: label} of a verifier's Stage 3 file (default: ``cfg.verify``)."""
+        v = verifier or self.cfg.verify
+        return {r["key"]: r["label"] for r in self._rows(f"verification_{v}")}
+
+    # -- Stage 4 --------------------------------------------------------------------------
+    def stage4(self) -> tuple[list[dict], list[dict]]:
+        """Checklists (Eq. 3) -> ``stage4_checklists.jsonl`` and D_truth (Eq. 4) -> ``truth.jsonl``."""
+        labels = self.labels()
+        by_query = self.claims_by_query()
+        queries = {q["id"]: q["prompt"] for q in self.queries()}
+        cache = _StageCache(self._path("checklists"))
+        use_llm = self.cfg.prioritize == "llm"
+        judge = self._need("judge", self.judge) if use_llm else None
+        meter = _Meter(judge)
+        ident = {"mode": self.cfg.prioritize, "max": self.cfg.checklist_max,
+                 "judge": _judge_identity(judge) if judge is not None else None,
+                 "prompt": _hash(P.KLCF_CLAIM_PRIORITIZATION) if use_llm else None}
+        items = []
+        for qid, claims in by_query.items():
+            support = [c for c in claims if labels.get(c) == SUPPORT]
+            items.append((qid, _hash({"query": queries.get(qid, ""), "support": support, **ident}), support))
+        todo = [it for it in items if cache.valid(it[0], it[1]) is None]
+        direct = [it for it in todo if not use_llm or not it[2]]
+        cache.append([self._checklist_row(qid, fp, support, dedupe_claims(support), "dedupe" if support else "none",
+                                          None) for qid, fp, support in direct])
+        ask = [it for it in todo if use_llm and it[2]]
+        for s in range(0, len(ask), self._chunk()):
+            chunk = ask[s:s + self._chunk()]
+            answers = judge.judge([P.KLCF_CLAIM_PRIORITIZATION.format(
+                query=queries.get(qid, ""), claims="\n" + "\n".join(f"* {c}" for c in support))
+                for qid, _, support in chunk], prefix="\\boxed{\n" if self.cfg.prefill else None)
+            cache.append([self._checklist_row(qid, fp, support, parse_boxed_claims(a), "llm", a)
+                          for (qid, fp, support), a in zip(chunk, answers)])
+        cache.rewrite([it[0] for it in items])
+        rows = [cache.rows[it[0]] for it in items]
+        with_list = [r for r in rows if r["checklist"]]
+        truth = self._truth(labels)
+        self.report["stages"]["checklists"] = meter.done(
+            items=len(items), cached=len(items) - len(todo), computed=len(todo), judged=len(ask),
+            unreadable=sum(r["source"] == "llm" and r["checklist"] is None for r in rows),
+            no_support=sum(not r["n_support"] for r in rows))
+        self.report["checklist"] = {  # Table 6 analogue
+            "queries": len(rows), "with_checklist": len(with_list),
+            "mean_true_claims": sum(r["n_support"] for r in rows) / len(rows) if rows else float("nan"),
+            "mean_items": sum(len(r["checklist"]) for r in with_list) / len(with_list) if with_list else float("nan")}
+        self._save_report()
+        return rows, truth
+
+    def _checklist_row(self, qid, fp, support, checklist, source, raw) -> dict[str, Any]:
+        if checklist is not None and self.cfg.checklist_max is not None:
+            checklist = checklist[:self.cfg.checklist_max]
+        return {"key": qid, "fp": fp, "query_id": qid, "checklist": checklist, "source": source,
+                "n_support": len(support), "raw": raw}
+
+    def _truth(self, labels: Mapping[str, str | None]) -> list[dict]:
+        sup = [c for c, v in labels.items() if v == SUPPORT]
+        ref = [c for c, v in labels.items() if v == REFUTE]
+        pos, neg = truth_dataset(sup, ref, ratio=self.cfg.ratio, negative_copies=self.cfg.negative_copies,
+                                 seed=self.cfg.data_seed)
+        rows = [truth_row(c, True, "pipeline") for c in pos] + [truth_row(c, False, "pipeline") for c in neg]
+        random.Random(self.cfg.data_seed).shuffle(rows)
+        from ..data.types import write_jsonl
+
+        write_jsonl(self._path("truth"), rows)
+        self.report["truth"] = {"support_claims": len(sup), "refute_claims": len(ref), "positives": len(pos),
+                                "negatives": len(neg), "distinct_negatives": len(set(neg))}
+        return rows
+
+    # -- everything -------------------------------------------------------------------------
+    def run(self, queries: Iterable[Any]) -> dict[str, Any]:
+        """Stages 1-4; returns the report (also in ``report.json``)."""
+        self.stage1(queries)
+        self.stage2()
+        self.stage3()
+        self.stage4()
+        return self.report
+
+    def checklist_rows(self) -> list[dict[str, Any]]:
+        """GRPO rows for the KLCF rewards: ``question`` and ``checklist`` (queries with one)."""
+        queries = {q["id"]: q["prompt"] for q in self.queries()}
+        return [{"id": r["query_id"], "question": queries.get(r["query_id"], ""), "checklist": r["checklist"],
+                 "prompt": [{"role": "user", "content": queries.get(r["query_id"], "")}]}
+                for r in self._rows("checklists") if r["checklist"]]
+
+
+def _cut_at_next_question(text: str) -> str:
+    """A few-shot sample ends where the model starts the next ``[Question]:`` block."""
+    i = text.find("[Question]:")
+    return (text[:i] if i >= 0 else text).strip()
+
+
+def from_resources(cfg: KLCFPipelineSection, resources, run_dir: str | Path, *, model=None, tokenizer=None,
+                   examples: Sequence[tuple[str, str]] | None = None, queries: Sequence[Any] = ()) -> KLCFPipeline:
+    """A pipeline on a run's ``Resources``: the base model (``model`` / ``tokenizer``, else
+    ``resources.cfg.model`` loaded here), its judge, the claim-level (``veriscore``) datastore and
+    CorVer's scorer as the stages need them; few-shot examples from the mini-world by default
+    (excluding the queries' own documents)."""
+    from ..models import load_model
+
+    if model is None:
+        m = resources.cfg.model
+        model, tokenizer = load_model(m.name, dtype=m.dtype, device=m.device)
+    sampler = ModelSampler(model, tokenizer, name=str(resources.cfg.model.name), max_new_tokens=cfg.max_new_tokens,
+                           temperature=cfg.temperature, top_p=cfg.top_p, batch_size=cfg.batch_size,
+                           chat_template=cfg.chat_template)
+    verifiers = {cfg.verify} | ({"judge", "cooccurrence"} if cfg.compare_verifiers else set())
+    if examples is None:
+        exclude = [getattr(q, "doc_id", None) or (q.get("doc_id") if isinstance(q, Mapping) else None)
+                   for q in queries]
+        examples = miniworld_fewshot(resources.world(), cfg.few_shot, exclude=[e for e in exclude if e],
+                                     seed=cfg.data_seed, max_chars=cfg.few_shot_chars) if cfg.few_shot else []
+    # Stage 2 always extracts with the judge
+    return KLCFPipeline(cfg, run_dir, sampler=sampler, judge=resources.judge(),
+                        datastore=resources.datastore("veriscore") if "judge" in verifiers else None,
+                        scorer=resources.scorer(count_limit=cfg.count_limit) if "cooccurrence" in verifiers else None,
+                        examples=examples)
+
