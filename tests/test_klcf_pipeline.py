@@ -63,6 +63,7 @@ def test_prompts_fill_and_cite():
     ("* Paris is the capital of France.\n* France is in Europe.", ["Paris is the capital of France.",
                                                                    "France is in Europe."]),
     ("- A is B.\n1. C is D.\n2) E is F.\n- A is B.", ["A is B.", "C is D.", "E is F."]),
+    ("* 1. A is B.\n* 2. C is D.", ["A is B.", "C is D."]),
     ("* Claim 1\n* Claim 2\n...\n* Real fact.", ["Real fact."]),
     ("No verifiable objective claims.", []),
     ('["x is y", "z is w"]', ["x is y", "z is w"]),
@@ -375,6 +376,23 @@ def test_cooccurrence_verifier_and_agreement_with_the_judge(tmp_path):
     assert all(r["checklist"] is not None for r in rows)
 
 
+def test_choice_verdicts_use_the_judges_constrained_choice(tmp_path):
+    pipe = _pipeline(tmp_path, verdict="choice")
+    chosen = []
+
+    def choose(prompts, options):
+        assert tuple(options) == K.LABELS
+        chosen.extend(prompts)
+        return [K.REFUTE] * len(prompts)
+
+    pipe.judge.choose = choose
+    pipe.stage1(QUERIES)
+    pipe.stage2()
+    labels = pipe.stage3()["judge"]
+    assert len(chosen) == len(labels) and set(labels.values()) == {K.REFUTE}
+    assert pipe.judge.asked["verify"] == 0
+
+
 def test_dedupe_prioritization_asks_no_judge_and_needs_the_parts_it_uses(tmp_path):
     pipe = _pipeline(tmp_path, prioritize="dedupe", checklist_max=1)
     pipe.run(QUERIES)
@@ -507,3 +525,40 @@ def test_small_real_run_on_the_default_model(tmp_path, model_and_tokenizer):
     rerun.run(queries)
     assert judge.stats["calls"] == calls and rerun.report["stages"]["sampling"]["computed"] == 0
     assert time.perf_counter() - t0 < 40
+
+
+def test_from_resources_builds_only_the_parts_the_stages_need(tmp_path):
+    from types import SimpleNamespace
+
+    from factlab.data.miniworld import ensure_world
+
+    class Res:
+        def __init__(self):
+            self.cfg = SimpleNamespace(model=SimpleNamespace(name="smollm2-135m-instruct"))
+            self.asked = []
+
+        def world(self):
+            return ensure_world()
+
+        def judge(self):
+            self.asked.append("judge")
+            return FakeJudge()
+
+        def datastore(self, kind):
+            self.asked.append(f"datastore:{kind}")
+            return _datastore()
+
+        def scorer(self, count_limit=None):
+            self.asked.append(f"scorer:{count_limit}")
+            return FakeScorer({})
+
+    res = Res()
+    pipe = K.from_resources(K.KLCFPipelineSection(few_shot=3), res, tmp_path, model=object(), tokenizer=None,
+                            queries=[{"id": "q", "prompt": "Tell me about Chad.", "doc_id": "country/chad"}])
+    assert res.asked == ["judge", "datastore:veriscore"] and pipe.scorer is None
+    assert len(pipe.examples) == 3 and all(q != "Tell me about Chad." for q, _ in pipe.examples)
+    assert pipe.sampler.identity()["temperature"] == 1.0
+    res2 = Res()
+    K.from_resources(K.KLCFPipelineSection(verify="cooccurrence", compare_verifiers=True), res2, tmp_path / "b",
+                     model=object(), examples=[])
+    assert sorted(res2.asked) == ["datastore:veriscore", "judge", "scorer:20"]

@@ -108,6 +108,7 @@ class KLCFPipelineSection(Section):
     max_claims: int = Field(64, ge=1)  # per response (Stage 2)
     top_k: int = Field(TOP_K, ge=1)  # Stage 3: D(c)
     verify: Literal["judge", "cooccurrence"] = "judge"
+    verdict: Literal["generate", "choice"] = "generate"  # choice: judge.choose over the three labels (small judges)
     compare_verifiers: bool = False  # run the other verifier too and report the agreement
     cooccurrence_support: int = Field(1, ge=1)  # count >= this: SUPPORT (mini-world: one article per entity)
     count_limit: int | None = Field(20, ge=1)  # the scorer stops counting here (None: exact)
@@ -172,8 +173,12 @@ _PLACEHOLDER = re.compile(r"^(?:(?:final\s+)?key\s+)?claim\s*\d*$|^\.{2,}$|^\u20
 _NO_CLAIMS = "no verifiable objective claims"
 
 
+_NUMBERED = re.compile(r"^\d+[.)]\s+")
+
+
 def _clean_item(s: str) -> str:
-    return s.strip().strip('"').strip("'").strip().strip("*").strip()
+    s = s.strip().strip('"').strip("'").strip().strip("*").strip()
+    return _NUMBERED.sub("", s)  # "* 1. claim": a numbered list inside the bullets
 
 
 def parse_claim_list(text: Any) -> list[str] | None:
@@ -661,7 +666,7 @@ class KLCFPipeline:
         cache = _StageCache(self._path("verification_judge"))
         meter = _Meter(judge)
         ident = {"judge": _judge_identity(judge), "prompt": _hash(P.KLCF_CLAIM_VERIFICATION), "k": self.cfg.top_k,
-                 "datastore": len(ds), "prefill": self.cfg.prefill}
+                 "datastore": len(ds), "prefill": self.cfg.prefill, "verdict": self.cfg.verdict}
         items = [(c, _hash({"claim": c, **ident})) for c in claims]
         todo = [it for it in items if cache.valid(*it) is None]
         prefix = VERIFICATION_PREFILL if self.cfg.prefill else None
@@ -670,7 +675,8 @@ class KLCFPipeline:
             hits = ds.retrieve_many([c for c, _ in chunk], k=self.cfg.top_k)
             prompts = [P.KLCF_CLAIM_VERIFICATION.format(claim=c, evidence=format_passages(h) or "(no evidence)")
                        for (c, _), h in zip(chunk, hits)]
-            answers = judge.judge(prompts, prefix=prefix)
+            answers = (judge.choose(prompts, LABELS) if self.cfg.verdict == "choice"
+                       else judge.judge(prompts, prefix=prefix))
             cache.append([{"key": c, "fp": fp, "label": parse_verification_label(a), "raw": a,
                            "evidence": [x.chunk.id for x in h]} for (c, fp), a, h in zip(chunk, answers, hits)])
         cache.rewrite([c for c, _ in items])
