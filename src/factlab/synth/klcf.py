@@ -15,7 +15,8 @@ Four stages, each cached on disk as one JSONL file under a run directory and res
 3. **Verification** (Stage 3, Eq. 2): the top-k (k = 10) BM25 chunks D(c) per claim from a
    ``corpus.retrieval.Datastore``, Prompt 3 (``KLCF_CLAIM_VERIFICATION``) through the judge, one
    of SUPPORT / REFUTE / NOT ENOUGH INFO (``parse_verification_label``; unreadable = None,
-   counted, neither SUPPORT nor REFUTE). ``verify: cooccurrence`` instead labels a claim by
+   counted, neither SUPPORT nor REFUTE; ``verdict: choice`` asks ``judge.choose`` over the three
+   labels instead, for judges too small to write the JSON). ``verify: cooccurrence`` instead labels a claim by
    CorVer's corpus co-occurrence count (``rewards.corver.CorVerScorer``: triplet, content
    words, windowed count): 0 -> REFUTE, >= ``cooccurrence_support`` -> SUPPORT, otherwise or
    with no query -> NOT ENOUGH INFO (ours: a cheap verifier; the mapping follows Eq. 2 of 000,
