@@ -72,6 +72,8 @@ from pydantic import Field, model_validator
 from .. import prompts as P
 from .. import text
 from ..config import Dtype, ParamError, Section
+from ..decoding import next_token_logits
+from ..models import load_model
 from ..parsing import parse_json
 from .base import completion_text, prompt_text
 from .qa import answer_of
@@ -427,7 +429,6 @@ class TruthfulnessScorer:
 
     def load(self):
         if self._model is None:
-            from ..models import load_model
 
             log.info("loading truthfulness reward model %s", self.model_name)
             self._model, self._tok = load_model(self.model_name, dtype=self.dtype, device=self.device)
@@ -458,7 +459,6 @@ class TruthfulnessScorer:
         """(p(True | c), p(False | c)) per claim, each pair summing to 1."""
         import torch
 
-        from ..decoding import next_token_logits
 
         claims = [str(c) for c in claims]
         if not claims:

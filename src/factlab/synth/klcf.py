@@ -69,6 +69,10 @@ from pydantic import Field, model_validator
 
 from .. import prompts as P
 from ..config import ParamError, Section
+from ..data.longform import LONGFORM_TEMPLATE
+from ..data.miniworld import ensure_world, mentions, normalize
+from ..data.types import read_jsonl, write_jsonl
+from ..models import chat_prompt, generate, load_model
 from ..parsing import parse_json
 from ..rewards.rar import format_passages, parse_claims
 from ..text import normalize_answer
@@ -158,9 +162,6 @@ def miniworld_fewshot(world: Any = None, n: int = P.KLCF_FEWSHOT_EXAMPLES, *, ex
     """``n`` ("Tell me about <country>.", its article) examples for Prompt 1 from the mini-world,
     seeded, skipping the documents in ``exclude`` (the queries' own countries); answers cut at a
     sentence end below ``max_chars``."""
-    from ..data.longform import LONGFORM_TEMPLATE
-    from ..data.miniworld import ensure_world
-    from ..data.types import read_jsonl
 
     paths = world if isinstance(world, Mapping) else ensure_world(world)
     skip = set(exclude)
@@ -316,8 +317,6 @@ def truth_dataset(positives: Sequence[Any], negatives: Sequence[Any], *, ratio: 
 
 
 def _mini_claims(world: Any) -> tuple[list[dict], set[str], dict[str, str]]:
-    from ..data.miniworld import ensure_world
-    from ..data.types import read_jsonl
 
     paths = world if isinstance(world, Mapping) else ensure_world(world)
     held_docs = {r["meta"]["doc_id"] for r in read_jsonl(paths["qa_heldout"])}
@@ -338,7 +337,6 @@ def miniworld_truth_data(world: Any = None, *, pipeline_claims: Mapping[str, str
     ``pipeline_claims`` (claim -> Stage 3 label; SUPPORT -> True, REFUTE -> False, others
     unused; a claim naming a held-out country, or equal to a held-out claim, is dropped and
     counted), sampled to ``ratio`` : 1 by ``truth_dataset``."""
-    from ..data.miniworld import mentions, normalize
 
     claims, held_docs, names = _mini_claims(world)
     held_names = [names[d] for d in held_docs if d in names]
@@ -402,12 +400,10 @@ class ModelSampler:
                 "top_p": self.top_p, "chat_template": self.chat_template}
 
     def render(self, prompt: str) -> str:
-        from ..models import chat_prompt
 
         return chat_prompt(self.tokenizer, prompt) if self.chat_template else prompt
 
     def sample(self, prompts: Sequence[str], seed: int) -> list[dict[str, Any]]:
-        from ..models import generate
 
         rendered = [self.render(p) for p in prompts]
         t0 = time.perf_counter()
@@ -550,16 +546,14 @@ class KLCFPipeline:
         return self.cfg.batch_size * 4
 
     def queries(self) -> list[dict[str, str]]:
-        from ..data.types import read_jsonl
-
+    
         path = self._path("queries")
         if not path.exists():
             raise FileNotFoundError(f"{path}: run stage1 first")
         return list(read_jsonl(path))
 
     def _rows(self, stage: str) -> list[dict]:
-        from ..data.types import read_jsonl
-
+    
         path = self._path(stage)
         if not path.exists():
             raise FileNotFoundError(f"{path}: run the previous stage first")
@@ -570,7 +564,6 @@ class KLCFPipeline:
         """nu samples per query (§2.2 Stage 1) -> ``stage1_samples.jsonl``."""
         sampler = self._need("sampler", self.sampler)
         qs = _query_rows(queries)
-        from ..data.types import write_jsonl
 
         write_jsonl(self._path("queries"), qs)
         cache = _StageCache(self._path("sampling"))
@@ -776,7 +769,6 @@ class KLCFPipeline:
                                  seed=self.cfg.data_seed)
         rows = [truth_row(c, True, "pipeline") for c in pos] + [truth_row(c, False, "pipeline") for c in neg]
         random.Random(self.cfg.data_seed).shuffle(rows)
-        from ..data.types import write_jsonl
 
         write_jsonl(self._path("truth"), rows)
         self.report["truth"] = {"support_claims": len(sup), "refute_claims": len(ref), "positives": len(pos),
@@ -812,7 +804,6 @@ def from_resources(cfg: KLCFPipelineSection, resources, run_dir: str | Path, *, 
     ``resources.cfg.model`` loaded here), its judge, the claim-level (``veriscore``) datastore and
     CorVer's scorer as the stages need them; few-shot examples from the mini-world by default
     (excluding the queries' own documents)."""
-    from ..models import load_model
 
     if model is None:
         m = resources.cfg.model
