@@ -197,6 +197,53 @@ mcq: {{questions: 4, k: 1}}
     assert (res.run_dir / "kg.graphml").exists() and (res.run_dir / "questions.jsonl").exists()
 
 
+def test_klcf_notebook_end_to_end(tmp_path):
+    """05_klcf on a smaller smoke: the offline pipeline (sampling, claims, co-occurrence labels,
+    checklists with the mini-world fallback counted), the truthfulness RM before / after SFT,
+    the rewards on constructed responses, one GRPO step with the dual-fact reward, long-form
+    evaluation before / after and the win rate."""
+    params = tmp_path / "klcf_tiny.yaml"
+    params.write_text(f"""base: {ROOT / 'params/05_klcf_smoke.yaml'}
+queries: {{train_limit: 3, eval_limit: 2}}
+pipeline: {{nu: 2, max_new_tokens: 24}}
+truth_rm: {{sft: {{max_steps: 2, save_steps: 2}}}}
+constructed_queries: 1
+judge: {{cache: false}}
+grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
+longform_generation: {{max_new_tokens: 24}}
+winrate: {{max_new_tokens: 24}}
+""")
+    res = runner.run_notebook("05_klcf", params=params, out=tmp_path / "runs", progress=False)
+    assert res.ok, res.error
+    m = res.metrics
+    p = m["pipeline"]
+    assert p["stages"]["sampling"]["items"] == 5 * 2  # 5 queries x nu
+    assert p["stages"]["sampling"]["computed"] == 10 and p["stages"]["extraction"]["items"] == 10
+    assert sum(p["labels"].values()) > 0  # claims were extracted and labelled
+    assert sum(p["checklist_sources"].values()) == 5 and p["checklist_sources"]["none"] == 0
+    rm = m["truth_rm"]
+    assert rm["data"]["heldout"] == 40 and rm["data"]["heldout_true"] == 20
+    for who in ("base zero-shot", "base few-shot", "SFT"):
+        assert rm[who]["n"] == 40 and 0.0 <= rm[who]["accuracy"] <= 1.0
+    # two SFT steps move p(True) (a gain needs the full smoke's steps; README states what it measured)
+    assert abs(rm["SFT"]["mean_p_true|true"] - rm["base zero-shot"]["mean_p_true|true"]) > 1e-3
+    assert rm["sft"]["examples"] == rm["data"]["train"] > 0
+    table = {(r["response"], r["reward"]): r["mean"] for r in m["reward_table"]["rows"]}
+    assert table[("complete and true", "recall")] > table[("short and true", "recall")]
+    assert table[("padded", "length penalty")] < table[("complete and true", "length penalty")] <= 0.0
+    assert table[("complete and true", "format")] == 0.0
+    assert m["reward_table"]["stats"]["judge_calls"] > 0
+    assert m["training"]["steps"] == 1 and m["training"]["queries"] == 3
+    for when in ("before", "after"):
+        lf = m[when]["longform"] if when == "before" else m[when]["longform"]["longform"]
+        assert lf["n_responses"] + lf["unreadable"] + lf["abstained"] == 2
+    wr = m["after"]["win_rate"]
+    assert wr["n"] == 2 and wr["n_valid"] + wr["dropped"] == 2
+    for fig in ("labels", "truth_rm", "reward_table", "training_curves"):
+        assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
+    assert (res.run_dir / "pipeline" / "stage1_samples.jsonl").exists()
+
+
 def test_compare_notebook_end_to_end(tmp_path):
     """06_compare on a smaller smoke: two reward families (one with an LLM judge) under one
     budget, the base model evaluated once, costs per step, the comparison rebuilt from the run

@@ -511,6 +511,16 @@ K2V_SYSTEM = (
 # ---- KLCF (004_4f2ca2d982459bb2.txt, Appendix E.2). Text as printed; the PDF's bold markup and
 # soft line wraps are dropped, its curly quotes made straight. str.format fields, literal braces doubled.
 
+# 004 Prompt 5, Appendix E.2 "Prompt for RL-zero" (§3, Table 8's RL runs): the DeepSeek-R1-Zero
+# template. Printed as one raw string ending "User: {prompt} Assistant: <think>"; for chat models
+# it is the system turn and the query the user turn (the trailing "<think>" is left to the model).
+KLCF_SYSTEM = (
+    "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. "
+    "The assistant first thinks about the reasoning process in the mind and then provides the user with the "
+    "answer. The reasoning process and answer are enclosed within <think> </think> and <answer> </answer> tags, "
+    "respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>."
+)
+
 # 004 Prompt 6, Appendix E.2 "Prompt for Truthfulness Reward Model Training" (§2.3.1, Eq. 8): the
 # reward model reads p(True) from its next token after "Factual correctness:". Field: claim.
 KLCF_TRUTH_PROMPT = (

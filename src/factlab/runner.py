@@ -32,6 +32,7 @@ from .experiment import QuickstartConfig
 from .train.compare import CompareConfig
 from .train.corver import CorVerConfig
 from .train.k2v import K2VConfig
+from .train.klcf import KLCFConfig
 from .train.rar import RARConfig
 from .train.seva import SevaConfig
 
@@ -44,6 +45,7 @@ NOTEBOOK_CONFIGS: dict[str, type[BaseModel]] = {
     "02_binary_rar": RARConfig,
     "03_seva": SevaConfig,
     "04_k2v": K2VConfig,
+    "05_klcf": KLCFConfig,
     "06_compare": CompareConfig,
 }
 

@@ -31,6 +31,7 @@ from ..config import GenerationConfig, ModelConfig
 from ..data.longform import LongformPrompt
 from ..models import chat_prompt, generate, load_model, release_memory
 from ..registry import Registry
+from ..rewards.qa import answer_of
 from . import abstention, longform, shortform, verification
 
 __all__ = ["SUITES", "SuiteResult", "evaluate", "evaluate_model", "available"]
@@ -86,17 +87,23 @@ def abstention_suite(model, tokenizer, sets: Mapping[str, Sequence], generation:
 
 @SUITES.register("longform")
 def longform_suite(model, tokenizer, prompts: Sequence[LongformPrompt], generation: GenerationConfig, *,
-                   verifier, k: int = 10, tag: str = "", progress: bool = True) -> SuiteResult:
+                   verifier, k: int = 10, tag: str = "", progress: bool = True, system: str | None = None,
+                   answer_parsing: str | None = None) -> SuiteResult:
     """Long-form responses to ``prompts``, their claims extracted and verified against the
     prompt's cached chunks (``rewards.rar.ClaimVerifier``): Precision, Recall@K, F1@K,
-    FActScore. ``records["longform"]`` holds ``responses`` and ``per_response``."""
+    FActScore. ``records["longform"]`` holds ``responses`` and ``per_response``.
+
+    ``system``: a system turn (a policy trained with a template, e.g. KLCF's Prompt 5);
+    ``answer_parsing``: verify only the answer part (``rewards.qa.answer_of``: ``lenient`` reads
+    the ``<answer>`` block, else the text outside ``<think>``) rather than the whole response."""
     g = generation
     prompts = list(prompts)
-    gens = generate(model, tokenizer, [chat_prompt(tokenizer, p.prompt) for p in prompts],
+    gens = generate(model, tokenizer, [chat_prompt(tokenizer, p.prompt, system=system) for p in prompts],
                     max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p,
                     batch_size=g.batch_size, seed=g.seed, progress=progress, desc=f"{tag} long-form".strip())
     texts = [gs[0].text for gs in gens]
-    lf = longform.longform_precision(verifier, [p.prompt for p in prompts], texts,
+    graded = [answer_of(t, answer_parsing) or "" for t in texts] if answer_parsing else texts
+    lf = longform.longform_precision(verifier, [p.prompt for p in prompts], graded,
                                      prompt_ids=[p.id for p in prompts], k=k)
     return SuiteResult("longform", records={"longform": {"responses": texts, "per_response": lf["per_response"]}},
                        metrics={"longform": lf["metrics"]})

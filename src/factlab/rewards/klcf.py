@@ -778,7 +778,7 @@ def _verifier(args: KLCFChecklistArgs, resources) -> ChecklistVerifier:
     return ChecklistVerifier(resources.judge(), args.verdict, args.unit, prefill=resources.prefill)
 
 
-def _truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
+def claim_truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
     """The claim extractor (the run's judge with the ``verifier:`` section's budget; no
     datastore: extraction needs none) and the truthfulness scorer, built once per run."""
     cfg = getattr(resources, "cfg", None)
@@ -806,13 +806,13 @@ def _build_klcf_checklist(args: KLCFChecklistArgs, resources) -> ChecklistReward
 @register("klcf_truth", args=KLCFTruthArgs,
           summary="mean p(True | claim) of a reward model (004 §2.3.1, Eq. 8-9, Prompt 6)")
 def _build_klcf_truth(args: KLCFTruthArgs, resources) -> TruthReward:
-    return TruthReward(_truth(args, resources))
+    return TruthReward(claim_truth(args, resources))
 
 
 @register("klcf_fact", args=KLCFFactArgs,
           summary="kappa recall + lambda precision + mu truth (004 §2.3.3, Eq. 12-13)")
 def _build_klcf_fact(args: KLCFFactArgs, resources) -> FactReward:
-    truth = _truth(args, resources) if args.variant != "checklist" else None
+    truth = claim_truth(args, resources) if args.variant != "checklist" else None
     return FactReward(_verifier(args, resources), truth, args)
 
 

@@ -75,7 +75,7 @@ from ..data.types import read_jsonl, write_jsonl
 from ..models import chat_prompt, generate, load_model
 from ..parsing import parse_json
 from ..rewards.rar import format_passages, parse_claims
-from ..text import normalize_answer
+from ..text import normalize_answer, split_sentences
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,7 @@ class KLCFPipelineSection(Section):
     few_shot_chars: int = Field(600, ge=20)  # example answers cut at a sentence end below this
     chat_template: bool = False  # the base model reads raw Prompt 1 text
     max_claims: int = Field(64, ge=1)  # per response (Stage 2)
+    extract: Literal["judge", "sentences"] = "judge"  # Stage 2: Prompt 2, or each sentence a claim (small judges)
     top_k: int = Field(TOP_K, ge=1)  # Stage 3: D(c)
     verify: Literal["judge", "cooccurrence"] = "judge"
     verdict: Literal["generate", "choice"] = "generate"  # choice: judge.choose over the three labels (small judges)
@@ -251,6 +252,18 @@ def parse_boxed_claims(text: Any) -> list[str] | None:
         if item and not _PLACEHOLDER.match(item):
             items.append(item)
     return list(dict.fromkeys(items))
+
+
+def sentence_claims(text: str, min_words: int = 4) -> list[str]:
+    """Stage 2 without a judge (``extract: sentences``, ours): each complete sentence of the
+    sample with at least ``min_words`` words is one claim; a cut-off last sentence (no final
+    punctuation) is dropped."""
+    out = []
+    for a, b in split_sentences(text):
+        sent = text[a:b].strip()
+        if len(sent.split()) >= min_words and sent[-1:] in ".!?":
+            out.append(sent)
+    return list(dict.fromkeys(out))
 
 
 def dedupe_claims(claims: Iterable[str]) -> list[str]:
@@ -598,8 +611,11 @@ class KLCFPipeline:
         samples = self._rows("sampling")
         cache = _StageCache(self._path("extraction"))
         meter = _Meter(judge)
-        ident = {"judge": _judge_identity(judge), "prompt": _hash(P.KLCF_CLAIM_EXTRACTION),
-                 "prefill": self.cfg.prefill, "max_claims": self.cfg.max_claims}
+        if self.cfg.extract == "sentences":
+            ident = {"extract": "sentences", "max_claims": self.cfg.max_claims}
+        else:
+            ident = {"judge": _judge_identity(judge), "prompt": _hash(P.KLCF_CLAIM_EXTRACTION),
+                     "prefill": self.cfg.prefill, "max_claims": self.cfg.max_claims}
         items = [(s["key"], _hash({"text": s["text"], **ident}), s) for s in samples]
         todo = [it for it in items if cache.valid(it[0], it[1]) is None]
         empty = [it for it in todo if not it[2]["text"].strip()]
@@ -610,6 +626,10 @@ class KLCFPipeline:
         prefix = EXTRACTION_PREFILL if self.cfg.prefill else None
         for c in range(0, len(todo), self._chunk()):
             chunk = todo[c:c + self._chunk()]
+            if self.cfg.extract == "sentences":
+                cache.append([{"key": k, "fp": fp, "query_id": s["query_id"], "raw": "",
+                               "claims": sentence_claims(s["text"])[:self.cfg.max_claims]} for k, fp, s in chunk])
+                continue
             answers = judge.judge([P.KLCF_CLAIM_EXTRACTION.format(response=s["text"]) for _, _, s in chunk],
                                   prefix=prefix)
             rows = []

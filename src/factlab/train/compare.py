@@ -58,7 +58,9 @@ def _default_runs() -> list[CompareRun]:
             CompareRun(name="CorVer", rewards=[RewardSpec(name="qa_judge"), RewardSpec(name="format"),
                                                RewardSpec(name="corver")]),
             CompareRun(name="Binary RAR", rewards=[RewardSpec(name="binary_rar")]),
-            CompareRun(name="K2V", rewards=[RewardSpec(name="k2v")])]
+            CompareRun(name="K2V", rewards=[RewardSpec(name="k2v")]),
+            CompareRun(name="KLCF", rewards=[RewardSpec(name="klcf_fact"), RewardSpec(name="length_penalty"),
+                                             RewardSpec(name="format", args={"positive": 0.0, "negative": -1.0})])]
 
 
 class CompareConfig(TrainingConfig):

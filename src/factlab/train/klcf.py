@@ -1,0 +1,376 @@
+"""KLCF end to end (004_4f2ca2d982459bb2.txt), for ``notebooks/05_klcf.ipynb``.
+
+The pieces live where they belong (``synth.klcf``: the offline pipeline of §2.2, Stages 1-4, and
+the truthfulness data of Eq. 4; ``rewards.klcf``: Eq. 5-13 and Prompts 6-7; ``eval.longform``:
+Precision, Recall@K, F1@K, FActScore, Eq. 16-18; ``eval.winrate``: Prompt 8, Eq. 19-20); this
+module wires them from a ``KLCFConfig``:
+
+- ``queries``: the long-form queries (train / held-out), every datastore pre-cached for them.
+- ``offline_pipeline``: Stages 1-4 on every query (cached, resumable) and the GRPO rows, each
+  with its checklist Lambda(q); ``checklist_fallback: miniworld`` gives a query whose pipeline
+  checklist is empty its article's true mini-world facts instead (counted, labelled
+  ``checklist_source``), since a 135M sampler + judge leaves most checklists empty.
+- ``truth_rm``: Table 13 on the CPU default: the truthfulness reward model (Prompt 6) is the
+  policy's base model SFT'd on Eq. 4 data (mini-world true facts and their entity swaps, plus the
+  pipeline's SUPPORT / REFUTE claims), scored by accuracy and F1 of p(True | c) > 0.5 on a
+  held-out 1 : 1 set against the same base model zero-shot and few-shot.
+- ``reward_table``: the rewards on constructed responses (complete and true, short and true,
+  long with one false claim, padded): recall, precision, truth, Eq. 13 under Table 2's weight
+  rows, the length penalty (Eq. 11) and the format reward (Eq. 10).
+- ``train_run``: GRPO with ``cfg.rewards`` (Table 8: no KL, from the base model), the
+  truthfulness rewards pointed at the trained reward model.
+- ``longform_eval`` / ``win_rate``: §4.1 before / after training.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from datasets import Dataset
+from pydantic import Field, model_validator
+
+from .. import prompts as P
+from ..config import GenerationConfig, ParamError, Section, SFTSection
+from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
+from ..data.types import read_jsonl
+from ..eval.suites import evaluate
+from ..eval.winrate import judge_win_rate
+from ..experiment import TrainingConfig
+from ..judges import make_judge
+from ..models import chat_prompt, generate, load_model, release_memory
+from ..rewards import Resources, RewardSpec, build_rewards
+from ..rewards.klcf import (TABLE2_WEIGHTS, ChecklistVerifier, KLCFTruthArgs, LengthPenalty, LengthPenaltyArgs,
+                            TruthfulnessScorer, checklist_scores, claim_truth, format_reward, length_penalty)
+from ..synth import klcf as synth
+from .grpo import TrainResult, merge_adapter, run
+from .sft import run_sft
+
+log = logging.getLogger(__name__)
+
+__all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
+           "classification_metrics", "truth_rm", "constructed_responses", "reward_table", "with_truth_model",
+           "train_run", "longform_eval", "win_rate"]
+
+TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read the truthfulness RM
+
+
+class TruthRMSection(Section):
+    """The truthfulness reward model (004 §2.3.1, Appendix D.1, Table 13): SFT of ``model``
+    (None: ``model.name``, the paper SFTs its base model) on Prompt 6 rows; Table 8's
+    "Truthfulness Reward Model" row: lr 1e-5, 3 epochs, cosine with 10% warm-up, wd 0.01."""
+
+    enabled: bool = True
+    model: str | None = None
+    sft: SFTSection = SFTSection(learning_rate=1.0e-5, num_train_epochs=3.0, warmup_ratio=0.1, max_length=4096,
+                                 per_device_train_batch_size=8, gradient_accumulation_steps=8)
+    few_shot: int = Field(4, ge=1)  # Table 13's "base few-shot" baseline: examples from the train set
+    eval_batch_size: int = Field(16, ge=1)
+    use_in_rewards: bool = True  # klcf_truth / klcf_fact without an rm_model read the trained RM
+
+
+class WinRateSection(Section):
+    """Win rate of the trained policy over the base (Appendix C.4.2, Prompt 8, Eq. 19-20); the
+    judge is the run's ``judge:`` with Prompt 8's system turn."""
+
+    enabled: bool = True
+    max_new_tokens: int = Field(64, ge=8)
+
+
+class KLCFConfig(TrainingConfig):
+    """``notebooks/05_klcf.ipynb``: KLCF end to end (004_4f2ca2d982459bb2.txt)."""
+
+    rewards: list[RewardSpec] = [RewardSpec(name="klcf_fact"), RewardSpec(name="length_penalty"),
+                                 RewardSpec(name="format", args={"positive": 0.0, "negative": -1.0})]  # Eq. 10-13
+    queries: LongformPromptsSection = LongformPromptsSection()
+    pipeline: synth.KLCFPipelineSection = synth.KLCFPipelineSection()
+    checklist_fallback: Literal["none", "miniworld"] = "none"
+    truth_rm: TruthRMSection = TruthRMSection()
+    system_prompt: str = P.KLCF_SYSTEM  # Prompt 5
+    constructed_queries: int = Field(4, ge=1)  # held-out queries in the constructed-response table
+    longform_generation: GenerationConfig = GenerationConfig(max_new_tokens=1024)
+    longform_recall_k: int = Field(10, ge=1)  # K of Recall@K / F1@K (004 App. C.4 leaves K to the benchmark)
+    winrate: WinRateSection = WinRateSection()
+
+    @model_validator(mode="after")
+    def _klcf_rewards_have_checklists(self) -> "KLCFConfig":
+        if self.checklist_fallback == "miniworld" and (self.queries.path or self.queries.heldout_path):
+            raise ParamError("checklist_fallback", "'miniworld' fills checklists from the mini-world's facts; "
+                                                   "it needs the mini-world queries (queries.path unset)")
+        return self
+
+
+# ---------------------------------------------------------------- queries and the offline pipeline
+
+
+def queries(cfg: KLCFConfig, resources: Resources) -> tuple[list[LongformPrompt], list[LongformPrompt], dict]:
+    """(train, held-out) long-form queries and a report; the claim datastore is pre-cached
+    for them (Stage 3's D(c) and the long-form evaluation read it)."""
+    train, held = load_prompts(cfg.queries, cfg.world)
+    if not train:
+        raise ValueError("queries: no training queries (queries.path / train_limit)")
+    if cfg.pipeline.verify == "judge" or cfg.pipeline.compare_verifiers or held:
+        resources.precache(train + held)
+    return train, held, {"train": len(train), "heldout": len(held)}
+
+
+def _miniworld_facts(resources: Resources) -> dict[str, list[str]]:
+    facts: dict[str, list[str]] = {}
+    for c in read_jsonl(resources.world()["claims"]):
+        if c["label"] == "attributable":
+            facts.setdefault(c["doc_id"], []).append(c["claim"])
+    return facts
+
+
+def offline_pipeline(cfg: KLCFConfig, resources: Resources, train: Sequence[LongformPrompt],
+                     held: Sequence[LongformPrompt], run_dir: str | Path, *, model=None, tokenizer=None
+                     ) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """Stages 1-4 (§2.2) on every query into ``run_dir/pipeline`` (cached, resumable); returns
+    (query id -> checklist, report). The report adds ``checklists`` counts by source."""
+    qs = list(train) + list(held)
+    pipe = synth.from_resources(cfg.pipeline, resources, Path(run_dir) / "pipeline", model=model,
+                                tokenizer=tokenizer, queries=[{"id": q.id, "prompt": q.prompt, "doc_id": q.doc_id}
+                                                              for q in qs])
+    report = pipe.run([{"id": q.id, "prompt": q.prompt, "doc_id": q.doc_id} for q in qs])
+    checklists = {r["id"]: list(r["checklist"]) for r in pipe.checklist_rows()}
+    facts = _miniworld_facts(resources) if cfg.checklist_fallback == "miniworld" else {}
+    sources = {"pipeline": 0, "miniworld": 0, "none": 0}
+    for q in qs:
+        if checklists.get(q.id):
+            sources["pipeline"] += 1
+        elif facts.get(q.doc_id or ""):
+            checklists[q.id] = facts[q.doc_id or ""][:cfg.pipeline.checklist_max]
+            sources["miniworld"] += 1
+        else:
+            sources["none"] += 1
+    report["checklist_sources"] = sources
+    report["labels_by_claim"] = pipe.labels()
+    return checklists, report
+
+
+def klcf_rows(prompts: Sequence[LongformPrompt], checklists: dict[str, list[str]], system: str = P.KLCF_SYSTEM
+              ) -> list[dict[str, Any]]:
+    """GRPO rows (queries with a non-empty checklist): the chat prompt under Prompt 5, the
+    ``question`` and ``checklist`` columns the KLCF rewards read, and the long-form columns."""
+    return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": p.prompt}],
+             "question": p.prompt, "checklist": checklists[p.id], "id": p.id, "prompt_id": p.id,
+             "reference": p.reference} for p in prompts if checklists.get(p.id)]
+
+
+# ---------------------------------------------------------------- the truthfulness reward model
+
+
+def classification_metrics(probs: Sequence[float], labels: Sequence[bool], threshold: float = 0.5) -> dict[str, float]:
+    """Accuracy and F1 (positive class True) of ``p(True) > threshold`` (Table 13), plus the
+    mean p(True) of true and of false claims."""
+    if len(probs) != len(labels) or not probs:
+        raise ValueError(f"{len(probs)} probabilities for {len(labels)} labels")
+    pred = [p > threshold for p in probs]
+    tp = sum(p and y for p, y in zip(pred, labels))
+    fp = sum(p and not y for p, y in zip(pred, labels))
+    fn = sum((not p) and y for p, y in zip(pred, labels))
+    acc = sum(p == bool(y) for p, y in zip(pred, labels)) / len(labels)
+    f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+    true_p = [p for p, y in zip(probs, labels) if y]
+    false_p = [p for p, y in zip(probs, labels) if not y]
+    return {"n": len(labels), "accuracy": acc, "f1": f1, "predicted_true": sum(pred) / len(pred),
+            "mean_p_true|true": sum(true_p) / len(true_p) if true_p else math.nan,
+            "mean_p_true|false": sum(false_p) / len(false_p) if false_p else math.nan}
+
+
+def few_shot_template(examples: Sequence[dict[str, Any]], template: str = P.KLCF_TRUTH_PROMPT) -> str:
+    """Prompt 6 with labelled examples before the claim (Table 13's "base few-shot")."""
+    shots = "".join(f"Claim: {r['claim']}\nFactual correctness: {'True' if r['label'] else 'False'}\n\n"
+                    for r in examples)
+    return template.replace("Claim: {claim}", shots.replace("{", "{{").replace("}", "}}") + "Claim: {claim}")
+
+
+def _score(scorer: TruthfulnessScorer, rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    probs = scorer.probabilities([r["claim"] for r in rows])
+    return classification_metrics(probs, [bool(r["label"]) for r in rows])
+
+
+def truth_rm(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
+             pipeline_labels: dict[str, str | None] | None = None) -> tuple[str | None, dict[str, Any]]:
+    """Table 13 on this run: (trained reward model folder or None, report with the data counts
+    and accuracy / F1 of the base model zero-shot, few-shot and after SFT on the held-out 1 : 1
+    set). Resumable: a finished SFT is loaded, not retrained."""
+    p = cfg.pipeline
+    train, heldout, data = synth.miniworld_truth_data(resources.world(), pipeline_claims=pipeline_labels,
+                                                      ratio=p.ratio, negative_copies=p.negative_copies,
+                                                      heldout_size=p.heldout_size, seed=p.data_seed)
+    if not heldout or not train:
+        raise ValueError(f"truthfulness data: {len(train)} train and {len(heldout)} held-out rows")
+    report: dict[str, Any] = {"data": data}
+    rm = cfg.truth_rm
+    name = rm.model or cfg.model.name
+    base, tok = load_model(name, dtype=cfg.model.dtype, device=cfg.model.device)
+    zero = TruthfulnessScorer(name, model_obj=base, tokenizer=tok, batch_size=rm.eval_batch_size)
+    shots = random.Random(p.data_seed).sample(train, min(rm.few_shot, len(train)))
+    few = TruthfulnessScorer(name, model_obj=base, tokenizer=tok, batch_size=rm.eval_batch_size,
+                             template=few_shot_template(shots))
+    report["base zero-shot"] = _score(zero, heldout)
+    report["base few-shot"] = _score(few, heldout)
+    del base, zero, few
+    release_memory()
+    if not rm.enabled:
+        return None, report
+    rows = [{"prompt": P.KLCF_TRUTH_PROMPT.format(claim=r["claim"]),
+             "completion": " True" if r["label"] else " False"} for r in train]
+    t0 = time.perf_counter()
+    result = run_sft(cfg, Dataset.from_list(rows), Path(run_dir) / "truth_rm", model=name, sft=rm.sft,
+                     name="klcf-truth-rm")
+    folder = merge_adapter(result)
+    trained = TruthfulnessScorer(folder, dtype=cfg.model.dtype, device=cfg.model.device, batch_size=rm.eval_batch_size)
+    report["SFT"] = _score(trained, heldout)
+    report["sft"] = {"examples": len(rows), "seconds": time.perf_counter() - t0, "resumed": result.resumed,
+                     "model": folder}
+    del trained
+    release_memory()
+    return folder, report
+
+
+def with_truth_model(specs: Sequence[RewardSpec], folder: str | None) -> list[RewardSpec]:
+    """``specs`` with every truthfulness reward that names no ``rm_model`` pointed at ``folder``."""
+    if folder is None:
+        return list(specs)
+    out = []
+    for s in specs:
+        if s.name in TRUTH_REWARDS and not (s.args or {}).get("rm_model"):
+            s = s.model_copy(update={"args": {**(s.args or {}), "rm_model": folder}})
+        out.append(s)
+    return out
+
+
+# ---------------------------------------------------------------- rewards on constructed responses
+
+
+def _false_facts(resources: Resources) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for c in read_jsonl(resources.world()["claims"]):
+        if c["label"] != "attributable":
+            out.setdefault(c["doc_id"], []).append(c["claim"])
+    return out
+
+
+def constructed_responses(prompt: LongformPrompt, checklist: Sequence[str], false_claims: Sequence[str],
+                          pad_sentence: str, pad_copies: int) -> dict[str, str]:
+    """Four responses to one query, each in Prompt 5's format (§2.3's trade-offs): every checklist
+    fact (complete and true), the first fact only (short and true), every fact plus one false
+    claim (long with one false claim), every fact padded with ``pad_copies`` repeats of a
+    filler sentence (padded: the length penalty's case)."""
+    facts = list(checklist)
+
+    def wrap(answer: str) -> str:
+        return f"<think>I recall what I know about the subject.</think> <answer>{answer}</answer>"
+
+    false = false_claims[0] if false_claims else f"{prompt.prompt.split()[-1].rstrip('.')} has no capital."
+    return {"complete and true": wrap(" ".join(facts)),
+            "short and true": wrap(facts[0]),
+            "one false claim": wrap(" ".join(facts + [false])),
+            "padded": wrap(" ".join(facts + [pad_sentence] * pad_copies))}
+
+
+def reward_table(cfg: KLCFConfig, resources: Resources, prompts: Sequence[LongformPrompt],
+                 checklists: dict[str, list[str]], truth_folder: str | None) -> tuple[list[dict], dict[str, Any]]:
+    """The KLCF rewards on ``constructed_responses`` for up to ``constructed_queries`` queries:
+    per response kind, mean recall (Eq. 5), precision (Eq. 6), truth (Eq. 8), R_fact (Eq. 13)
+    under each Table 2 weight row, the length penalty (Eq. 11, the run's ``length_penalty`` args)
+    and the format reward (Eq. 10). Returns (long rows, stats)."""
+    fact_spec = next((s for s in with_truth_model(cfg.rewards, truth_folder) if s.name in TRUTH_REWARDS), None)
+    args = KLCFTruthArgs.model_validate({k: v for k, v in ((fact_spec.args or {}) if fact_spec else {}).items()
+                                         if k in KLCFTruthArgs.model_fields})
+    if truth_folder and not args.rm_model:
+        args = args.model_copy(update={"rm_model": truth_folder})
+    lp_spec = next((s for s in cfg.rewards if s.name == "length_penalty"), None)
+    lp_args = LengthPenaltyArgs.model_validate(lp_spec.args or {}) if lp_spec else LengthPenaltyArgs()
+    verifier = ChecklistVerifier(resources.judge(), args.verdict, args.unit, prefill=resources.prefill)
+    truth = claim_truth(args, resources)
+    length = LengthPenalty(resources.policy_tokenizer(), lp_args)
+    false = _false_facts(resources)
+    chosen = [p for p in prompts if checklists.get(p.id)][:cfg.constructed_queries]
+    if not chosen:
+        raise ValueError("no held-out query has a checklist: nothing to construct responses from")
+    pad = "This is a widely discussed subject with a long and varied history."
+    pad_copies = max(1, (lp_args.max_len - lp_args.critical) // 12 + lp_args.critical // 12)
+    per_kind: dict[str, list[dict[str, float]]] = {}
+    t0 = time.perf_counter()
+    for p in chosen:
+        responses = constructed_responses(p, checklists[p.id], false.get(p.doc_id or "", []), pad, pad_copies)
+        kinds = list(responses)
+        texts = [responses[k] for k in kinds]
+        answers = [r.split("<answer>", 1)[1].rsplit("</answer>", 1)[0] for r in texts]
+        labels = verifier.labels([p.prompt] * len(kinds), answers, [checklists[p.id]] * len(kinds))
+        truths = truth.truths([p.prompt] * len(kinds), texts, [p.prompt] * len(kinds), [checklists[p.id]] * len(kinds))
+        lens = length.lengths(texts)
+        for kind, text, lab, t, n in zip(kinds, texts, labels, truths, lens):
+            readable = [x for x in lab if x is not None]
+            s = checklist_scores(readable) if readable else None
+            row = {"recall": s["recall"] if s else math.nan, "precision": s["precision"] if s else math.nan,
+                   "truth": t if t is not None else math.nan,
+                   "length penalty": length_penalty(n, lp_args.max_len, lp_args.critical),
+                   "format": format_reward(text), "answer tokens": n}
+            for kappa, lam, mu in TABLE2_WEIGHTS:
+                if kappa + lam + mu == 0:
+                    continue  # Table 2's base-model reference row
+                # Eq. 13's weighted sum with Table 2's row as printed (one row sums to 5/4)
+                row[f"R_fact {kappa:.2g}/{lam:.2g}/{mu:.2g}"] = (
+                    kappa * row["recall"] + lam * row["precision"] + mu * row["truth"]
+                    if s is not None and t is not None else math.nan)
+            per_kind.setdefault(kind, []).append(row)
+    rows = []
+    for kind, rs in per_kind.items():
+        for key in rs[0]:
+            vals = [r[key] for r in rs if not (isinstance(r[key], float) and math.isnan(r[key]))]
+            rows.append({"response": kind, "reward": key, "mean": sum(vals) / len(vals) if vals else math.nan})
+    stats = {"queries": len(chosen), "seconds": time.perf_counter() - t0,
+             "judge_calls": verifier.stats["judge_calls"], "unreadable_verdicts": verifier.stats["unreadable"],
+             "outside_labels": verifier.stats["outside_labels"],
+             "truth_model": args.rm_model or cfg.model.name}
+    return rows, stats
+
+
+# ---------------------------------------------------------------- training and evaluation
+
+
+def train_run(cfg: KLCFConfig, rows: Sequence[dict[str, Any]], resources: Resources, out_dir: str | Path,
+              truth_folder: str | None = None) -> TrainResult:
+    """GRPO with ``cfg.rewards`` (Table 8: from the base model, no KL) into ``out_dir/<rewards>``;
+    the truthfulness rewards read ``truth_folder`` when ``truth_rm.use_in_rewards``; resumable."""
+    if not rows:
+        raise ValueError("no training query has a checklist (offline pipeline); set checklist_fallback or "
+                         "raise pipeline.nu / the query count")
+    specs = with_truth_model(cfg.rewards, truth_folder if cfg.truth_rm.use_in_rewards else None)
+    rewards = build_rewards(specs, resources)
+    name = "+".join(rewards.names)
+    return run(cfg, list(rows), rewards, Path(out_dir) / name, name=f"klcf-{name}")
+
+
+def longform_eval(cfg: KLCFConfig, resources: Resources, model, tokenizer, prompts: Sequence[LongformPrompt],
+                  who: str):
+    """§4.1: Precision, Recall@K, F1@K and FActScore of the answer part (claims extracted,
+    retrieved, verified by the run's claim verifier) on the held-out queries, under Prompt 5."""
+    return evaluate("longform", model, tokenizer, list(prompts), cfg.longform_generation,
+                    verifier=resources.claim_verifier(), k=cfg.longform_recall_k, tag=who,
+                    system=cfg.system_prompt, answer_parsing="lenient")
+
+
+def win_rate(cfg: KLCFConfig, prompts: Sequence[LongformPrompt], base_responses: Sequence[str],
+             trained_responses: Sequence[str]) -> dict[str, Any]:
+    """WR of the trained policy (B) over the base (A), both orders (Eq. 19-20), Prompt 8 judge."""
+    judge = make_judge(cfg.judge, system=P.KLCF_WIN_RATE_SYSTEM, max_new_tokens=cfg.winrate.max_new_tokens)
+    out = judge_win_rate(judge, [p.prompt for p in prompts], list(base_responses), list(trained_responses))
+    out["judge"] = judge.summary()
+    return out
+
+
+def policy_samples(model, tokenizer, prompts: Sequence[LongformPrompt], cfg: KLCFConfig) -> list[str]:
+    """Greedy responses under Prompt 5 (for tables beside the metrics)."""
+    g = cfg.longform_generation
+    gens = generate(model, tokenizer, [chat_prompt(tokenizer, p.prompt, system=cfg.system_prompt) for p in prompts],
+                    max_new_tokens=g.max_new_tokens, batch_size=g.batch_size, desc="klcf samples")
+    return [gs[0].text for gs in gens]
