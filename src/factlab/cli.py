@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import subprocess
 import sys
@@ -23,7 +24,31 @@ from .rewards import available as available_rewards
 from .runner import default_params, find_notebook, load_params, project_root, run_all, run_notebook
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def _out_folder(path: str | None) -> None:
+    """``--out`` must be a folder (or not exist yet): checked before anything runs."""
+    if path and Path(path).exists() and not Path(path).is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "--out must be a folder, and this is a file", path)
+
+
+def _os_error(e: OSError) -> str:
+    """One line for an OS error: the path(s) it concerns and why."""
+    paths = [str(f) for f in (e.filename, e.filename2) if f is not None]
+    return f"{' -> '.join(paths)}: {e.strerror or e}" if paths else str(e)
+
+
 def _cmd_run(args) -> int:
+    _out_folder(args.out)
     res = run_notebook(args.notebook, params=args.params, out=args.out, smoke=args.smoke,
                        raise_on_error=False)
     print(f"run folder: {res.run_dir}\nreport:     {res.report}")
@@ -49,6 +74,7 @@ def _cmd_rewards(args) -> int:
 
 
 def _cmd_run_all(args) -> int:
+    _out_folder(args.out)
     results = run_all(smoke=not args.full, out=args.out, only=args.only or None)
     failed = [r for r in results if not r.ok]
     for r in results:
@@ -71,7 +97,10 @@ def _cmd_index_build(args) -> int:
     try:
         index = CorpusIndex.build(args.corpus, args.tokenizer, args.out, text_field=args.text_field,
                                   cpus=args.cpus, **kw)
-    except (OSError, RuntimeError) as e:  # an unknown tokenizer, an occupied --out, a failed build
+    except OSError as e:  # an unknown tokenizer, an unreadable corpus, an occupied --out
+        print(f"error: {_os_error(e)}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # a failed build
         print(f"error: {e}", file=sys.stderr)
         return 2
     m = index.meta
@@ -135,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="HF tokenizer id or local path (or smollm2-135m-instruct, the embedded default)")
     ib.add_argument("--out", required=True, help="index folder (an existing index there is replaced)")
     ib.add_argument("--text-field", default="text", help="JSON field holding the text (default: text)")
-    ib.add_argument("--shard-tokens", type=int, default=None,
+    ib.add_argument("--shard-tokens", type=_positive_int, default=None,
                     help="start a new shard after this many tokens (default: 500,000,000)")
-    ib.add_argument("--cpus", type=int, default=None, help="suffix-array jobs (default: all cores)")
+    ib.add_argument("--cpus", type=_positive_int, default=None, help="suffix-array jobs (default: all cores)")
     ib.set_defaults(func=_cmd_index_build)
 
     b = sub.add_parser("bench", help="run the bench/bench_*.py scripts (each prints its ratios last)")
@@ -147,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         return args.func(args)
-    except (FileNotFoundError, ValueError) as e:  # ConfigError is a ValueError
+    except OSError as e:  # a user path that is missing, a folder, a file, unreadable, ...
+        print(f"error: {_os_error(e)}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # ConfigError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -46,6 +46,43 @@ class Section(BaseModel):
     """Base of every config block: unknown keys are errors, values are validated on set."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+def known_optimizers() -> list[str]:
+    """The ``optim`` names the pinned transformers accepts (``training_args.OptimizerNames``)."""
+    from transformers.training_args import OptimizerNames  # lazy: imports torch
+
+    return [o.value for o in OptimizerNames]
+
+
+def known_schedulers() -> list[str]:
+    """The ``lr_scheduler_type`` names the pinned transformers accepts (``trainer_utils.SchedulerType``)."""
+    from transformers.trainer_utils import SchedulerType  # lazy: imports torch
+
+    return [s.value for s in SchedulerType]
+
+
+def config_fields(kind: Literal["grpo", "sft"]) -> set[str]:
+    """Field names of TRL's ``GRPOConfig`` / ``SFTConfig`` (what ``extra:`` may set)."""
+    import dataclasses
+
+    import trl  # lazy: imports torch and transformers
+
+    return {f.name for f in dataclasses.fields(trl.GRPOConfig if kind == "grpo" else trl.SFTConfig)}
+
+
+def _one_of(value: str, known: list[str], what: str) -> str:
+    if value not in known:
+        raise ValueError(f"unknown {what} {value!r}; known: {', '.join(known)}")
+    return value
+
+
+def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"]) -> dict[str, Any]:
+    unknown = sorted(set(extra) - config_fields(kind))
+    if unknown:
+        cls = "GRPOConfig" if kind == "grpo" else "SFTConfig"
+        raise ParamError(unknown[0], f"not a field of TRL's {cls} (unknown: {', '.join(unknown)})")
+    return extra
 
 
 class ModelConfig(Section):
@@ -108,7 +145,7 @@ class GRPOSection(Section):
     beta: float = Field(0.001, ge=0.0)  # beta_KL
     epsilon: float = Field(0.2, gt=0.0)  # PPO clip
     epsilon_high: float | None = None
-    loss_type: str = "grpo"
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = "grpo"  # TRL 1.16's
     scale_rewards: Literal["group", "batch", "none"] = "group"
     num_generations: int = Field(16, ge=2)  # G
     max_prompt_length: int = Field(256, ge=1)  # prompts longer than this are dropped (and counted)
@@ -136,6 +173,21 @@ class GRPOSection(Section):
     save_total_limit: int | None = 4
     seed: int = 42
     extra: dict[str, Any] = {}
+
+    @field_validator("optim")
+    @classmethod
+    def _known_optimizer(cls, name: str) -> str:
+        return _one_of(name, known_optimizers(), "optimizer")
+
+    @field_validator("lr_scheduler_type")
+    @classmethod
+    def _known_scheduler(cls, name: str) -> str:
+        return _one_of(name, known_schedulers(), "scheduler")
+
+    @field_validator("extra")
+    @classmethod
+    def _grpo_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
+        return _extra_fields(extra, "grpo")
 
     @model_validator(mode="before")
     @classmethod
@@ -181,6 +233,19 @@ class SFTSection(Section):
     save_total_limit: int | None = 2
     seed: int = 42
     extra: dict[str, Any] = {}
+
+    @field_validator("lr_scheduler_type")
+    @classmethod
+    def _known_scheduler(cls, name: str) -> str:
+        return _one_of(name, known_schedulers(), "scheduler")
+
+    @field_validator("extra")
+    @classmethod
+    def _sft_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
+        extra = _extra_fields(extra, "sft")
+        if "optim" in extra and extra["optim"] not in known_optimizers():
+            raise ParamError("optim", f"unknown optimizer {extra['optim']!r}; known: {', '.join(known_optimizers())}")
+        return extra
 
     @model_validator(mode="after")
     def _steps_or_epochs(self) -> "SFTSection":
@@ -251,21 +316,38 @@ def merge_params(base: dict[str, Any], override: dict[str, Any]) -> dict[str, An
     return _merge(base, override)
 
 
-def read_params(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Read a params YAML into a plain dict, resolving its ``base:`` chain."""
-    path = Path(path).resolve()
+def _read_text(path: Path, named_by: str) -> str:
+    """The file's text, or a ``ConfigError`` naming it (and the file whose ``base:`` named it)."""
     if not path.exists():
-        raise ConfigError(f"params file not found: {path}")
-    if path in _seen:
-        raise ConfigError(f"{path}: 'base' chain loops back to itself")
+        raise ConfigError(f"params file not found: {path}{named_by}")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, not a params file{named_by}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.object[e.start:e.start + 1]!r} at offset "
+                          f"{e.start}){named_by}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror or e}){named_by}") from None
+
+
+def read_params(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Read a params YAML into a plain dict, resolving its ``base:`` chain. Every failure is a
+    ``ConfigError`` naming the file, and for a ``base:`` file the params file that named it."""
+    path = Path(path).resolve()
+    named_by = f" (named by 'base:' in {_seen[-1]})" if _seen else ""
+    if path in _seen:
+        raise ConfigError(f"{path}: 'base' chain loops back to itself{named_by}")
+    try:
+        data = yaml.safe_load(_read_text(path, named_by)) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
     base = data.pop("base", None)
     if base is not None:
+        if not isinstance(base, str) or not base:
+            raise ConfigError(f"{path}: 'base' must name a params file, got {_short(base)}")
         data = _merge(read_params(path.parent / base, _seen + (path,)), data)
     return data
 

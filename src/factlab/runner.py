@@ -202,16 +202,27 @@ def interactive_run_dir(name: str = "interactive") -> Path:
 
 def run_all(smoke: bool = True, out: str | Path | None = None, root: Path | None = None,
             only: list[str] | None = None) -> list[RunResult]:
-    """Run every numbered notebook (smoke or full params) and write ``outputs/index.html``."""
+    """Run every numbered notebook (smoke or full params) and write ``outputs/index.html``.
+
+    Before the first kernel starts, every name in ``only`` must be a notebook stem (else
+    ``ValueError`` naming the unknown ones) and every selected notebook's params must
+    validate (else ``ConfigError``). The index is left alone when nothing ran."""
     root = root or project_root()
+    notebooks = list_notebooks(root)
+    if only:
+        known = [nb.stem for nb in notebooks]
+        unknown = [name for name in only if Path(name).stem not in known]
+        if unknown:
+            raise ValueError(f"unknown notebook(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+        notebooks = [nb for nb in notebooks if nb.stem in {Path(name).stem for name in only}]
+    for nb in notebooks:
+        load_params(nb.stem, default_params(nb, smoke))
     results = []
-    for nb in list_notebooks(root):
-        if only and nb.stem not in only:
-            continue
+    for nb in notebooks:
         log.info("running %s", nb.name)
         results.append(run_notebook(nb, smoke=smoke, out=out, raise_on_error=False))
-    index = (Path(out) if out else outputs_root(root)) / "index.html"
-    write_index(results, index)
+    if results:
+        write_index(results, (Path(out) if out else outputs_root(root)) / "index.html")
     return results
 
 

@@ -131,12 +131,15 @@ class Resources:
     def extractor(self) -> TripletExtractor:
         return self._memo("extractor", lambda: extractor_from(self.cfg.extractor))
 
-    def scorer(self, args: CorVerArgs | None = None, count_limit: int | None = 20,
+    def scorer(self, args: CorVerArgs | None = None, count_limit: int | None | Literal["tau_2"] = "tau_2",
                fresh: bool = False) -> CorVerScorer:
         """CorVer's sentence scorer on this index and extractor. ``count_limit`` stops counting
-        at tau_2 (Eq. 2 cannot tell 20 from 20,000); None gives exact counts for audits.
-        ``fresh``: a new scorer with empty caches (to time the reward honestly)."""
+        at tau_2 by default (Eq. 2 cannot tell 20 from 20,000), whatever ``args.count_thresholds``
+        sets it to; None gives exact counts for audits. ``fresh``: a new scorer with empty caches
+        (to time the reward honestly)."""
         args = args or CorVerArgs()
+        if count_limit == "tau_2":
+            count_limit = args.count_thresholds[1]
         if count_limit is not None and count_limit < args.count_thresholds[1]:
             raise ValueError(f"count_limit {count_limit} is below tau_2 {args.count_thresholds[1]}: "
                              f"the top tier of Eq. (2) would be lost")

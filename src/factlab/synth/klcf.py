@@ -74,6 +74,7 @@ from ..data.miniworld import ensure_world, mentions, normalize
 from ..data.types import read_jsonl, write_jsonl
 from ..models import chat_prompt, generate, load_model
 from ..parsing import parse_json
+from ..rewards.corver import COUNT_THRESHOLDS
 from ..rewards.rar import format_passages, parse_claims
 from ..text import normalize_answer, split_sentences
 
@@ -133,6 +134,9 @@ class KLCFPipelineSection(Section):
             raise ParamError("temperature", f"nu = {self.nu} greedy samples are identical; Stage 1 samples at a "
                                             f"high temperature (> 0)")
         uses_cooc = self.verify == "cooccurrence" or self.compare_verifiers
+        if uses_cooc and self.count_limit is not None and self.count_limit < COUNT_THRESHOLDS[1]:
+            raise ParamError("count_limit", f"{self.count_limit} is below CorVer's tau_2 = {COUNT_THRESHOLDS[1]}, "
+                                            f"where the co-occurrence scorer must keep counting (Eq. 2)")
         if uses_cooc and self.count_limit is not None and self.cooccurrence_support > self.count_limit:
             raise ParamError("cooccurrence_support", f"{self.cooccurrence_support} exceeds count_limit "
                                                      f"{self.count_limit}: counts stop there, nothing would be SUPPORT")
