@@ -91,7 +91,7 @@ def test_run_all_runs_the_named_notebooks_and_writes_the_index(outputs, capsys):
 def _project(tmp_path: Path, params: dict[str, str]) -> Path:
     """A project folder whose notebooks are the keys of ``params`` (smoke params as values)."""
     for d in ("notebooks", "params"):
-        (tmp_path / d).mkdir()
+        (tmp_path / d).mkdir(parents=True)
     for stem, body in params.items():
         (tmp_path / "notebooks" / f"{stem}.ipynb").write_text("{}")
         (tmp_path / "params" / f"{stem}_smoke.yaml").write_text(body)
