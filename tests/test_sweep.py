@@ -159,8 +159,8 @@ def test_cli_sweep_dry_run_and_bad_grid(tmp_path, capsys):
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                     reason="Ray is not installed: pip install 'factlab[ray]' to test the ray executor")
 def test_ray_executor_on_a_local_instance_with_two_workers(tmp_path):
-    import cloudpickle
     import ray
+    from ray import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import this test file
     plan = sweep.plan_sweep("04_k2v", K2V, {ALPHA: [2.0, 4.0, 6.0]}, executor="ray", max_workers=2,

@@ -271,8 +271,10 @@ def _ray(jobs, runner_fn: RunnerFn, settings: SweepSection):
         started = True
     try:
         rs = settings.ray
-        task = ray.remote(num_cpus=rs.num_cpus, num_gpus=rs.num_gpus, resources=dict(rs.resources) or None,
-                          max_retries=0)(_call)
+        opts: dict[str, Any] = {"num_cpus": rs.num_cpus, "num_gpus": rs.num_gpus, "max_retries": 0}
+        if rs.resources:
+            opts["resources"] = dict(rs.resources)
+        task = ray.remote(**opts)(_call)
         refs = {task.remote(runner_fn, *job[1:]): job[0] for job in jobs}
         pending = list(refs)
         while pending:
