@@ -3,6 +3,7 @@
     factlab run NOTEBOOK [--params FILE] [--out DIR] [--smoke]
     factlab check NOTEBOOK [--params FILE] [--smoke]
     factlab run-all [--full] [--out DIR]
+    factlab sweep NOTEBOOK [--params FILE] --grid KEY=V1,V2 ... [--executor local|ray] [--dry-run]
     factlab world [--out DIR]
     factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR [--text-field text]
                         [--shard-tokens N] [--cpus N]
@@ -22,6 +23,7 @@ from .corpus import CorpusIndex
 from .data.miniworld import build_world, default_world_dir
 from .rewards import available as available_rewards
 from .runner import default_params, find_notebook, load_params, project_root, run_all, run_notebook
+from .sweep import add_command as add_sweep_command
 
 
 def _positive_int(text: str) -> int:
@@ -168,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="start a new shard after this many tokens (default: 500,000,000)")
     ib.add_argument("--cpus", type=_positive_int, default=None, help="suffix-array jobs (default: all cores)")
     ib.set_defaults(func=_cmd_index_build)
+
+    add_sweep_command(sub)  # factlab sweep NOTEBOOK --grid KEY=V1,V2 ... (factlab.sweep)
 
     b = sub.add_parser("bench", help="run the bench/bench_*.py scripts (each prints its ratios last)")
     b.add_argument("only", nargs="*", help="substrings of script names to run")

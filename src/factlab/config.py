@@ -299,6 +299,34 @@ class JudgeSection(Section):
         return self
 
 
+class SweepRaySection(Section):
+    """Ray executor of a sweep: where to connect and what each point's task requests."""
+
+    address: str | None = None  # None: start a local Ray instance; "auto" or "ray://head:10001": a cluster
+    num_cpus: float = Field(1.0, ge=0.0)
+    num_gpus: float = Field(0.0, ge=0.0)  # e.g. 1: one GPU per point
+    resources: dict[str, float] = {}  # custom Ray resources per point
+
+
+class SweepSection(Section):
+    """``factlab sweep``: a grid of params overrides, one notebook run per point
+    (``factlab.sweep``). ``grid`` maps a dotted key path (list items by index:
+    ``rewards.0.args.alpha``) to its values; a mapping value is merged into the mapping there."""
+
+    grid: dict[str, list[Any]] = {}
+    executor: Literal["local", "ray"] = "local"
+    max_workers: int = Field(1, ge=1)  # local: processes; ray (local instance): CPUs
+    metric: str | None = None  # dotted path in a run's metrics.json, plotted per point
+    ray: SweepRaySection = SweepRaySection()
+
+    @model_validator(mode="after")
+    def _values_are_lists(self) -> "SweepSection":
+        empty = sorted(k for k, v in self.grid.items() if not v)
+        if empty:
+            raise ParamError(f"grid.{empty[0]}", "needs at least one value")
+        return self
+
+
 # ---------------------------------------------------------------- loading
 
 def _merge(base: dict, override: dict) -> dict:

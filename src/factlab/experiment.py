@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from pydantic import field_validator
 
-from .config import GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError, Section
+from .config import (GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError, Section,
+                     SweepSection)
 from .corpus.infinigram import IndexSection
 from .corpus.retrieval import DatastoreSection
 from .data import EvalDataConfig
 from .data.miniworld import WorldConfig
+from .eval.alarms import AlarmsSection
 from .rewards.rar import ClaimVerifierSection
 from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
@@ -33,6 +35,7 @@ class ExperimentConfig(Section):
     world: WorldConfig = WorldConfig()
     eval: list[EvalDataConfig] = [EvalDataConfig()]
     eval_generation: GenerationConfig = GenerationConfig()
+    sweep: SweepSection | None = None  # read by `factlab sweep` only (factlab.sweep); a run ignores it
 
 
 class TrainingConfig(ExperimentConfig):
@@ -49,6 +52,7 @@ class TrainingConfig(ExperimentConfig):
     index: IndexSection = IndexSection()
     extractor: ExtractorSection = ExtractorSection()
     verifier: ClaimVerifierSection = ClaimVerifierSection()
+    alarms: AlarmsSection = AlarmsSection()  # reward-hacking alarm thresholds (factlab.eval.alarms)
 
     @field_validator("rewards")
     @classmethod

@@ -33,6 +33,8 @@ from trl import GRPOConfig
 from ..config import GRPOSection
 from ..models import load_model, lora_config, release_memory
 from ..rewards.registry import RewardSet
+from ..eval.alarms import AlarmsSection
+from .health import CompletionHealth
 from .stepwise_grpo import TokenLevelAdvantages
 from .trainer import FactlabGRPOTrainer, TrainerExtension
 
@@ -126,6 +128,12 @@ def filter_long_prompts(rows: Sequence[dict], tokenizer, max_prompt_length: int 
     return kept, len(rows) - len(kept)
 
 
+def _completion_health(cfg: Any) -> CompletionHealth:
+    """The per-step statistics the reward-hacking alarms read (``train.health``)."""
+    alarms = getattr(cfg, "alarms", None) or AlarmsSection()
+    return CompletionHealth(alarms.ngram, alarms.min_think_chars)
+
+
 def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path, *, name: str | None = None,
         model: str | None = None, grpo: GRPOSection | None = None, callbacks: Sequence[Any] = (),
         extensions: Sequence[TrainerExtension] = ()) -> TrainResult:
@@ -157,7 +165,7 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
         model=policy, processing_class=tokenizer, reward_funcs=list(rewards.funcs), args=args,
         train_dataset=Dataset.from_list(kept), callbacks=list(callbacks),
         peft_config=lora_config(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
-        extensions=[TokenLevelAdvantages(rewards.token_shaping()), *extensions],
+        extensions=[TokenLevelAdvantages(rewards.token_shaping()), *extensions, _completion_health(cfg)],
         dynamic_sampling=grpo.dynamic_sampling if grpo.dynamic_sampling.enabled else None)
     resume = any(out.glob("checkpoint-*"))
     t0 = time.perf_counter()
