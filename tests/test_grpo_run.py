@@ -1,6 +1,8 @@
 """The one GRPO entry point: params -> GRPOConfig, prompt filtering, a resumable real run,
 merging the adapter."""
 
+import shutil
+
 import pytest
 
 from factlab import config, models
@@ -50,7 +52,9 @@ def test_run_trains_saves_resumes_and_merges(tmp_path):
     rows = qa_rows([QAItem("fr", "What is the capital of France?", ["Paris"]),
                     QAItem("jp", "What is the capital of Japan?", ["Tokyo"])])
     rewards = build_rewards([RewardSpec(name="qa_judge"), RewardSpec(name="format", weight=0.5)], resources=None)
+    calls = _count_calls(rewards)
     res = run(cfg, rows, rewards, tmp_path / "run")
+    calls_per_step = len(calls) / 2
     assert res.steps == 2 and res.is_adapter and (tmp_path / "run/model/adapter_config.json").exists()
     assert res.metrics["prompts"] == 2 and res.metrics["rewards"] == "R = 1 qa_judge + 0.5 format"
     steps = res.steps_frame()
@@ -67,3 +71,28 @@ def test_run_trains_saves_resumes_and_merges(tmp_path):
     assert merge_adapter(res) == merged  # built once
     with pytest.raises(ValueError, match="no training prompts left"):
         run(cfg, [], rewards, tmp_path / "empty")
+    # killed after step 1's checkpoint (what `factlab run --resume` finds): step 2 only is trained
+    shutil.rmtree(tmp_path / "run/checkpoint-2")
+    shutil.rmtree(tmp_path / "run/model")
+    (tmp_path / "run/train_result.json").unlink()
+    calls.clear()
+    resumed = run(cfg, rows, rewards, tmp_path / "run")
+    assert resumed.resumed and resumed.steps == 2 and len(calls) == calls_per_step > 0
+    step1 = [h for h in res.log_history if h.get("step") == 1 and "loss" in h]
+    assert step1 and [h for h in resumed.log_history if h.get("step") == 1 and "loss" in h] == step1
+    assert (tmp_path / "run/model/adapter_config.json").exists()
+
+
+def _count_calls(rewards):
+    """Wrap every reward function of ``rewards`` to record its calls (names kept for TRL)."""
+    calls = []
+
+    def counted(fn):
+        def call(*args, **kwargs):
+            calls.append(fn.__name__)
+            return fn(*args, **kwargs)
+        call.__name__ = fn.__name__
+        return call
+
+    rewards.funcs[:] = [counted(f) for f in rewards.funcs]
+    return calls

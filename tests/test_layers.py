@@ -18,7 +18,7 @@ LAYERS = [
     ("synth", "eval"),
     ("experiment",),
     ("train",),
-    ("report", "runner", "sweep", "cli"),
+    ("report", "manifest", "runner", "sweep", "cli"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 

@@ -1,6 +1,7 @@
 """The ``factlab`` command: run notebooks, build the mini-world, bench.
 
     factlab run NOTEBOOK [--params FILE] [--out DIR] [--smoke]
+    factlab run NOTEBOOK --resume RUN_DIR
     factlab check NOTEBOOK [--params FILE] [--smoke]
     factlab run-all [--full] [--out DIR]
     factlab sweep NOTEBOOK [--params FILE] --grid KEY=V1,V2 ... [--executor local|ray] [--dry-run]
@@ -13,8 +14,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import logging
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,13 +54,38 @@ def _os_error(e: OSError) -> str:
 
 def _cmd_run(args) -> int:
     _out_folder(args.out)
-    res = run_notebook(args.notebook, params=args.params, out=args.out, smoke=args.smoke,
-                       raise_on_error=False)
+    try:
+        with _sigterm_as_interrupt():
+            res = run_notebook(args.notebook, params=args.params, out=args.out, smoke=args.smoke,
+                               raise_on_error=False, resume=args.resume)
+    except KeyboardInterrupt:
+        print("interrupted (the run folder's manifest.json says so); see the --resume line above",
+              file=sys.stderr)
+        return 130
     print(f"run folder: {res.run_dir}\nreport:     {res.report}")
     if not res.ok:
-        print(f"FAILED: {res.error}", file=sys.stderr)
+        print(f"FAILED: {res.error}\ncontinue it with: factlab run {Path(args.notebook).stem} --resume {res.run_dir}",
+              file=sys.stderr)
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a job scheduler stopping the run) ends the run like Ctrl-C: the manifest
+    records ``interrupted`` and the run can be resumed."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _cmd_check(args) -> int:
@@ -137,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
     r.add_argument("--out", help="runs folder (default: outputs/runs)")
     r.add_argument("--smoke", action="store_true", help="use params/<stem>_smoke.yaml")
+    r.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue a run that did not finish (interrupted or failed) in its own folder, "
+                        "with its config.yaml, finished stages and last training checkpoint")
     r.set_defaults(func=_cmd_run)
 
     c = sub.add_parser("check", help="validate a notebook's params without running anything")

@@ -10,8 +10,9 @@ Three backends:
   extra to install when vLLM is absent).
 - ``OpenAIJudge``: any OpenAI-compatible ``/chat/completions`` server (``vllm serve``,
   a hosted API), stdlib HTTP, bounded concurrency, per-request timeout, retries with
-  exponential backoff on connection errors / 408 / 429 / 5xx, and a ``JudgeError`` after
-  the last retry. The API key comes from the environment only and is never logged.
+  exponential backoff on connection errors / timeouts / 408 / 429 / 5xx / unreadable
+  bodies, and a ``JudgeError`` after the last retry (the answers obtained before it stay
+  cached). The API key comes from the environment only and is never logged.
 
 Every backend shares an on-disk cache (sqlite) keyed by (backend, model, system, prompt,
 sampling), so a rerun of a notebook costs no judge calls, and counts calls, cache hits,
@@ -35,7 +36,7 @@ import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -115,7 +116,8 @@ class Judge(ABC):
     Subclasses implement ``_generate(prompts) -> texts`` for cache misses only.
     ``stats``: ``prompts`` asked, ``calls`` that reached the backend, ``cache_hits``,
     ``prompt_tokens`` / ``completion_tokens`` (backend-reported or tokenizer-counted),
-    ``retries``, ``failures``; ``seconds`` is backend wall time.
+    ``retries``, ``failures`` (requests that failed for good), ``malformed`` (unreadable
+    response bodies, retried); ``seconds`` is backend wall time.
     """
 
     backend = "base"
@@ -154,7 +156,7 @@ class Judge(ABC):
         ``'{"SCORE": '``; a model that follows the format needs none.
         """
         prefix = prefix or ""
-        return self._cached(prompts, prefix, lambda todo: [prefix + t for t in self._generate(todo, prefix)])
+        return self._cached(prompts, prefix, lambda todo: self._generate(todo, prefix), post=lambda t: prefix + t)
 
     def choose(self, prompts: Sequence[str], options: Sequence[str]) -> list[str]:
         """A constrained choice per prompt (like vLLM's ``guided_choice``): backends that can
@@ -169,8 +171,11 @@ class Judge(ABC):
     def _choose(self, prompts: list[str], options: tuple[str, ...]) -> list[str]:
         return self._generate(prompts)
 
-    def _cached(self, prompts: Sequence[str], key_prefix: str, answer) -> list[str]:
-        """Answers of ``answer(uncached unique prompts)``, through the cache and accounting."""
+    def _cached(self, prompts: Sequence[str], key_prefix: str, answer, post=None) -> list[str]:
+        """Answers of ``answer(uncached unique prompts)`` (each passed through ``post``), through
+        the cache and accounting. When ``answer`` fails part-way (a dead server, Ctrl-C), the
+        answers it did get (``partial_answers`` on the exception) are cached before the error
+        propagates, so a rerun asks only for the rest."""
         prompts = [p if isinstance(p, str) else str(p) for p in prompts]
         self.stats["prompts"] += len(prompts)
         if not prompts:
@@ -186,9 +191,22 @@ class Judge(ABC):
         self.stats["cache_hits"] += len(prompts) - len(todo)
         fresh: dict[str, str] = {}
         if unique:
+            asked = list(unique)
             t0 = time.perf_counter()
-            texts = answer(list(unique))
-            self.seconds += time.perf_counter() - t0
+            try:
+                texts = answer(asked)
+            except BaseException as e:
+                partial = getattr(e, "partial_answers", None) or {}
+                self.stats["calls"] += len(partial)
+                if cache is not None and partial:
+                    cache.put_many({self.cache_key(asked[i], key_prefix): post(t) if post else t
+                                    for i, t in partial.items()})
+                    log.warning("%r: kept %d answers obtained before the failure in the cache", self, len(partial))
+                raise
+            finally:
+                self.seconds += time.perf_counter() - t0
+            if post is not None:
+                texts = [post(t) for t in texts]
             self.stats["calls"] += len(unique)
             if len(texts) != len(unique):
                 raise JudgeError(f"{self!r} returned {len(texts)} answers for {len(unique)} prompts")
@@ -211,7 +229,8 @@ class Judge(ABC):
         calls = self.stats["calls"]
         return {"prompts": self.stats["prompts"], "calls": calls, "cache_hits": self.stats["cache_hits"],
                 "prompt_tokens": self.stats["prompt_tokens"], "completion_tokens": self.stats["completion_tokens"],
-                "retries": self.stats["retries"], "seconds": round(self.seconds, 3),
+                "retries": self.stats["retries"], "failures": self.stats["failures"],
+                "malformed": self.stats["malformed"], "seconds": round(self.seconds, 3),
                 "seconds_per_call": round(self.seconds / calls, 4) if calls else float("nan")}
 
 
@@ -341,7 +360,7 @@ class OpenAIJudge(Judge):
 
     ``base_url`` ends before ``/chat/completions`` (e.g. ``http://localhost:8000/v1``).
     At most ``concurrency`` requests are in flight; each has ``timeout_s``; connection
-    errors, timeouts, 408/429/5xx are retried ``max_retries`` times with exponential
+    errors, timeouts, 408/429/5xx and unreadable bodies are retried ``max_retries`` times with exponential
     backoff (``backoff_s * 2**attempt``, honouring ``Retry-After``), then ``JudgeError``.
     """
 
@@ -389,15 +408,9 @@ class OpenAIJudge(Judge):
             try:
                 req = urllib.request.Request(self.url, data=self._body(prompt, prefix), headers=self._headers(), method="POST")
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    data = json.loads(resp.read().decode("utf-8"))
-                try:
-                    text = data["choices"][0]["message"]["content"] or ""
-                except (KeyError, IndexError, TypeError):
-                    raise JudgeError(f"{self.url} answered without choices[0].message.content: "
-                                     f"{json.dumps(data)[:200]}") from None
-                usage = data.get("usage") or {}
-                self._count(prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                            completion_tokens=int(usage.get("completion_tokens") or 0))
+                    raw = resp.read()
+                text, prompt_tokens, completion_tokens = read_completion(raw)
+                self._count(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
                 return text
             except urllib.error.HTTPError as e:
                 detail = e.read()[:300].decode("utf-8", "replace")
@@ -411,8 +424,9 @@ class OpenAIJudge(Judge):
                 retry_after = float(ra) if ra and ra.replace(".", "", 1).isdigit() else None
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
                 last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-            except json.JSONDecodeError as e:
-                last = f"unreadable JSON body ({e})"
+            except MalformedAnswer as e:  # a garbled body is usually transient (a proxy, an overloaded server)
+                self._count(malformed=1)
+                last = f"malformed answer: {e}"
             if attempt < self.max_retries:
                 self._count(retries=1)
                 delay = retry_after if retry_after is not None else self.backoff_s * 2 ** attempt
@@ -423,8 +437,65 @@ class OpenAIJudge(Judge):
         raise JudgeError(f"judge {self.url} failed after {self.max_retries + 1} attempts; last error: {last}")
 
     def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts))) as pool:
-            return list(pool.map(lambda p: self._post(p, prefix), prompts))
+        """Answers in input order. When one prompt fails for good (after its retries) the
+        prompts not yet sent are cancelled, the requests in flight finish, and the error is
+        raised with the answers obtained so far in ``partial_answers`` (index -> text), which
+        ``Judge._cached`` keeps in the cache; Ctrl-C does the same."""
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts)))
+        futures = {pool.submit(self._post, p, prefix): i for i, p in enumerate(prompts)}
+        answers: dict[int, str] = {}
+        error: BaseException | None = None
+        try:
+            for fut in as_completed(futures):
+                if fut.cancelled():
+                    continue
+                try:
+                    answers[futures[fut]] = fut.result()
+                except Exception as e:  # noqa: BLE001 - raised below, after the others are collected
+                    if error is None:
+                        error = e
+                        pool.shutdown(wait=False, cancel_futures=True)
+        except BaseException as e:  # Ctrl-C while waiting: keep what arrived
+            pool.shutdown(wait=False, cancel_futures=True)
+            e.partial_answers = dict(answers)
+            raise
+        pool.shutdown(wait=True)
+        if error is not None:
+            if not isinstance(error, JudgeError):
+                error = JudgeError(f"judge {self.url}: {type(error).__name__}: {error}")
+            error.partial_answers = dict(answers)
+            raise error
+        return [answers[i] for i in range(len(prompts))]
+
+
+class MalformedAnswer(ValueError):
+    """A chat-completions body that is not UTF-8 JSON with a text ``choices[0].message.content``."""
+
+
+def read_completion(raw: bytes) -> tuple[str, int, int]:
+    """(text, prompt tokens, completion tokens) of a chat-completions response body;
+    ``MalformedAnswer`` when it cannot be read. Token counts that are absent or not numbers
+    count as 0."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MalformedAnswer(f"unreadable JSON body ({e}): {raw[:120]!r}") from None
+    try:
+        text = data["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise MalformedAnswer(f"no choices[0].message.content in {json.dumps(data)[:200]}") from None
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise MalformedAnswer(f"choices[0].message.content is a {type(text).__name__}, not text")
+    usage = data.get("usage") if isinstance(data, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+
+    def tokens(key: str) -> int:
+        v = usage.get(key)
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else 0
+
+    return text, tokens("prompt_tokens"), tokens("completion_tokens")
 
 
 def make_judge(cfg: JudgeSection | None = None, **overrides: Any) -> Judge:

@@ -7,6 +7,9 @@ A run folder ``outputs/runs/<notebook>/<YYYYmmdd-HHMMSS>-<params>/`` holds:
 * ``report.html``   its HTML rendering (nbconvert), written even when a cell failed
 * ``metrics.json``  what the notebook logged with ``save_metrics``
 * ``figures/``      PNGs the notebook saved with ``save_figure``
+* ``manifest.json`` config, package versions, git commit, hardware, seeds, start / end
+  times and exit state (``factlab.manifest``); ``--resume`` continues a run that did not
+  finish ok in its own folder (``resume_run_dir``)
 
 The notebook's parameters cell must define ``params_file`` and ``run_dir``; the runner
 injects both.
@@ -29,6 +32,7 @@ from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, load_config
 from .experiment import QuickstartConfig
+from .manifest import finish_manifest, resumable, start_manifest
 from .train.compare import CompareConfig
 from .train.corver import CorVerConfig
 from .train.k2v import K2VConfig
@@ -124,42 +128,93 @@ def html_report(executed: Path, out: Path) -> Path:
 
 def run_notebook(notebook: str | Path, params: str | Path | None = None,
                  out: str | Path | None = None, smoke: bool = False,
-                 progress: bool = True, raise_on_error: bool = True) -> RunResult:
+                 progress: bool = True, raise_on_error: bool = True,
+                 resume: str | Path | None = None) -> RunResult:
     """Validate params, execute the notebook with papermill, render HTML; return the run folder.
 
     The params file is validated *before* a kernel starts, so a bad key fails in a second
     with its key path. On a cell error the executed notebook and its HTML are still
     written (to see where it stopped), then ``RuntimeError`` names the run folder.
+    ``resume``: a run folder of this notebook that did not finish ok; it is executed
+    again in place with its own ``config.yaml`` (see ``resume_run_dir``).
     """
     nb_path = find_notebook(str(notebook))
-    params_path = Path(params) if params else default_params(nb_path, smoke)
-    cfg = load_config(params_path, config_for_notebook(nb_path.stem))
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path(out) if out else outputs_root(nb_path.parent.parent) / "runs"
-    run_dir = base / nb_path.stem / f"{stamp}-{params_path.stem}"
-    n = 1
-    while run_dir.exists():  # two runs in the same second
-        n += 1
-        run_dir = base / nb_path.stem / f"{stamp}-{params_path.stem}-{n}"
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(dump_config(cfg), encoding="utf-8")
+    if resume is not None:
+        run_dir, cfg, params_source = resume_run_dir(nb_path, resume, params=params, out=out, smoke=smoke)
+    else:
+        params_path = Path(params) if params else default_params(nb_path, smoke)
+        cfg = load_config(params_path, config_for_notebook(nb_path.stem))
+        params_source = params_path
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        base = Path(out) if out else outputs_root(nb_path.parent.parent) / "runs"
+        run_dir = base / nb_path.stem / f"{stamp}-{params_path.stem}"
+        n = 1
+        while run_dir.exists():  # two runs in the same second
+            n += 1
+            run_dir = base / nb_path.stem / f"{stamp}-{params_path.stem}-{n}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(dump_config(cfg), encoding="utf-8")
+    start_manifest(run_dir, notebook=nb_path.stem, params=params_source, config=cfg.model_dump(mode="json"),
+                   project=nb_path.parent.parent, resume=resume is not None)
     executed = run_dir / "notebook.ipynb"
     error = None
     try:
-        pm.execute_notebook(
-            str(nb_path), str(executed),
-            parameters={"params_file": str((run_dir / "config.yaml").resolve()),
-                        "run_dir": str(run_dir.resolve())},
-            cwd=str(nb_path.parent), progress_bar=progress, kernel_name="python3",
-        )
-    except pm.PapermillExecutionError as e:
-        error = f"{e.ename}: {e.evalue} (cell {e.exec_count})"
-    report = html_report(executed, run_dir / "report.html") if executed.exists() else run_dir / "report.html"
+        try:
+            pm.execute_notebook(
+                str(nb_path), str(executed),
+                parameters={"params_file": str((run_dir / "config.yaml").resolve()),
+                            "run_dir": str(run_dir.resolve())},
+                cwd=str(nb_path.parent), progress_bar=progress, kernel_name="python3",
+            )
+        except pm.PapermillExecutionError as e:
+            error = f"{e.ename}: {e.evalue} (cell {e.exec_count})"
+        report = html_report(executed, run_dir / "report.html") if executed.exists() else run_dir / "report.html"
+    except BaseException as e:  # Ctrl-C / SIGTERM, or the runner itself failed: say so in the manifest
+        state, line = exit_state(e)
+        finish_manifest(run_dir, state, line)
+        log.error("%s %s (%s); continue it with: factlab run %s --resume %s",
+                  nb_path.stem, state, line, nb_path.stem, run_dir)
+        raise
+    finish_manifest(run_dir, *exit_state(error))
     metrics = load_metrics(run_dir)
     result = RunResult(run_dir, executed, report, metrics, ok=error is None, error=error)
     if error and raise_on_error:
         raise RuntimeError(f"{nb_path.name} failed: {error}; see {report}")
     return result
+
+
+def resume_run_dir(nb_path: Path, run_dir: str | Path, *, params: str | Path | None = None,
+                   out: str | Path | None = None, smoke: bool = False) -> tuple[Path, BaseModel, str]:
+    """The run folder, validated config and original params source of a run to resume.
+
+    The run keeps its folder and its resolved ``config.yaml`` (so ``params``, ``out`` and
+    ``smoke`` may not be given too); its stages find what the interrupted attempt left:
+    finished training runs are loaded, interrupted ones continue from their last
+    ``checkpoint-*`` (``train.run``, ``train.sft.run_sft``), and cached stages (indexes,
+    judge answers, self-filter samples, KLCF stages) are read back. ``ValueError`` when the
+    folder is not a resumable run of this notebook (``manifest.resumable``)."""
+    given = [flag for flag, v in (("--params", params), ("--out", out), ("--smoke", smoke)) if v]
+    if given:
+        raise ValueError(f"--resume reuses the run folder's own config.yaml; drop {', '.join(given)}")
+    run_dir = Path(run_dir)
+    manifest = resumable(run_dir, nb_path.stem)
+    if manifest is None:
+        log.warning("%s has no manifest.json (an older run folder); resuming it as %s", run_dir, nb_path.stem)
+    cfg = load_config(run_dir / "config.yaml", config_for_notebook(nb_path.stem))
+    return run_dir, cfg, (manifest or {}).get("params") or str(run_dir / "config.yaml")
+
+
+def exit_state(outcome: BaseException | str | None) -> tuple[str, str | None]:
+    """(manifest state, error line) of how a run ended: ``None`` is ok, an error line or an
+    exception failed, Ctrl-C / SIGTERM (``KeyboardInterrupt``, also inside the kernel)
+    interrupted."""
+    if outcome is None:
+        return "ok", None
+    if isinstance(outcome, KeyboardInterrupt) or (isinstance(outcome, str) and outcome.startswith("KeyboardInterrupt")):
+        return "interrupted", outcome if isinstance(outcome, str) else f"KeyboardInterrupt: {outcome}".rstrip(": ")
+    if isinstance(outcome, BaseException):
+        return "failed", f"{type(outcome).__name__}: {outcome}".splitlines()[0]
+    return "failed", outcome
 
 
 def save_metrics(run_dir: str | Path | None, metrics: dict[str, Any], key: str | None = None) -> Path:

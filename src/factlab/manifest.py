@@ -1,0 +1,192 @@
+"""A run folder's manifest (``manifest.json``): what the run was made from and how it ended.
+
+Written when the run starts (state ``running``) and rewritten when it ends: ``ok``,
+``failed`` (with the error line) or ``interrupted`` (Ctrl-C, SIGTERM). It holds the
+resolved config, the versions of the packages that decide the numbers, the git commit of
+the project (and whether the working tree had uncommitted changes), the hardware, every
+``seed`` of the config, and one entry per attempt (a resumed run adds one). Written
+atomically (a temporary file, then a rename), so a crash never leaves half a manifest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+STATES = ("running", "ok", "failed", "interrupted")
+PACKAGES = ("factlab", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "papermill",
+            "numpy", "infini-gram", "bm25s", "vllm")
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 with seconds."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
+    """Installed version of each package, ``None`` where it is not installed."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_state(root: str | Path) -> dict[str, Any]:
+    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``root``; where there is
+    none (no git, not a repository) ``{"commit": None, "dirty": None, "note": why}``."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=20, check=True).stdout
+
+    try:
+        commit = git("rev-parse", "HEAD").strip()
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    except (OSError, subprocess.SubprocessError) as e:  # git missing, not a repository, no commit yet
+        detail = getattr(e, "stderr", None) or str(e)
+        return {"commit": None, "dirty": None, "note": f"no git commit: {detail.strip().splitlines()[0][:200]}"}
+    return {"commit": commit, "dirty": dirty}
+
+
+def hardware() -> dict[str, Any]:
+    """CPU count, RAM, GPU name(s) (``None`` without CUDA), host, OS and Python."""
+    try:
+        ram_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (AttributeError, OSError, ValueError):
+        ram_gb = None
+    gpus = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception as e:  # noqa: BLE001 - a broken CUDA setup must not stop the run from starting
+        gpus = [f"unknown ({type(e).__name__}: {e})"]
+    return {"cpu_count": os.cpu_count(), "ram_gb": ram_gb, "gpus": gpus, "host": socket.gethostname(),
+            "platform": platform.platform(), "python": sys.version.split()[0]}
+
+
+def find_seeds(config: Any, path: str = "") -> dict[str, Any]:
+    """Every key named ``seed`` (or ending in ``_seed``) in a nested config dict, by key path."""
+    out: dict[str, Any] = {}
+    if isinstance(config, dict):
+        for k, v in config.items():
+            p = f"{path}.{k}" if path else str(k)
+            if (k == "seed" or str(k).endswith("_seed")) and not isinstance(v, (dict, list)):
+                out[p] = v
+            else:
+                out.update(find_seeds(v, p))
+    elif isinstance(config, list):
+        for i, v in enumerate(config):
+            out.update(find_seeds(v, f"{path}.{i}"))
+    return out
+
+
+def write_manifest(run_dir: str | Path, manifest: dict[str, Any]) -> Path:
+    """Write ``manifest.json`` atomically."""
+    path = Path(run_dir) / MANIFEST
+    tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any] | None:
+    """The manifest of a run folder, ``None`` where it has none; ``ValueError`` naming the file
+    when it is unreadable."""
+    path = Path(run_dir) / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: unreadable run manifest ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a run manifest is a JSON object, got {type(data).__name__}")
+    return data
+
+
+def start_manifest(run_dir: str | Path, *, notebook: str, params: str | Path, config: dict[str, Any],
+                   project: str | Path, resume: bool = False) -> dict[str, Any]:
+    """Write the manifest of a run that starts now (state ``running``); a resumed run keeps
+    its first start time and earlier attempts and adds one attempt."""
+    old = read_manifest(run_dir) if resume else None
+    started = now()
+    attempts = list((old or {}).get("attempts", []))
+    attempts.append({"started_at": started, "ended_at": None, "state": "running", "error": None,
+                     "pid": os.getpid(), "host": socket.gethostname(), "resumed": bool(resume)})
+    manifest = {
+        "notebook": notebook,
+        "params": str(params),
+        "state": "running",
+        "error": None,
+        "started_at": (old or {}).get("started_at", started),
+        "ended_at": None,
+        "attempts": attempts,
+        "config": config,
+        "seeds": find_seeds(config),
+        "packages": package_versions(),
+        "git": git_state(project),
+        "hardware": hardware(),
+    }
+    write_manifest(run_dir, manifest)
+    return manifest
+
+
+def finish_manifest(run_dir: str | Path, state: str, error: str | None = None) -> dict[str, Any]:
+    """Record how the run ended: ``ok``, ``failed`` (with ``error``) or ``interrupted``."""
+    if state not in STATES[1:]:
+        raise ValueError(f"run state must be one of {STATES[1:]}, got {state!r}")
+    manifest = read_manifest(run_dir) or {}
+    ended = now()
+    manifest.update(state=state, error=error, ended_at=ended)
+    if manifest.get("attempts"):
+        manifest["attempts"][-1].update(state=state, error=error, ended_at=ended)
+    write_manifest(run_dir, manifest)
+    return manifest
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def resumable(run_dir: str | Path, notebook: str) -> dict[str, Any] | None:
+    """Check that ``run_dir`` is a run folder of ``notebook`` that may be resumed; return its
+    manifest (``None`` for a folder written before manifests existed). ``ValueError`` with
+    the reason otherwise: not a run folder, another notebook's run, finished ``ok``, or
+    still running (its process alive on this host)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise ValueError(f"--resume {run_dir}: not a run folder (no config.yaml in it)")
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        return None
+    if manifest.get("notebook") not in (None, notebook):
+        raise ValueError(f"--resume {run_dir}: a run of {manifest['notebook']}, not of {notebook}")
+    state = manifest.get("state")
+    if state == "ok":
+        raise ValueError(f"--resume {run_dir}: that run finished ok; nothing to resume (start a new run)")
+    last = (manifest.get("attempts") or [{}])[-1]
+    if (state == "running" and last.get("host") == socket.gethostname() and isinstance(last.get("pid"), int)
+            and last["pid"] != os.getpid() and _process_alive(last["pid"])):
+        raise ValueError(f"--resume {run_dir}: still running (pid {last['pid']}); stop it first")
+    return manifest

@@ -1,0 +1,182 @@
+"""Fault injection on the OpenAI-compatible judge with a loopback server: the server dies
+mid-run, answers past the client timeout, answers malformed bodies or malformed JSON
+verdicts at a set rate. Each ends in a clear ``JudgeError`` or counted failures, and the
+judge cache on disk keeps, readable, every answer obtained before the fault."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from factlab.judges import JudgeCache, JudgeError, MalformedAnswer, OpenAIJudge, read_completion
+from factlab.rewards.rar import BinaryRAR
+
+BAD_BODIES = [b'{"choices": [{"message": {"content": "cut', b"\xff\xfe not utf-8", b'{"choices": []}',
+              b'{"choices": [{"message": {"content": 7}}]}']
+
+
+class FaultyServer:
+    """A loopback chat-completions server. ``answer(prompt) -> text``. Faults:
+    ``malformed_every=k``: every k-th request gets one of ``BAD_BODIES`` (HTTP 200);
+    ``die_after=n``: after n answered requests the server drops the connection in hand and
+    stops listening (later requests: connection refused); ``slow_after=n``: requests after
+    the n-th wait ``delay`` seconds first."""
+
+    def __init__(self, answer, malformed_every=0, die_after=None, slow_after=None, delay=0.0):
+        self.answer, self.malformed_every = answer, malformed_every
+        self.die_after, self.slow_after, self.delay = die_after, slow_after, delay
+        self.requests, self.answered, self.lock = 0, 0, threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with outer.lock:
+                    outer.requests += 1
+                    n = outer.requests
+                    dead = outer.die_after is not None and outer.answered >= outer.die_after
+                if dead:
+                    self.close_connection = True  # no answer: the client sees the connection drop
+                    threading.Thread(target=outer.stop, daemon=True).start()
+                    return
+                if outer.slow_after is not None and n > outer.slow_after:
+                    time.sleep(outer.delay)
+                if outer.malformed_every and n % outer.malformed_every == 0:
+                    data = BAD_BODIES[(n // outer.malformed_every - 1) % len(BAD_BODIES)]
+                else:
+                    data = json.dumps({"choices": [{"message": {"content": outer.answer(body["messages"][-1]["content"])}}],
+                                       "usage": {"prompt_tokens": 5, "completion_tokens": 2}}).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                    return
+                with outer.lock:
+                    outer.answered += 1
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self._stopped = threading.Event()
+
+    def stop(self):
+        if not self._stopped.is_set():
+            self._stopped.set()
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *a):
+        self.stop()
+
+
+def _echo(prompt):
+    return f"answer to {prompt}"
+
+
+def _judge(url, cache, **kw):
+    kw = {"backoff_s": 0.01, "max_retries": 1, "timeout_s": 5, "concurrency": 1, **kw}
+    return OpenAIJudge("m", url, cache=cache, **kw)
+
+
+def _cached_answers(path, judge, prompts):
+    """The answers a fresh connection to the cache file holds for ``prompts``."""
+    fresh = JudgeCache(path)
+    found = fresh.get_many([judge.cache_key(p) for p in prompts])
+    return {p: found[judge.cache_key(p)] for p in prompts if judge.cache_key(p) in found}
+
+
+PROMPTS = [f"question {i}" for i in range(6)]
+
+
+def test_server_dies_mid_run_clear_error_and_answers_kept(tmp_path):
+    cache = tmp_path / "answers.sqlite"
+    with FaultyServer(_echo, die_after=3) as srv:
+        j = _judge(srv.url, cache)
+        with pytest.raises(JudgeError, match=r"failed after 2 attempts; last error: .*(Connection|Remote|refused)"):
+            j.judge(PROMPTS)
+    assert j.stats["failures"] == 1 and j.stats["calls"] == 3
+    kept = _cached_answers(cache, j, PROMPTS)
+    assert kept == {p: _echo(p) for p in PROMPTS[:3]}  # what was answered before the death is on disk
+    with FaultyServer(_echo) as again:  # the server is back: only the missing prompts are asked
+        j2 = _judge(again.url, cache)
+        assert j2.judge(PROMPTS) == [_echo(p) for p in PROMPTS]
+    assert again.requests == 3 and j2.stats["cache_hits"] == 3
+
+
+def test_server_turns_slow_timeout_error_and_answers_kept(tmp_path):
+    cache = tmp_path / "answers.sqlite"
+    with FaultyServer(_echo, slow_after=2, delay=2.0) as srv:
+        j = _judge(srv.url, cache, timeout_s=0.3)
+        with pytest.raises(JudgeError, match=r"failed after 2 attempts; last error: .*timed out"):
+            j.judge(PROMPTS)
+    assert j.stats["failures"] == 1 and j.stats["retries"] == 1
+    assert _cached_answers(cache, j, PROMPTS) == {p: _echo(p) for p in PROMPTS[:2]}
+
+
+def test_malformed_bodies_at_a_rate_are_retried_and_counted(tmp_path):
+    cache = tmp_path / "answers.sqlite"
+    with FaultyServer(_echo, malformed_every=3) as srv:
+        j = _judge(srv.url, cache, max_retries=2, concurrency=2)
+        assert j.judge(PROMPTS) == [_echo(p) for p in PROMPTS]
+    # 6 answers and every third request unreadable: 8 requests, 2 of them malformed
+    assert srv.requests == 8 and j.stats["malformed"] == 2 == j.stats["retries"] and j.stats["failures"] == 0
+    assert j.summary()["malformed"] == 2
+    assert _cached_answers(cache, j, PROMPTS) == {p: _echo(p) for p in PROMPTS}
+
+
+def test_only_malformed_bodies_end_in_a_clear_error(tmp_path):
+    with FaultyServer(_echo, malformed_every=1) as srv:
+        j = _judge(srv.url, tmp_path / "answers.sqlite", max_retries=3)
+        with pytest.raises(JudgeError, match=r"failed after 4 attempts; last error: malformed answer"):
+            j.judge(["q"])
+    assert j.stats["malformed"] == 4 and j.stats["failures"] == 1 and len(JudgeCache(tmp_path / "answers.sqlite")) == 0
+
+
+@pytest.mark.parametrize("body", BAD_BODIES + [b"[]", b'"text"', b"null"])
+def test_read_completion_rejects_malformed_bodies(body):
+    with pytest.raises(MalformedAnswer):
+        read_completion(body)
+
+
+def test_read_completion_tolerates_odd_usage():
+    body = {"choices": [{"message": {"content": None}}], "usage": {"prompt_tokens": "n/a", "completion_tokens": 4}}
+    assert read_completion(json.dumps(body).encode()) == ("", 0, 4)
+    assert read_completion(b'{"choices": [{"message": {"content": "ok"}}], "usage": "none"}') == ("ok", 0, 0)
+
+
+class _NoEvidence:
+    def retrieve_many(self, queries, k, prompt_ids=None):
+        return [[] for _ in queries]
+
+
+def test_malformed_verdicts_at_a_rate_are_counted_failures(tmp_path):
+    """Every third verdict is broken JSON: its reward is None (NaN in TRL, not 0) and the
+    rate is logged as binary_rar/failure_rate; the readable verdicts still count."""
+    n = {"i": 0}
+    lock = threading.Lock()
+
+    def verdict(prompt):
+        with lock:
+            n["i"] += 1
+            return '{"REASONING": "unclosed' if n["i"] % 3 == 0 else '{"REASONING": "fine", "SCORE": 1}'
+
+    with FaultyServer(verdict) as srv:
+        reward = BinaryRAR(_judge(srv.url, tmp_path / "answers.sqlite", concurrency=3), _NoEvidence(), k=2)
+        logged = {}
+        out = reward(prompts=[f"Tell me about country {i}." for i in range(6)],
+                     completions=[f"Country {i} has a capital." for i in range(6)],
+                     log_metric=lambda k, v: logged.__setitem__(k, v))
+    assert sorted(out, key=lambda x: x is None) == [1.0] * 4 + [None] * 2
+    assert reward.stats["failures"] == 2 and logged["binary_rar/failure_rate"] == pytest.approx(1 / 3)
