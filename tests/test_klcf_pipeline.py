@@ -489,6 +489,35 @@ def test_win_prompts_swap_and_escape_and_judge_win_rate():
     assert j.n == 4 and out["win_rate"] == 0.5 and out["position_consistency"] == 0.0
 
 
+def test_judge_win_rate_choice_mode_reads_the_chosen_first_rank():
+    from factlab.eval.winrate import WIN_CHOICE_PREFILL
+
+    class PrefersCats:  # ranks first the model whose answer mentions cats; unreadable on q3
+        def __init__(self):
+            self.calls = []
+
+        def choose(self, prompts, options, prefix=None):
+            self.calls.append((tuple(options), prefix))
+            out = []
+            for p in prompts:
+                if "q3" in p:
+                    out.append("I cannot rank these")  # a free answer from a backend that cannot score tokens
+                    continue
+                first = p.index('"model": "model_1"')
+                second = p.index('"model": "model_2"')
+                cat = p.index("cats")
+                out.append("1" if first < cat < second else "2")
+            return out
+
+    j = PrefersCats()
+    out = judge_win_rate(j, ["q1", "q2", "q3"], ["dogs", "cats", "dogs"], ["cats", "dogs", "cats"], answer="choice")
+    assert j.calls == [(("1", "2"), WIN_CHOICE_PREFILL)]
+    assert out["per_instance"] == [1.0, 0.0, None] and out["win_rate"] == 0.5
+    assert out["unreadable"] == 2 and out["dropped"] == 1 and out["position_consistency"] == 1.0
+    with pytest.raises(ValueError, match="answer must be"):
+        judge_win_rate(j, ["q"], ["a"], ["b"], answer="vote")
+
+
 # ---------------------------------------------------------------- a real run on the embedded model
 
 

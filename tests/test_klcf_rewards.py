@@ -302,6 +302,18 @@ def test_truth_reward_eq8_on_extracted_claims():
     assert logged["klcf_truth/claims_mean"] == pytest.approx(0.5)
 
 
+def test_sentence_claims_extractor_feeds_eq8():
+    from factlab.rewards.klcf import SentenceClaims
+
+    ex = SentenceClaims(max_claims=2)
+    assert ex.extract(["q", "q"], ["Paris is in France. Lyon is in France too. Nice is big.", "cut off mid"]) == [
+        ["Paris is in France.", "Lyon is in France too."], []]
+    scorer = StubScorer({"Paris is in France.": 0.9, "Lyon is in France too.": 0.5})
+    out = TruthReward(ClaimTruth(ex, scorer))(
+        prompts=["q"], completions=[THINK + "<answer>Paris is in France. Lyon is in France too.</answer>"])
+    assert out == [pytest.approx(0.7)]
+
+
 def test_truth_reward_missing_only_eq9():
     def rule(prompt):
         if "[Fact List]" not in prompt:  # claim extraction
@@ -466,3 +478,11 @@ def test_checklist_reward_with_the_real_judge_choice():
     assert out[1] == 0.0 and out[0] is not None and 0.0 <= out[0] <= 1.0
     assert math.isclose(out[0] * 6, round(out[0] * 6), abs_tol=1e-9)  # Eq. 7 on two items: a multiple of 1/6
     assert set(judge.choose(["Is Paris in France?"], LABELS)) <= set(LABELS)
+    # a prefix is written into the answer before the choice, and keys the cache apart
+    from factlab.eval.winrate import WIN_CHOICE_PREFILL
+    t0 = judge.stats["prompt_tokens"]
+    assert judge.choose(["Rank model_1 and model_2."], ("1", "2"))[0] in ("1", "2")
+    t1 = judge.stats["prompt_tokens"]
+    assert judge.choose(["Rank model_1 and model_2."], ("1", "2"), prefix=WIN_CHOICE_PREFILL)[0] in ("1", "2")
+    t2 = judge.stats["prompt_tokens"]
+    assert (t2 - t1) - (t1 - t0) >= 8  # the prefill's tokens were scored (a cache hit would add nothing)

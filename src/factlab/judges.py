@@ -158,18 +158,21 @@ class Judge(ABC):
         prefix = prefix or ""
         return self._cached(prompts, prefix, lambda todo: self._generate(todo, prefix), post=lambda t: prefix + t)
 
-    def choose(self, prompts: Sequence[str], options: Sequence[str]) -> list[str]:
+    def choose(self, prompts: Sequence[str], options: Sequence[str], prefix: str | None = None) -> list[str]:
         """A constrained choice per prompt (like vLLM's ``guided_choice``): backends that can
         score next tokens (``transformers``) return the option whose first token is the most
-        likely answer start; the others generate a free answer, which the caller parses as it
-        would any answer (and counts when unreadable). Cached like ``judge``."""
+        likely answer start (after ``prefix``, written into the assistant turn as in ``judge``);
+        the others generate a free answer (``prefix`` + continuation), which the caller parses
+        as it would any answer (and counts when unreadable). Cached like ``judge``."""
         options = tuple(options)
         if not options:
             raise ValueError("choose needs at least one option")
-        return self._cached(prompts, "<choice>" + "|".join(options), lambda todo: self._choose(todo, options))
+        prefix = prefix or ""
+        return self._cached(prompts, "<choice>" + "|".join(options) + (f"<prefix>{prefix}" if prefix else ""),
+                            lambda todo: self._choose(todo, options, prefix))
 
-    def _choose(self, prompts: list[str], options: tuple[str, ...]) -> list[str]:
-        return self._generate(prompts)
+    def _choose(self, prompts: list[str], options: tuple[str, ...], prefix: str = "") -> list[str]:
+        return [prefix + t for t in self._generate(prompts, prefix)]
 
     def _cached(self, prompts: Sequence[str], key_prefix: str, answer, post=None) -> list[str]:
         """Answers of ``answer(uncached unique prompts)`` (each passed through ``post``), through
@@ -278,8 +281,8 @@ class TransformersJudge(Judge):
         self.stats["completion_tokens"] += sum(len(g[0].token_ids) for g in gens)
         return [g[0].text for g in gens]
 
-    def _choose(self, prompts: list[str], options: tuple[str, ...]) -> list[str]:
-        """Next-token scores after the rendered prompt: each option's score is the best logit
+    def _choose(self, prompts: list[str], options: tuple[str, ...], prefix: str = "") -> list[str]:
+        """Next-token scores after the rendered prompt (and ``prefix``): each option's score is the best logit
         among the first tokens of its spellings (as written, capitalized, lower case, with a
         leading space)."""
         import torch
@@ -291,7 +294,7 @@ class TransformersJudge(Judge):
             ids = {tok(v, add_special_tokens=False)["input_ids"][0] for s in spellings for v in (s, " " + s)
                    if tok(v, add_special_tokens=False)["input_ids"]}
             first_ids.append(sorted(ids))
-        rendered = [tok(self.render(p), add_special_tokens=False)["input_ids"] for p in prompts]
+        rendered = [tok(self.render(p, prefix), add_special_tokens=False)["input_ids"] for p in prompts]
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         out: list[str] = []
         was_training = model.training
@@ -441,21 +444,35 @@ class OpenAIJudge(Judge):
         prompts not yet sent are cancelled, the requests in flight finish, and the error is
         raised with the answers obtained so far in ``partial_answers`` (index -> text), which
         ``Judge._cached`` keeps in the cache; Ctrl-C does the same."""
+        # Prompts not yet sent are skipped through `stop`, not `cancel_futures`: a future
+        # cancelled by the pool's shutdown never reaches `as_completed`, which then waits forever.
+        stop = threading.Event()
+
+        def send(prompt: str) -> str | None:
+            if stop.is_set():
+                return None
+            try:
+                return self._post(prompt, prefix)
+            except BaseException:
+                stop.set()
+                raise
+
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts)))
-        futures = {pool.submit(self._post, p, prefix): i for i, p in enumerate(prompts)}
+        futures = {pool.submit(send, p): i for i, p in enumerate(prompts)}
         answers: dict[int, str] = {}
         error: BaseException | None = None
         try:
             for fut in as_completed(futures):
-                if fut.cancelled():
-                    continue
                 try:
-                    answers[futures[fut]] = fut.result()
+                    text = fut.result()
                 except Exception as e:  # noqa: BLE001 - raised below, after the others are collected
-                    if error is None:
-                        error = e
-                        pool.shutdown(wait=False, cancel_futures=True)
+                    stop.set()
+                    error = error or e
+                    continue
+                if text is not None:
+                    answers[futures[fut]] = text
         except BaseException as e:  # Ctrl-C while waiting: keep what arrived
+            stop.set()
             pool.shutdown(wait=False, cancel_futures=True)
             e.partial_answers = dict(answers)
             raise

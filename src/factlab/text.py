@@ -287,3 +287,16 @@ def token_char_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[t
         offsets.append((prev, cur))
         prev = cur
     return text, offsets
+
+
+def sentence_claims(text: str, min_words: int = 4) -> list[str]:
+    """Claims without a judge (KLCF Stage 2 ``extract: sentences`` and ``klcf_truth``'s
+    ``claim_extraction: sentences``, ours): each complete sentence of the
+    sample with at least ``min_words`` words is one claim; a cut-off last sentence (no final
+    punctuation) is dropped."""
+    out = []
+    for a, b in split_sentences(text):
+        sent = text[a:b].strip()
+        if len(sent.split()) >= min_words and sent[-1:] in ".!?":
+            out.append(sent)
+    return list(dict.fromkeys(out))

@@ -19,6 +19,11 @@ Choices the paper leaves open: an instance with an unreadable trial is left out 
 win needs both trials, Eq. 19), counted in ``dropped``; ``n`` in Eq. 20 is the number of
 instances with both trials readable. The responses go into Prompt 8's double-quoted "answer"
 fields JSON-escaped (quotes and newlines escaped), so a response cannot close the string.
+
+``answer="choice"`` (ours, for judges too small to write the ranking): the judge's answer is
+prefilled with the start of Prompt 8's output format, ``WIN_CHOICE_PREFILL``, and the model
+ranked first is its constrained choice of the next token, ``1`` or ``2`` (``Judge.choose``);
+backends that cannot score tokens generate the rest of the ranking, parsed as above.
 """
 
 from __future__ import annotations
@@ -30,10 +35,12 @@ from typing import Any, Sequence
 
 from .. import prompts as P
 
-__all__ = ["parse_win_judgment", "win_prompts", "win_rate", "judge_win_rate", "MODELS", "MAX_ANSWER_CHARS"]
+__all__ = ["parse_win_judgment", "win_prompts", "win_rate", "judge_win_rate", "MODELS", "MAX_ANSWER_CHARS",
+           "WIN_CHOICE_PREFILL"]
 
 MODELS = ("model_1", "model_2")
 MAX_ANSWER_CHARS = 4000  # longer judge answers are not parsed (a ranking is ~80 characters)
+WIN_CHOICE_PREFILL = "[\n    {'model': 'model_"  # Prompt 8's output format up to the first-ranked model
 _FENCE = re.compile(r"```(?:[a-zA-Z]+)?\s*(.*?)```", re.S)
 
 
@@ -151,13 +158,21 @@ def win_rate(first_order: Sequence[Any], second_order: Sequence[Any]) -> dict[st
 
 
 def judge_win_rate(judge, instructions: Sequence[str], outputs_a: Sequence[str],
-                   outputs_b: Sequence[str]) -> dict[str, Any]:
+                   outputs_b: Sequence[str], answer: str = "generate") -> dict[str, Any]:
     """WR of B over A with one batched judge call for both orders. Build the judge with Prompt 8's
-    system turn: ``make_judge(cfg, system=prompts.KLCF_WIN_RATE_SYSTEM)``."""
+    system turn: ``make_judge(cfg, system=prompts.KLCF_WIN_RATE_SYSTEM)``. ``answer``:
+    ``generate`` (the judge writes the ranking) or ``choice`` (see the module docstring)."""
     if not (len(instructions) == len(outputs_a) == len(outputs_b)):
         raise ValueError("instructions, outputs_a and outputs_b must have the same length")
+    if answer not in ("generate", "choice"):
+        raise ValueError(f"answer must be 'generate' or 'choice', got {answer!r}")
     pairs = [win_prompts(i, a, b) for i, a, b in zip(instructions, outputs_a, outputs_b)]
-    answers = judge.judge([p for pair in pairs for p in pair])
+    flat = [p for pair in pairs for p in pair]
+    if answer == "choice":
+        picked = judge.choose(flat, ("1", "2"), prefix=WIN_CHOICE_PREFILL)
+        answers = [f"model_{x}" if x in ("1", "2") else x for x in picked]
+    else:
+        answers = judge.judge(flat)
     out = win_rate(answers[0::2], answers[1::2])
     out["answers"] = answers
     return out

@@ -522,14 +522,18 @@ class KLCFChecklistArgs(_AnswerArgs):
 class KLCFTruthArgs(KLCFChecklistArgs):
     """``klcf_truth`` arguments: the truthfulness reward model (``rm_model``: None = the run's
     policy model, ``model.name``; the paper SFTs its base model), its dtype, device and batch,
-    and ``missing_only`` (Eq. 9: score only the claims Prompt 7 labels Missing against the
-    checklist's pseudo-response; ``verdict`` / ``unit`` apply to that verification)."""
+    ``missing_only`` (Eq. 9: score only the claims Prompt 7 labels Missing against the
+    checklist's pseudo-response; ``verdict`` / ``unit`` apply to that verification) and
+    ``claim_extraction``: ``judge`` (the paper's extractor prompt) or ``sentences`` (each
+    complete sentence of the answer one claim, ``text.sentence_claims``; ours, for judges too
+    small to follow the extraction prompt)."""
 
     rm_model: str | None = None
     rm_dtype: Dtype = "float32"
     rm_device: str = "auto"
     rm_batch_size: int = Field(16, ge=1)
     missing_only: bool = False
+    claim_extraction: Literal["judge", "sentences"] = "judge"
 
 
 class KLCFFactArgs(KLCFTruthArgs):
@@ -644,13 +648,26 @@ class ChecklistReward(_Checklist):
         return out
 
 
+class SentenceClaims:
+    """A judge-free claim extractor with ``ClaimVerifier.extract``'s interface: each complete
+    sentence of the answer (``text.sentence_claims``), at most ``max_claims``."""
+
+    judge, prefill = None, False  # no judge calls to count
+
+    def __init__(self, max_claims: int):
+        self.max_claims = max_claims
+
+    def extract(self, questions: Sequence[str], answers: Sequence[str]) -> list[list[str]]:
+        return [text.sentence_claims(a)[:self.max_claims] for a in answers]
+
+
 class ClaimTruth:
     """Eq. 8 / Eq. 9 per response: claims of the answer (``ClaimVerifier.extract``, 001
     Figure 8's prompt), scored by a ``TruthfulnessScorer``; with ``missing_only`` each claim is
     first labelled against the checklist's pseudo-response (Prompt 7), and a claim whose label
     is unreadable is scored as Missing (what Eq. 8 does with every claim; counted)."""
 
-    def __init__(self, extractor: ClaimVerifier, scorer: TruthfulnessScorer,
+    def __init__(self, extractor: ClaimVerifier | SentenceClaims, scorer: TruthfulnessScorer,
                  verifier: ChecklistVerifier | None = None, answer_parsing: str = "strict"):
         self.extractor, self.scorer, self.verifier = extractor, scorer, verifier
         self.answer_parsing = answer_parsing
@@ -783,8 +800,9 @@ def claim_truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
     datastore: extraction needs none) and the truthfulness scorer, built once per run."""
     cfg = getattr(resources, "cfg", None)
     v = getattr(cfg, "verifier", None) or ClaimVerifierSection()
-    extractor = ClaimVerifier(resources.judge(v.max_new_tokens), None, max_claims=v.max_claims,
-                              prefill=resources.prefill)
+    extractor = (SentenceClaims(v.max_claims) if args.claim_extraction == "sentences" else
+                 ClaimVerifier(resources.judge(v.max_new_tokens), None, max_claims=v.max_claims,
+                               prefill=resources.prefill))
     name = args.rm_model or (cfg.model.name if cfg is not None else None)
     key = ("klcf_truth_scorer", name, args.rm_dtype, args.rm_device, args.rm_batch_size)
 

@@ -76,7 +76,7 @@ from ..models import chat_prompt, generate, load_model
 from ..parsing import parse_json
 from ..rewards.corver import COUNT_THRESHOLDS
 from ..rewards.rar import format_passages, parse_claims
-from ..text import normalize_answer, split_sentences
+from ..text import normalize_answer, sentence_claims
 
 log = logging.getLogger(__name__)
 
@@ -256,18 +256,6 @@ def parse_boxed_claims(text: Any) -> list[str] | None:
         if item and not _PLACEHOLDER.match(item):
             items.append(item)
     return list(dict.fromkeys(items))
-
-
-def sentence_claims(text: str, min_words: int = 4) -> list[str]:
-    """Stage 2 without a judge (``extract: sentences``, ours): each complete sentence of the
-    sample with at least ``min_words`` words is one claim; a cut-off last sentence (no final
-    punctuation) is dropped."""
-    out = []
-    for a, b in split_sentences(text):
-        sent = text[a:b].strip()
-        if len(sent.split()) >= min_words and sent[-1:] in ".!?":
-            out.append(sent)
-    return list(dict.fromkeys(out))
 
 
 def dedupe_claims(claims: Iterable[str]) -> list[str]:

@@ -79,6 +79,7 @@ class WinRateSection(Section):
 
     enabled: bool = True
     max_new_tokens: int = Field(64, ge=8)
+    answer: Literal["generate", "choice"] = "generate"  # choice: eval.winrate's constrained first rank
 
 
 class KLCFConfig(TrainingConfig):
@@ -363,7 +364,8 @@ def win_rate(cfg: KLCFConfig, prompts: Sequence[LongformPrompt], base_responses:
              trained_responses: Sequence[str]) -> dict[str, Any]:
     """WR of the trained policy (B) over the base (A), both orders (Eq. 19-20), Prompt 8 judge."""
     judge = make_judge(cfg.judge, system=P.KLCF_WIN_RATE_SYSTEM, max_new_tokens=cfg.winrate.max_new_tokens)
-    out = judge_win_rate(judge, [p.prompt for p in prompts], list(base_responses), list(trained_responses))
+    out = judge_win_rate(judge, [p.prompt for p in prompts], list(base_responses), list(trained_responses),
+                         answer=cfg.winrate.answer)
     out["judge"] = judge.summary()
     return out
 
