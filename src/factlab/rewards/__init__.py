@@ -21,6 +21,7 @@ klcf_checklist     reward      ``rewards.klcf`` (004 §2.3.1, Eq. 5-7, Prompt 7)
 klcf_truth         reward      ``rewards.klcf`` (004 §2.3.1, Eq. 8-9, Prompt 6)
 klcf_fact          reward      ``rewards.klcf`` (004 §2.3.3, Eq. 12-13)
 length_penalty     reward      ``rewards.klcf`` (004 §2.3.2, Eq. 11)
+general_rm         reward      ``rewards.general_rm`` (004 §2.3.3, Eq. 12's 0.1 R_g)
 =================  ==========  ========================================================
 
 A ``reward`` is a TRL reward function ``f(prompts, completions, **columns) -> list[float |
@@ -30,7 +31,7 @@ to the weighted sum of the rewards (``factlab.train.stepwise_grpo``).
 
 from __future__ import annotations
 
-from . import corver, k2v, klcf, length, qa, rar, seva  # noqa: F401  (importing a family registers its rewards)
+from . import corver, general_rm, k2v, klcf, length, qa, rar, seva  # noqa: F401  (importing a family registers its rewards)
 from .base import TokenShaping, TokenShapingFn, completion_text, prompt_text, response_text
 from .registry import REWARDS, RewardEntry, RewardSet, RewardSpec, available, build_rewards, register
 from .resources import Resources

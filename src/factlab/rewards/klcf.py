@@ -52,7 +52,7 @@ Registered: ``klcf_checklist`` (Eq. 7), ``klcf_truth`` (Eq. 8, or Eq. 9 with
 ``missing_only``), ``klcf_fact`` (Eq. 13, or Eq. 12's ``checklist`` / ``truth`` cases) and
 ``length_penalty`` (Eq. 11). Eq. 10 is the registered ``format`` reward with
 ``{positive: 0.0, negative: -1.0}`` (same rule as ``format_reward`` here); the general reward
-R_g (Skywork-Reward-V2, weight 0.1) is not implemented. Rows carry a ``checklist`` column
+R_g (Skywork-Reward-V2, weight 0.1) is ``general_rm`` in ``rewards.general_rm``. Rows carry a ``checklist`` column
 (list[str], the checklist Lambda(q_i)) and optionally ``question``; without ``question`` the
 prompt's user turn is the query.
 """
