@@ -486,3 +486,22 @@ def test_checklist_reward_with_the_real_judge_choice():
     assert judge.choose(["Rank model_1 and model_2."], ("1", "2"), prefix=WIN_CHOICE_PREFILL)[0] in ("1", "2")
     t2 = judge.stats["prompt_tokens"]
     assert (t2 - t1) - (t1 - t0) >= 8  # the prefill's tokens were scored (a cache hit would add nothing)
+
+
+def test_overlap_label_tells_the_three_labels_apart():
+    from factlab.rewards.klcf import ChecklistVerifier, overlap_label
+    facts = ["The capital of France is Paris.", "France is located in Europe.",
+             "The official currency of France is the Euro.", "France borders Belgium, Germany and Spain."]
+    complete = "France is located in Europe. The capital of France is Paris. The official currency of France is the Euro."
+    swapped = "France is located in Asia. The capital of France is Lyon. The official currency of France is the Dollar."
+    assert [overlap_label(f, complete) for f in facts] == ["Consistent"] * 3 + ["Missing"]
+    assert [overlap_label(f, swapped) for f in facts] == ["Contradictory"] * 3 + ["Missing"]
+    assert [overlap_label(f, "France is located in Europe.") for f in facts] == ["Missing", "Consistent", "Missing", "Missing"]
+    # one shared word is not a contradiction; a border list with one country swapped is
+    assert overlap_label(facts[1], "France borders Spain.") == "Missing"
+    assert overlap_label(facts[3], "France borders Belgium, Germany and Italy.") == "Contradictory"
+    assert overlap_label("", complete) == "Missing"
+    v = ChecklistVerifier(None, verdict="overlap")  # no judge to call
+    labels = v.labels(["Tell me about France."] * 3, [complete, swapped, ""], [facts] * 3)
+    assert [checklist_scores(ls)["recall"] for ls in labels] == [0.75, 0.0, 0.0]
+    assert [checklist_scores(ls)["precision"] for ls in labels] == [1.0, 0.0, 0.0]

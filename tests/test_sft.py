@@ -26,7 +26,7 @@ def test_dataset_skips_rejected_and_checks_lengths():
         sft_dataset(pairs, [None, None])
     with pytest.raises(ValueError, match="2 pairs for 1"):
         sft_dataset(pairs, [ANN])
-    with pytest.raises(ValueError, match="unknown SFTConfig"):
+    with pytest.raises(ValueError, match="not a field of TRL's SFTConfig"):
         sft_args(SFTSection(extra={"not_a_field": 1}), "/tmp/x")
 
 

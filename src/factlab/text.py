@@ -300,3 +300,16 @@ def sentence_claims(text: str, min_words: int = 4) -> list[str]:
         if len(sent.split()) >= min_words and sent[-1:] in ".!?":
             out.append(sent)
     return list(dict.fromkeys(out))
+
+
+# Function words left out of ``content_words``: articles, copulas, prepositions, conjunctions,
+# pronouns.
+_FUNCTION_WORDS = frozenset(
+    "a an the is are was were be been being of in on at to for from by with and or but as its it "
+    "this that these those has have had also which who whom whose there their they he she his her".split())
+_WORD = re.compile(r"[\w'-]+")
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of ``text`` without function words (``overlap_label``'s vocabulary)."""
+    return {w for w in _WORD.findall(text.lower().translate(_APOSTROPHES)) if w not in _FUNCTION_WORDS}

@@ -9,6 +9,7 @@ Pure reward math (no model, no judge):
 
 - ``checklist_scores``: Eq. 5 (recall), Eq. 6 (precision), Eq. 7 (checklist = 1/3 R + 2/3 P)
   from per-item labels Consistent / Contradictory / Missing.
+- ``overlap_label``: a judge-free stand-in for Prompt 7's label (ours, ``verdict: overlap``).
 - ``truth_reward``: Eq. 8, the mean p(True | c) over the answer's claims;
   ``missing_truth_reward``: Eq. 9, the same over the claims labelled Missing against the
   checklist's pseudo-response.
@@ -124,6 +125,27 @@ def _labels(labels: Sequence[str]) -> list[str]:
             raise ValueError(f"unknown checklist label {lab!r}; expected one of {', '.join(LABELS)} (any case)")
         out.append(c)
     return out
+
+
+def overlap_label(fact: str, reply: str) -> str:
+    """A judge-free Prompt 7 label (ours; the CPU default's ``verdict: overlap``): Consistent
+    when one sentence of ``reply`` holds every content word of ``fact``; Contradictory when a
+    sentence holds all of them but one (at least two) plus words the fact lacks: the same
+    statement with another value ("The capital of France is Lyon." against "... is Paris.");
+    else Missing. Lexical, so it misses paraphrases and negations: a stand-in for a verifier
+    model, not one."""
+    need = text.content_words(fact)
+    if not need:
+        return "Missing"
+    label = "Missing"
+    for a, b in text.split_sentences(reply):
+        have = text.content_words(reply[a:b])
+        shared = len(need & have)
+        if shared == len(need):
+            return "Consistent"
+        if shared >= max(2, len(need) - 1) and have - need:
+            label = "Contradictory"
+    return label
 
 
 def checklist_scores(labels: Sequence[str], *, empty_precision: float = 0.0) -> dict[str, float]:
@@ -349,12 +371,13 @@ class ChecklistVerifier:
     ``unit="list"``: one prompt per reply with its whole fact list, read in order (as printed).
     ``verdict="choice"`` constrains each one-fact answer to the three labels
     (``Judge.choose``, for judges too small to answer in the format); ``prefill`` starts a
-    generated answer with ``VERDICT_PREFILL``. An empty reply is labelled all Missing without
+    generated answer with ``VERDICT_PREFILL``; ``verdict="overlap"`` asks no judge
+    (``overlap_label``). An empty reply is labelled all Missing without
     asking the judge (it can neither state nor contradict a fact)."""
 
     def __init__(self, judge, verdict: str = "generate", unit: str = "item", prefill: bool = False):
-        if verdict not in ("generate", "choice"):
-            raise ValueError(f"verdict must be 'generate' or 'choice', got {verdict!r}")
+        if verdict not in ("generate", "choice", "overlap"):
+            raise ValueError(f"verdict must be 'generate', 'choice' or 'overlap', got {verdict!r}")
         if unit not in ("item", "list"):
             raise ValueError(f"unit must be 'item' or 'list', got {unit!r}")
         if verdict == "choice" and unit == "list":
@@ -384,6 +407,11 @@ class ChecklistVerifier:
                                        for r, fs in zip(replies, facts)]
         self.stats["empty_replies"] += sum(1 for r, fs in zip(replies, facts) if fs and not r.strip())
         asked = [i for i, (r, fs) in enumerate(zip(replies, facts)) if fs and r.strip()]
+        if self.verdict == "overlap":  # no judge: overlap_label per (reply, fact)
+            for i in asked:
+                out[i] = [overlap_label(f, replies[i]) for f in facts[i]]
+            self.stats["facts"] += sum(len(fs) for fs in facts)
+            return out
         if self.unit == "item":
             jobs = [(i, k, [f]) for i in asked for k, f in enumerate(facts[i])]
         else:
@@ -506,10 +534,12 @@ class _AnswerArgs(Section):
 class KLCFChecklistArgs(_AnswerArgs):
     """``klcf_checklist`` arguments: the judge's verdict mode (``generate``: Prompt 7's JSON
     answer, the paper's; ``choice``: constrained to the three labels, for judges too small to
-    follow the format) and the verification unit (``item``: one fact per prompt; ``list``: the
-    reply's whole checklist in one prompt, as printed)."""
+    follow the format; ``overlap``: no judge, ``overlap_label``'s lexical match, the CPU
+    default's stand-in because a 135M judge's label scores do not depend on the reply, measured)
+    and the verification unit (``item``: one fact per prompt; ``list``: the reply's whole
+    checklist in one prompt, as printed)."""
 
-    verdict: Literal["generate", "choice"] = "generate"
+    verdict: Literal["generate", "choice", "overlap"] = "generate"
     unit: Literal["item", "list"] = "item"
 
     @model_validator(mode="after")
