@@ -36,6 +36,7 @@ def test_default_model_is_a_cached_plain_hf_folder():
     assert (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists()
 
 
+@pytest.mark.slow  # two de-quantizations (~40 s); CI converts once on its first load, which every model test uses
 def test_conversion_into_fresh_folder_matches_gguf_weights(tmp_path):
     """The GGUF load path itself: convert again into tmp and compare with a direct GGUF load."""
     import torch
