@@ -591,3 +591,15 @@ def test_from_resources_builds_only_the_parts_the_stages_need(tmp_path):
     K.from_resources(K.KLCFPipelineSection(verify="cooccurrence", compare_verifiers=True), res2, tmp_path / "b",
                      model=object(), examples=[])
     assert sorted(res2.asked) == ["datastore:veriscore", "judge", "scorer:20"]
+
+
+def test_truth_rm_classification_metrics_by_hand():
+    from factlab.train.klcf import classification_metrics
+    m = classification_metrics([0.9, 0.6, 0.4, 0.6], [True, True, False, False])
+    assert m["accuracy"] == 0.75 and m["f1"] == pytest.approx(0.8) and m["predicted_true"] == 0.75
+    assert m["auc"] == pytest.approx(3.5 / 4)  # ties count half
+    assert m["mean_p_true|true"] == pytest.approx(0.75) and m["mean_p_true|false"] == pytest.approx(0.5)
+    flat = classification_metrics([0.7] * 4, [True, True, False, False])  # all True: chance, whatever the threshold
+    assert flat["accuracy"] == 0.5 and flat["auc"] == 0.5
+    with pytest.raises(ValueError):
+        classification_metrics([0.5], [True, False])

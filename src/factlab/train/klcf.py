@@ -167,7 +167,9 @@ def klcf_rows(prompts: Sequence[LongformPrompt], checklists: dict[str, list[str]
 
 def classification_metrics(probs: Sequence[float], labels: Sequence[bool], threshold: float = 0.5) -> dict[str, float]:
     """Accuracy and F1 (positive class True) of ``p(True) > threshold`` (Table 13), plus the
-    mean p(True) of true and of false claims."""
+    mean p(True) of true and of false claims and the ROC AUC (the share of (true, false) claim
+    pairs in which the true one scores higher, ties half; threshold-free, ours: a reward model
+    is read through its p(True), not its threshold)."""
     if len(probs) != len(labels) or not probs:
         raise ValueError(f"{len(probs)} probabilities for {len(labels)} labels")
     pred = [p > threshold for p in probs]
@@ -178,9 +180,11 @@ def classification_metrics(probs: Sequence[float], labels: Sequence[bool], thres
     f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
     true_p = [p for p, y in zip(probs, labels) if y]
     false_p = [p for p, y in zip(probs, labels) if not y]
+    pairs = [(t > f) + 0.5 * (t == f) for t in true_p for f in false_p]
     return {"n": len(labels), "accuracy": acc, "f1": f1, "predicted_true": sum(pred) / len(pred),
             "mean_p_true|true": sum(true_p) / len(true_p) if true_p else math.nan,
-            "mean_p_true|false": sum(false_p) / len(false_p) if false_p else math.nan}
+            "mean_p_true|false": sum(false_p) / len(false_p) if false_p else math.nan,
+            "auc": sum(pairs) / len(pairs) if pairs else math.nan}
 
 
 def few_shot_template(examples: Sequence[dict[str, Any]], template: str = P.KLCF_TRUTH_PROMPT) -> str:
