@@ -132,8 +132,9 @@ def overlap_label(fact: str, reply: str) -> str:
     when one sentence of ``reply`` holds every content word of ``fact``; Contradictory when a
     sentence holds all of them but one (at least two) plus words the fact lacks: the same
     statement with another value ("The capital of France is Lyon." against "... is Paris.");
-    else Missing. Lexical, so it misses paraphrases and negations: a stand-in for a verifier
-    model, not one."""
+    else Missing. Lexical, so it misses paraphrases and negations, and can call two different
+    statements that share all but one word a contradiction ("Peru is a country in the Andes."
+    against "Peru is a country in South America."): a stand-in for a verifier model, not one."""
     need = text.content_words(fact)
     if not need:
         return "Missing"
