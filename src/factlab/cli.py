@@ -57,7 +57,7 @@ def _cmd_run(args) -> int:
     try:
         with _sigterm_as_interrupt():
             res = run_notebook(args.notebook, params=args.params, out=args.out, smoke=args.smoke,
-                               raise_on_error=False, resume=args.resume)
+                               raise_on_error=False, resume=args.resume, with_code=args.with_code)
     except KeyboardInterrupt:
         print("interrupted (the run folder's manifest.json says so); see the --resume line above",
               file=sys.stderr)
@@ -105,7 +105,7 @@ def _cmd_rewards(args) -> int:
 
 def _cmd_run_all(args) -> int:
     _out_folder(args.out)
-    results = run_all(smoke=not args.full, out=args.out, only=args.only or None)
+    results = run_all(smoke=not args.full, out=args.out, only=args.only or None, with_code=args.with_code)
     failed = [r for r in results if not r.ok]
     for r in results:
         print(f"{'ok    ' if r.ok else 'FAILED'} {r.report}" + (f"  ({r.error})" if r.error else ""))
@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
     r.add_argument("--out", help="runs folder (default: outputs/runs)")
     r.add_argument("--smoke", action="store_true", help="use params/<stem>_smoke.yaml")
+    r.add_argument("--with-code", action="store_true", help="keep the code cells in report.html")
     r.add_argument("--resume", metavar="RUN_DIR",
                    help="continue a run that did not finish (interrupted or failed) in its own folder, "
                         "with its config.yaml, finished stages and last training checkpoint")
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--full", action="store_true", help="full-scale params (GPU)")
     a.add_argument("--out", help="runs folder (default: outputs/runs)")
     a.add_argument("--only", nargs="*", help="notebook stems to run")
+    a.add_argument("--with-code", action="store_true", help="keep the code cells in every report.html")
     a.set_defaults(func=_cmd_run_all)
 
     w = sub.add_parser("world", help="build the countryinfo mini-world files")

@@ -1,15 +1,64 @@
-"""Plots and tables for the notebooks' reports (matplotlib; HTML rendering is in ``runner``)."""
+"""Plots and tables for the notebooks' reports (matplotlib; HTML rendering is in ``runner``).
+
+Model and judge text is untrusted: it reaches the report only through ``table`` (every cell
+and label HTML-escaped) and ``show_text`` (escaped, shown as text), never through
+``Markdown``. ``runner.html_report`` also makes inert any output that still carries active
+HTML (``inert_outputs``)."""
 
 from __future__ import annotations
 
+import html
 import math
-from typing import Mapping, Sequence
+import numbers
+from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 
 from .eval.calibration import COUNT_BUCKETS
 
 QA_RATE_KEYS = ("accuracy", "strict_accuracy", "na_rate", "format_rate", "truncation_rate")
+
+
+def show_text(text: Any, label: str | None = None) -> None:
+    """Display untrusted text (a completion, a judge answer) in the report, escaped, line
+    breaks kept; ``label`` (trusted, also escaped) is shown bold before it."""
+    from IPython.display import HTML, display
+
+    head = f"<b>{html.escape(str(label))}</b><br>" if label else ""
+    display(HTML(f"<div style='margin:0.4em 0'>{head}<blockquote style='white-space:pre-wrap;margin:0.2em 0 0 1em;"
+                 f"border-left:3px solid #ccc;padding-left:0.6em'>{html.escape(str(text))}</blockquote></div>"))
+
+
+def _integer_valued(values) -> bool:
+    vals = [v for v in values if isinstance(v, numbers.Real) and not isinstance(v, bool)
+            and not (isinstance(v, float) and math.isnan(v))]
+    return bool(vals) and all(float(v).is_integer() for v in vals)
+
+
+def table(df, caption: str | None = None, precision: int = 3, na_rep: str = ""):
+    """A pandas Styler for the report: every cell, index and column label HTML-escaped (model
+    text is untrusted), floats to ``precision`` digits, and numbers shown as integers where
+    their whole row or whole column holds whole numbers (counts read 64, not 64.000)."""
+    import pandas as pd
+
+    int_rows = {i for i in range(len(df)) if _integer_valued(df.iloc[i].tolist())}
+    int_cols = {j for j in range(df.shape[1]) if _integer_valued(df.iloc[:, j].tolist())}
+
+    def cell(v, whole: bool) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)) or v is getattr(pd, "NA", None):
+            return na_rep
+        if isinstance(v, numbers.Real) and not isinstance(v, bool):
+            return f"{int(v):,}" if whole and float(v).is_integer() else f"{v:.{precision}f}"
+        return html.escape(str(v))
+
+    shown = df.copy().astype(object)
+    for i in range(len(df)):
+        for j in range(df.shape[1]):
+            shown.iat[i, j] = cell(df.iat[i, j], i in int_rows or j in int_cols)
+    styler = shown.style.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
+    if caption:
+        styler = styler.set_caption(html.escape(caption))
+    return styler
 
 
 def metrics_table(metrics_by_name: Mapping[str, Mapping[str, float]], keys: Sequence[str] | None = None):

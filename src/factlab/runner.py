@@ -4,7 +4,9 @@ A run folder ``outputs/runs/<notebook>/<YYYYmmdd-HHMMSS>-<params>/`` holds:
 
 * ``config.yaml``   the fully-resolved, validated params (what the notebook read)
 * ``notebook.ipynb`` the executed notebook
-* ``report.html``   its HTML rendering (nbconvert), written even when a cell failed
+* ``report.html``   its reader-facing HTML rendering (nbconvert; no code, no stderr, outputs with
+  active HTML made inert), written even when a cell failed; with ``with_code`` the code cells
+  are kept
 * ``metrics.json``  what the notebook logged with ``save_metrics``
 * ``figures/``      PNGs the notebook saved with ``save_figure``
 * ``manifest.json`` config, package versions, git commit, hardware, seeds, start / end
@@ -17,10 +19,14 @@ injects both.
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
+import html
 import json
 import logging
 import os
+import re
+from html.parser import HTMLParser
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,10 +124,111 @@ class RunResult:
     error: str | None = None
 
 
-def html_report(executed: Path, out: Path) -> Path:
-    """Render an executed notebook to a standalone HTML file."""
-    nb = nbformat.read(str(executed), as_version=4)
-    body, _ = HTMLExporter().from_notebook_node(nb)
+# Markup that can run script in a reader's browser. factlab's own outputs (escaped tables,
+# matplotlib PNGs, ``report.show_text``) never carry it; an output that does is model or judge
+# text that reached HTML unescaped.
+_ACTIVE_TAGS = {"script", "iframe", "object", "embed", "form", "meta", "link", "base", "frame", "frameset"}
+_ACTIVE_URL = re.compile(r"^\s*(javascript|vbscript|data\s*:\s*text/html)", re.IGNORECASE)
+_MARKDOWN_ACTIVE_LINK = re.compile(r"\]\(\s*<?\s*(javascript|vbscript|data\s*:\s*text/html)", re.IGNORECASE)
+_RICH_MIMES = ("text/html", "text/markdown", "image/svg+xml", "application/javascript")
+
+
+class _ActiveMarkup(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found = False
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag in _ACTIVE_TAGS or any(name.startswith("on") or (value and _ACTIVE_URL.match(value))
+                                      for name, value in attrs):
+            self.found = True
+
+    handle_startendtag = handle_starttag
+
+
+def is_active_html(text: str, markdown: bool = False) -> bool:
+    """Whether ``text`` (HTML, or Markdown with raw HTML) holds markup that runs script: a
+    script-like element, an ``on*`` event handler, or a ``javascript:`` / ``vbscript:`` /
+    ``data:text/html`` URL (as an attribute, or a Markdown link)."""
+    if markdown and _MARKDOWN_ACTIVE_LINK.search(text):
+        return True
+    parser = _ActiveMarkup()
+    parser.feed(text)
+    parser.close()
+    return parser.found
+
+
+def inert_outputs(nb) -> int:
+    """Make every output that carries active HTML inert, in place: its rich representations
+    are replaced by the escaped source as preformatted text (visible, never executed);
+    JavaScript outputs are dropped. Returns how many outputs were changed."""
+    changed = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data") or {}
+            risky = [m for m in _RICH_MIMES if m in data and
+                     (m == "application/javascript" or is_active_html(_text(data[m]), m == "text/markdown"))]
+            if not risky:
+                continue
+            source = "\n".join(_text(data[m]) for m in risky if m != "application/javascript")
+            for m in risky:
+                del data[m]
+            data["text/html"] = ("<pre style='white-space:pre-wrap'>[factlab: active HTML shown as text]\n"
+                                 + html.escape(source) + "</pre>")
+            changed += 1
+    return changed
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+LONG_STREAM_LINES = 25
+
+
+def _fold_long_stream(out):
+    """A printed output longer than ``LONG_STREAM_LINES`` lines (a config dump, a log) as a
+    collapsed, escaped block the reader can open."""
+    if out.get("output_type") != "stream":
+        return out
+    text = _text(out.get("text", ""))
+    n = text.count("\n")
+    if n <= LONG_STREAM_LINES:
+        return out
+    return nbformat.v4.new_output("display_data", data={
+        "text/html": f"<details><summary>printed output ({n} lines)</summary><pre>{html.escape(text)}</pre></details>",
+        "text/plain": text})
+
+
+def reader_notebook(nb, with_code: bool = False):
+    """A copy of an executed notebook as its report shows it: stderr streams (progress bars,
+    warnings) dropped, active HTML made inert, and, unless ``with_code``, no code (the
+    executed notebook in the run folder keeps everything)."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [_fold_long_stream(o) for o in cell.get("outputs", [])
+                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+    n = inert_outputs(nb)
+    if n:
+        log.warning("report: %d output(s) carried active HTML (script, event handler, javascript: link); "
+                    "shown as text", n)
+    return nb
+
+
+def html_report(executed: Path, out: Path, with_code: bool = False) -> Path:
+    """Render an executed notebook to a standalone, reader-facing HTML file (``reader_notebook``),
+    opened by the run's headline numbers (``save_headline``) when it recorded some."""
+    nb = reader_notebook(nbformat.read(str(executed), as_version=4), with_code)
+    summary = headline_html(load_metrics(out.parent))
+    if summary:
+        cell = nbformat.v4.new_code_cell("")
+        cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": summary, "text/plain": ""})]
+        first_md = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
+        nb.cells.insert(first_md + 1, cell)
+    exporter = HTMLExporter(exclude_input=not with_code, exclude_input_prompt=not with_code,
+                            exclude_output_prompt=not with_code)
+    body, _ = exporter.from_notebook_node(nb)
     out.write_text(body, encoding="utf-8")
     return out
 
@@ -129,7 +236,7 @@ def html_report(executed: Path, out: Path) -> Path:
 def run_notebook(notebook: str | Path, params: str | Path | None = None,
                  out: str | Path | None = None, smoke: bool = False,
                  progress: bool = True, raise_on_error: bool = True,
-                 resume: str | Path | None = None) -> RunResult:
+                 resume: str | Path | None = None, with_code: bool = False) -> RunResult:
     """Validate params, execute the notebook with papermill, render HTML; return the run folder.
 
     The params file is validated *before* a kernel starts, so a bad key fails in a second
@@ -168,7 +275,8 @@ def run_notebook(notebook: str | Path, params: str | Path | None = None,
             )
         except pm.PapermillExecutionError as e:
             error = f"{e.ename}: {e.evalue} (cell {e.exec_count})"
-        report = html_report(executed, run_dir / "report.html") if executed.exists() else run_dir / "report.html"
+        report = (html_report(executed, run_dir / "report.html", with_code) if executed.exists()
+                  else run_dir / "report.html")
     except BaseException as e:  # Ctrl-C / SIGTERM, or the runner itself failed: say so in the manifest
         state, line = exit_state(e)
         finish_manifest(run_dir, state, line)
@@ -217,8 +325,9 @@ def exit_state(outcome: BaseException | str | None) -> tuple[str, str | None]:
     return "failed", outcome
 
 
-def save_metrics(run_dir: str | Path | None, metrics: dict[str, Any], key: str | None = None) -> Path:
-    """Merge ``metrics`` (under ``key`` if given) into ``<run_dir>/metrics.json``."""
+def save_metrics(run_dir: str | Path | None, metrics: dict[str, Any], key: str | None = None) -> None:
+    """Merge ``metrics`` (under ``key`` if given) into ``<run_dir>/metrics.json``. Returns
+    nothing, so a notebook cell that ends with it shows no path."""
     run_dir = Path(run_dir) if run_dir else interactive_run_dir()
     path = run_dir / "metrics.json"
     data = load_metrics(run_dir)
@@ -227,7 +336,6 @@ def save_metrics(run_dir: str | Path | None, metrics: dict[str, Any], key: str |
     else:
         data.update(metrics)
     path.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")
-    return path
 
 
 def load_metrics(run_dir: str | Path) -> dict[str, Any]:
@@ -256,7 +364,7 @@ def interactive_run_dir(name: str = "interactive") -> Path:
 
 
 def run_all(smoke: bool = True, out: str | Path | None = None, root: Path | None = None,
-            only: list[str] | None = None) -> list[RunResult]:
+            only: list[str] | None = None, with_code: bool = False) -> list[RunResult]:
     """Run every numbered notebook (smoke or full params) and write ``outputs/index.html``.
 
     Before the first kernel starts, every name in ``only`` must be a notebook stem (else
@@ -275,21 +383,112 @@ def run_all(smoke: bool = True, out: str | Path | None = None, root: Path | None
     results = []
     for nb in notebooks:
         log.info("running %s", nb.name)
-        results.append(run_notebook(nb, smoke=smoke, out=out, raise_on_error=False))
+        results.append(run_notebook(nb, smoke=smoke, out=out, raise_on_error=False, with_code=with_code))
     if results:
         write_index(results, (Path(out) if out else outputs_root(root)) / "index.html")
     return results
 
 
-def write_index(results: list[RunResult], path: Path) -> Path:
-    """A small HTML page linking every report of a ``run_all``."""
+def save_headline(run_dir: str | Path | None, metrics: dict[str, Any]) -> None:
+    """Record a run's headline numbers (a flat name -> value mapping; None values dropped):
+    shown first in its report and as its row in ``outputs/index.html``."""
+    save_metrics(run_dir, {str(k): v for k, v in metrics.items() if v is not None}, key="headline")
+
+
+def _format_value(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return html.escape(str(v))
+    if isinstance(v, (int, float)):
+        return f"{int(v):,}" if float(v).is_integer() else f"{v:.3f}"
+    return html.escape(str(v))
+
+
+# Metric names a reader looks for first; ``headline_of`` picks them from metrics.json when the
+# notebook recorded no ``save_headline``.
+HEADLINE_NAMES = ("accuracy", "macro_f1", "hallucination_rate", "attempted_accuracy", "na_rate", "precision",
+                  "recall", "factscore", "win_rate", "auc", "answer_accuracy", "pass_rate", "steps", "seconds")
+_HEADLINE_SKIP = {"alarms", "cost", "datastore", "index", "pipeline", "reward_table", "reward_comparison",
+                  "landscape", "teacher", "rows", "runs", "summary", "stages", "judge"}
+
+
+def headline_of(metrics: dict[str, Any], limit: int = 12) -> dict[str, Any]:
+    """A run's headline numbers: its ``save_headline`` record, else up to ``limit`` numbers of
+    metrics.json whose name is one of ``HEADLINE_NAMES`` (three levels deep at most, bulky
+    sections skipped), labelled by their path."""
+    if metrics.get("headline"):
+        return dict(metrics["headline"])
+    found: dict[str, Any] = {}
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if not isinstance(node, dict) or len(path) > 3:
+            return
+        for k, v in node.items():
+            if len(found) >= limit or k in _HEADLINE_SKIP:
+                continue
+            if k in HEADLINE_NAMES and isinstance(v, (int, float)) and not isinstance(v, bool):
+                found[" · ".join((*path, k))] = v
+            else:
+                walk(v, (*path, str(k)))
+
+    walk(metrics, ())
+    return found
+
+
+def headline_html(metrics: dict[str, Any]) -> str:
+    """The headline table that opens a report (every name and value escaped)."""
+    head = headline_of(metrics)
+    if not head:
+        return ""
+    rows = "".join(f"<tr><th style='text-align:left;padding-right:1.5em'>{html.escape(str(k))}</th>"
+                   f"<td>{_format_value(v)}</td></tr>" for k, v in head.items())
+    return f"<h2>Headline</h2><table>{rows}</table>"
+
+
+def _run_rows(runs_root: Path, index_dir: Path) -> list[tuple[str, str]]:
     rows = []
-    for r in results:
-        rel = os.path.relpath(r.report, path.parent)
-        status = "ok" if r.ok else f"FAILED: {r.error}"
-        rows.append(f"<tr><td><a href='{rel}'>{r.notebook.parent.parent.name}/{r.run_dir.name}</a>"
-                    f"</td><td>{status}</td></tr>")
+    for manifest in runs_root.glob("*/*/manifest.json"):
+        run_dir = manifest.parent
+        try:
+            m = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        started, ended = m.get("started_at") or "", m.get("ended_at")
+        try:
+            secs = (_dt.datetime.fromisoformat(ended) - _dt.datetime.fromisoformat(started)).total_seconds()
+            duration = f"{int(secs // 60)} min {int(secs % 60)} s"
+        except (TypeError, ValueError):
+            duration = ""
+        state = m.get("state", "?") + (f": {m['error']}" if m.get("error") else "")
+        head = headline_of(load_metrics(run_dir), limit=6)
+        numbers = "; ".join(f"{html.escape(str(k))} {_format_value(v)}" for k, v in head.items())
+        report = run_dir / "report.html"
+        link = (f"<a href='{html.escape(os.path.relpath(report, index_dir), quote=True)}'>"
+                f"{html.escape(run_dir.name)}</a>" if report.exists() else html.escape(run_dir.name))
+        cells = [html.escape(str(m.get("notebook", run_dir.parent.name))), link,
+                 html.escape(Path(str(m.get("params", ""))).name), html.escape(state), duration, numbers]
+        rows.append((run_dir.name, "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"))  # stamp first
+    return rows
+
+
+def write_index(results: list[RunResult], path: Path) -> Path:
+    """``outputs/index.html``: one row per run folder under the runs folder(s) of ``results``
+    (notebook, run and its report, params, status, duration, headline numbers), newest
+    first. Every value is escaped (error text can quote model output)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("<html><body><h1>factlab reports</h1><table>"
-                    + "".join(rows) + "</table></body></html>", encoding="utf-8")
+    roots = {Path(r.run_dir).parent.parent for r in results}
+    rows = [row for root in roots for row in _run_rows(root, path.parent)]
+    for r in results:  # a run of this call without a manifest (the runner failed early) still gets its row
+        if not (Path(r.run_dir) / "manifest.json").exists():
+            state = "ok" if r.ok else f"failed: {r.error}"
+            link = f"<a href='{html.escape(os.path.relpath(r.report, path.parent), quote=True)}'>" \
+                   f"{html.escape(Path(r.run_dir).name)}</a>"
+            cells = [html.escape(Path(r.run_dir).parent.name), link, "", html.escape(state), "", ""]
+            rows.append((Path(r.run_dir).name, "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"))
+    rows.sort(key=lambda row: row[0], reverse=True)
+    head = "".join(f"<th>{h}</th>" for h in ("notebook", "run", "params", "status", "duration", "headline"))
+    path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>factlab reports</title>"
+                    "<style>body{font-family:sans-serif;margin:2em}td,th{padding:0.3em 0.8em;text-align:left;"
+                    "vertical-align:top;border-bottom:1px solid #ddd}</style></head><body><h1>factlab reports</h1>"
+                    f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(r for _, r in rows)}</tbody></table>"
+                    "</body></html>", encoding="utf-8")
     return path
