@@ -24,7 +24,7 @@ class FaultyServer:
     stops listening (later requests: connection refused); ``slow_after=n``: requests after
     the n-th wait ``delay`` seconds first."""
 
-    def __init__(self, answer, malformed_every=0, die_after=None, slow_after=None, delay=0.0):
+    def __init__(self, answer, malformed_every=0, die_after=None, slow_after=None, delay=0.0, port=0):
         self.answer, self.malformed_every = answer, malformed_every
         self.die_after, self.slow_after, self.delay = die_after, slow_after, delay
         self.requests, self.answered, self.lock = 0, 0, threading.Lock()
@@ -62,7 +62,7 @@ class FaultyServer:
                 with outer.lock:
                     outer.answered += 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self._stopped = threading.Event()
@@ -109,7 +109,8 @@ def test_server_dies_mid_run_clear_error_and_answers_kept(tmp_path):
     assert j.stats["failures"] == 1 and j.stats["calls"] == 3
     kept = _cached_answers(cache, j, PROMPTS)
     assert kept == {p: _echo(p) for p in PROMPTS[:3]}  # what was answered before the death is on disk
-    with FaultyServer(_echo) as again:  # the server is back: only the missing prompts are asked
+    port = int(srv.url.rsplit(":", 1)[1].split("/")[0])
+    with FaultyServer(_echo, port=port) as again:  # the server is back: only the missing prompts are asked
         j2 = _judge(again.url, cache)
         assert j2.judge(PROMPTS) == [_echo(p) for p in PROMPTS]
     assert again.requests == 3 and j2.stats["cache_hits"] == 3

@@ -17,11 +17,14 @@ dotted key path, the expected type and the file.
 from __future__ import annotations
 
 import copy
+import os
+import re
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -255,6 +258,31 @@ class SFTSection(Section):
         return self
 
 
+_URL_SECRET_PARAMS = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig|signature)=)[^&#]*")
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` with credentials hidden: ``user:password@`` and secret-looking query values
+    (``api_key=``, ``key=``, ``token=``, ...) become ``***``. For config dumps, logs, reports."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = _URL_SECRET_PARAMS.sub(lambda m: m.group(1) + "***", "?" + parts.query)[1:] if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def sends_key_in_clear(url: str | None) -> bool:
+    """Whether a request to ``url`` would carry an API key over plain HTTP to another machine."""
+    if not url:
+        return False
+    parts = urlsplit(url)
+    return parts.scheme.lower() == "http" and (parts.hostname or "").lower() not in LOOPBACK_HOSTS
+
+
 class JudgeSection(Section):
     """An LLM judge behind ``factlab.judges.make_judge`` (one interface, three backends).
 
@@ -278,8 +306,9 @@ class JudgeSection(Section):
     max_prompt_tokens: int | None = Field(None, ge=1)  # transformers: left-truncate longer prompts
     prefill: bool = False
     # openai backend
-    base_url: str | None = None  # e.g. http://localhost:8000/v1
+    base_url: str | None = None  # e.g. http://localhost:8000/v1; written to config.yaml with credentials redacted
     api_key_env: str = "OPENAI_API_KEY"
+    allow_key_over_http: bool = False  # send the key over plain http:// to a host that is not this machine
     concurrency: int = Field(8, ge=1)
     timeout_s: float = Field(120.0, gt=0.0)
     max_retries: int = Field(4, ge=0)
@@ -296,7 +325,16 @@ class JudgeSection(Section):
     def _endpoint_for_openai(self) -> "JudgeSection":
         if self.backend == "openai" and not self.base_url:
             raise ParamError("base_url", "the openai backend needs base_url (e.g. http://localhost:8000/v1)")
+        if (self.backend == "openai" and sends_key_in_clear(self.base_url) and os.environ.get(self.api_key_env)
+                and not self.allow_key_over_http):
+            raise ParamError("base_url", f"${self.api_key_env} is set and {redact_url(self.base_url)} is plain http:// "
+                                         "to another machine: the key would travel unencrypted; use https://, or "
+                                         "set judge.allow_key_over_http: true")
         return self
+
+    @field_serializer("base_url")
+    def _dump_base_url_redacted(self, url: str | None) -> str | None:
+        return redact_url(url)
 
 
 class SweepRaySection(Section):

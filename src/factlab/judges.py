@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Sequence
 
-from .config import JudgeSection
+from .config import JudgeSection, redact_url, sends_key_in_clear
 from .decoding import next_token_logits
 from .parsing import parse_json, parse_score  # noqa: F401  (re-exported: the public API names them here)
 from .models import chat_prompt, generate, load_model, resolve_model
@@ -143,9 +143,13 @@ class Judge(ABC):
         return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
                 "top_p": self.top_p, "seed": self.seed, "enable_thinking": self.enable_thinking}
 
+    def answer_settings(self) -> dict[str, Any]:
+        """The backend's settings beyond ``sampling`` that change an answer (part of the cache key)."""
+        return {}
+
     def cache_key(self, prompt: str, prefix: str = "") -> str:
         return JudgeCache.key(backend=self.backend, model=self.model_name, system=self.system,
-                              prompt=prompt, prefix=prefix, sampling=self.sampling())
+                              prompt=prompt, prefix=prefix, sampling=self.sampling(), settings=self.answer_settings())
 
     def judge(self, prompts: Sequence[str], prefix: str | None = None) -> list[str]:
         """One answer per prompt, in order; cached answers are not recomputed.
@@ -251,6 +255,9 @@ class TransformersJudge(Judge):
         self.max_prompt_tokens, self.progress = max_prompt_tokens, progress
         self._model, self._tok = model_obj, tokenizer
 
+    def answer_settings(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "max_prompt_tokens": self.max_prompt_tokens}
+
     def load(self):
         if self._model is None:
             log.info("loading judge model %s", self.model_name)
@@ -335,6 +342,9 @@ class VLLMJudge(Judge):
                                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)
         self._llm = None
 
+    def answer_settings(self) -> dict[str, Any]:
+        return {"dtype": self._engine_kw["dtype"], "max_model_len": self._engine_kw["max_model_len"]}
+
     def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:  # pragma: no cover - needs a GPU and vLLM
         from vllm import LLM, SamplingParams
 
@@ -370,23 +380,34 @@ class OpenAIJudge(Judge):
     backend = "openai"
 
     def __init__(self, model: str, base_url: str, *, api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8,
-                 timeout_s: float = 120.0, max_retries: int = 4, backoff_s: float = 1.0, **kw: Any):
+                 timeout_s: float = 120.0, max_retries: int = 4, backoff_s: float = 1.0,
+                 allow_key_over_http: bool = False, **kw: Any):
         super().__init__(model, **kw)
         if not base_url:
             raise JudgeError("the 'openai' judge backend needs judge.base_url (e.g. http://localhost:8000/v1)")
         self.url = base_url.rstrip("/") + "/chat/completions"
-        self.api_key_env = api_key_env
+        self.shown_url = redact_url(self.url)  # what logs, errors and reports show
+        self.api_key_env, self.allow_key_over_http = api_key_env, allow_key_over_http
+        if not any(word in api_key_env.upper() for word in ("KEY", "TOKEN", "SECRET")):
+            log.warning("judge.api_key_env = %r does not look like an API key variable; its value is sent as a "
+                        "Bearer token to %s", api_key_env, self.shown_url)
         self.concurrency, self.timeout_s = concurrency, timeout_s
         self.max_retries, self.backoff_s = max_retries, backoff_s
         self._stats_lock = threading.Lock()
 
     def __repr__(self) -> str:  # never shows the key
-        return f"OpenAIJudge(model={self.model_name!r}, url={self.url!r})"
+        return f"OpenAIJudge(model={self.model_name!r}, url={self.shown_url!r})"
+
+    def answer_settings(self) -> dict[str, Any]:
+        return {"endpoint": self.shown_url}  # another server may answer differently; credentials stay out
 
     def _headers(self) -> dict[str, str]:
         h = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env)
         if key:
+            if sends_key_in_clear(self.url) and not self.allow_key_over_http:
+                raise JudgeError(f"${self.api_key_env} would be sent unencrypted to {self.shown_url} (plain http:// to "
+                                 "another machine); use https://, or set judge.allow_key_over_http: true")
             h["Authorization"] = f"Bearer {key}"
         return h
 
@@ -418,10 +439,10 @@ class OpenAIJudge(Judge):
             except urllib.error.HTTPError as e:
                 detail = e.read()[:300].decode("utf-8", "replace")
                 if e.code in (401, 403):
-                    raise JudgeError(f"{self.url} refused the request (HTTP {e.code}); set the API key in "
+                    raise JudgeError(f"{self.shown_url} refused the request (HTTP {e.code}); set the API key in "
                                      f"${self.api_key_env}: {detail}") from None
                 if e.code not in _RETRYABLE_STATUS:
-                    raise JudgeError(f"{self.url} answered HTTP {e.code}: {detail}") from None
+                    raise JudgeError(f"{self.shown_url} answered HTTP {e.code}: {detail}") from None
                 last = f"HTTP {e.code}: {detail}"
                 ra = e.headers.get("Retry-After") if e.headers else None
                 retry_after = float(ra) if ra and ra.replace(".", "", 1).isdigit() else None
@@ -434,10 +455,10 @@ class OpenAIJudge(Judge):
                 self._count(retries=1)
                 delay = retry_after if retry_after is not None else self.backoff_s * 2 ** attempt
                 log.warning("judge %s: attempt %d/%d failed (%s); retrying in %.1fs",
-                            self.url, attempt + 1, self.max_retries + 1, last, delay)
+                            self.shown_url, attempt + 1, self.max_retries + 1, last, delay)
                 time.sleep(delay)
         self._count(failures=1)
-        raise JudgeError(f"judge {self.url} failed after {self.max_retries + 1} attempts; last error: {last}")
+        raise JudgeError(f"judge {self.shown_url} failed after {self.max_retries + 1} attempts; last error: {last}")
 
     def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:
         """Answers in input order. When one prompt fails for good (after its retries) the
@@ -479,7 +500,7 @@ class OpenAIJudge(Judge):
         pool.shutdown(wait=True)
         if error is not None:
             if not isinstance(error, JudgeError):
-                error = JudgeError(f"judge {self.url}: {type(error).__name__}: {error}")
+                error = JudgeError(f"judge {self.shown_url}: {type(error).__name__}: {error}")
             error.partial_answers = dict(answers)
             raise error
         return [answers[i] for i in range(len(prompts))]
@@ -533,4 +554,5 @@ def make_judge(cfg: JudgeSection | None = None, **overrides: Any) -> Judge:
                          gpu_memory_utilization=cfg.gpu_memory_utilization, max_model_len=cfg.max_model_len,
                          **common)
     return OpenAIJudge(cfg.model, cfg.base_url or "", api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
-                       timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s, **common)
+                       timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s,
+                       allow_key_over_http=cfg.allow_key_over_http, **common)

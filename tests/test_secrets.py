@@ -1,0 +1,87 @@
+"""Secrets stay out of files and logs; a key never travels unencrypted to another machine
+unless params say so; the judge cache never hands one server's or setting's answers to another."""
+
+import logging
+
+import pytest
+
+from factlab import config
+from factlab.config import ConfigError, JudgeSection, dump_config, redact_url
+from factlab.judges import JudgeError, OpenAIJudge, TransformersJudge
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("https://user:s3cret@api.example.com/v1", "https://***@api.example.com/v1"),
+    ("https://api.example.com/v1?api_key=s3cret&model=x", "https://api.example.com/v1?api_key=***&model=x"),
+    ("http://h:8000/v1?token=s3cret", "http://h:8000/v1?token=***"),
+    ("http://localhost:8000/v1", "http://localhost:8000/v1"),
+    (None, None),
+])
+def test_redact_url(url, shown):
+    assert redact_url(url) == shown
+
+
+def test_config_dump_and_judge_messages_never_show_url_credentials(tmp_path, caplog):
+    cfg = JudgeSection(backend="openai", base_url="https://user:s3cret@api.example.com/v1?key=s3cret")
+    assert cfg.base_url.startswith("https://user:s3cret@")  # the run itself uses the real URL
+    assert "s3cret" not in dump_config(cfg) and "s3cret" not in str(cfg.model_dump(mode="json"))
+    j = OpenAIJudge("m", cfg.base_url, max_retries=0, timeout_s=0.2, cache=None)
+    assert "s3cret" not in repr(j)
+    with caplog.at_level(logging.WARNING), pytest.raises(JudgeError) as e:
+        OpenAIJudge("m", "http://user:s3cret@127.0.0.1:9/v1", max_retries=1, backoff_s=0.0, cache=None).judge(["q"])
+    assert "s3cret" not in str(e.value) and "***@127.0.0.1" in str(e.value)
+    assert "s3cret" not in caplog.text and "retrying" in caplog.text
+
+
+def test_a_key_is_refused_over_plain_http_to_another_host(monkeypatch):
+    monkeypatch.setenv("FACTLAB_TEST_API_KEY", "k")
+    with pytest.raises(ValueError, match=r"unencrypted.*allow_key_over_http"):
+        JudgeSection(backend="openai", base_url="http://judge.example.com/v1", api_key_env="FACTLAB_TEST_API_KEY")
+    # https, loopback, opted in, or no key set: accepted
+    JudgeSection(backend="openai", base_url="https://judge.example.com/v1", api_key_env="FACTLAB_TEST_API_KEY")
+    JudgeSection(backend="openai", base_url="http://127.0.0.1:8000/v1", api_key_env="FACTLAB_TEST_API_KEY")
+    JudgeSection(backend="openai", base_url="http://judge.example.com/v1", api_key_env="FACTLAB_TEST_API_KEY",
+                 allow_key_over_http=True)
+    JudgeSection(backend="openai", base_url="http://judge.example.com/v1", api_key_env="FACTLAB_TEST_UNSET_KEY")
+    # the same rule when the request is made (the key may be set after params load)
+    j = OpenAIJudge("m", "http://judge.example.com/v1", api_key_env="FACTLAB_TEST_API_KEY", cache=None)
+    with pytest.raises(JudgeError, match="unencrypted"):
+        j._headers()
+    assert OpenAIJudge("m", "http://localhost:1/v1", api_key_env="FACTLAB_TEST_API_KEY",
+                       cache=None)._headers()["Authorization"] == "Bearer k"
+
+
+def test_params_file_with_key_over_http_fails_at_load_with_the_key_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("FACTLAB_TEST_API_KEY", "k")
+    p = tmp_path / "p.yaml"
+    p.write_text("base: {}\njudge: {{backend: openai, base_url: 'http://10.0.0.5:8000/v1', "
+                 "api_key_env: FACTLAB_TEST_API_KEY}}\n".format(config.__file__.replace("src/factlab/config.py",
+                                                                                        "params/02_binary_rar_smoke.yaml")))
+    from factlab.train.rar import RARConfig
+    with pytest.raises(ConfigError, match=r"judge.base_url"):
+        config.load_config(p, RARConfig)
+
+
+def test_a_variable_name_that_is_not_a_key_is_warned_about(caplog):
+    with caplog.at_level(logging.WARNING):
+        OpenAIJudge("m", "http://localhost:1/v1", api_key_env="HOME", cache=None)
+    assert "does not look like an API key" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        OpenAIJudge("m", "http://localhost:1/v1", api_key_env="MY_SERVICE_TOKEN", cache=None)
+    assert "does not look like" not in caplog.text
+
+
+def test_cache_key_holds_every_setting_that_changes_the_answer():
+    base = dict(cache=None)
+    ref = TransformersJudge(**base).cache_key("p")
+    assert TransformersJudge(**base).cache_key("p") == ref
+    for change in ({"dtype": "bfloat16"}, {"max_prompt_tokens": 512}, {"max_new_tokens": 7}, {"temperature": 0.5},
+                   {"top_p": 0.9}, {"seed": 1}, {"system": "S"}, {"enable_thinking": False}):
+        assert TransformersJudge(**base, **change).cache_key("p") != ref, change
+    assert TransformersJudge(model="other", **base).cache_key("p") != ref
+    assert TransformersJudge(**base).cache_key("p", prefix='{"SCORE": ') != ref
+    a = OpenAIJudge("m", "http://127.0.0.1:8000/v1", cache=None).cache_key("p")
+    assert OpenAIJudge("m", "http://127.0.0.1:8001/v1", cache=None).cache_key("p") != a  # another server
+    assert OpenAIJudge("m", "http://u:p@127.0.0.1:8000/v1", cache=None).cache_key("p") != a  # credentials redacted
+    assert OpenAIJudge("m", "http://127.0.0.1:8000/v1", concurrency=2, cache=None).cache_key("p") == a
