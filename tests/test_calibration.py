@@ -210,4 +210,11 @@ def test_audit_end_to_end_on_the_miniworld(world):
     t = table.set_index("bucket")
     assert t.loc["0", "p_correct"] < 0.1 < 0.9 < t.loc["1-4", "p_correct"]
     assert table.attrs["auroc"] > 0.95 and table.attrs["monotone"]
-    assert report.plot_calibration(table) is not None
+    fig = report.plot_calibration(table)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    # one point per non-empty bucket, annotated with its P(correct) and n
+    nonempty = table[table["n"] > 0]
+    assert len(ax.lines) >= len(nonempty)
+    for _, row in nonempty.iterrows():
+        assert f"{row['p_correct']:.0%}\nn={int(row['n'])}" in texts

@@ -175,6 +175,7 @@ def test_real_judge_end_to_end(model_and_tokenizer, store):
             completions=["The capital of France is Paris.", "The capital of Japan is Nairobi."],
             prompt_id=["p-fr", "p-jp"])
     assert all(v in (0.0, 1.0, None) for v in out)
+    assert any(v is not None for v in out), "no verdict of the real judge could be read"  # parse rate > 0
     assert r.stats["judge_calls"] == 2 and r.stats["responses"] == 2
     assert r.stats["failures"] == sum(v is None for v in out)
     assert judge.stats["completion_tokens"] > 0

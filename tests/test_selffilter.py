@@ -120,8 +120,12 @@ def test_plot_selffilter_buckets():
 
     results = [_res(i, n) for i, n in enumerate([0, 4, 16, 9])]
     _, table = sf.select_learning_zone(results)
-    assert report.plot_selffilter_buckets(table) is not None
-    assert report.plot_selffilter_buckets(sf.bucket_table(results, detail=True)) is not None
+    fig = report.plot_selffilter_buckets(table)
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert heights == [float(c) for c in table["count"]] and sum(heights) > 0  # one bar per bucket, its count
+    detail = sf.bucket_table(results, detail=True)
+    fig = report.plot_selffilter_buckets(detail)
+    assert len(fig.axes[0].patches) == len(detail) and fig.axes[0].get_ylabel() == "questions"
 
 
 def test_real_run_and_resume(model_and_tokenizer, tmp_path):

@@ -60,6 +60,9 @@ def test_annotate_with_the_embedded_model(model_and_tokenizer):
     ann, rep = S.annotate(teacher, pairs, max_attempts=2)
     assert rep["n"] == 1 and 1 <= rep["attempts"] <= 2
     assert rep["accepted"] + sum(rep["rejections"].values()) >= 1
+    # every attempt asked the real model and got text back (not rejected unasked)
+    assert teacher.stats["calls"] == rep["attempts"] and teacher.stats["completion_tokens"] > 0
+    assert all(reason.strip() for reason in rep["rejections"]) and (ann[0] is not None) == (rep["accepted"] == 1)
 
 
 def test_weakness_profile():

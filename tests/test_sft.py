@@ -45,3 +45,28 @@ def test_real_sft_lowers_loss_and_resumes(tmp_path):
     assert (tmp_path / "sft" / "model" / "adapter_config.json").exists()
     again = run_sft(exp, None, tmp_path / "sft")
     assert again.resumed and again.steps == 4
+
+
+def test_short_sft_lowers_loss_and_resumes_from_its_checkpoint(tmp_path):
+    """The CI tier's SFT check (the slow test above runs the SEVA-sized one): 4 steps on one
+    repeated Prompt-6-style row with LoRA; the loss falls, and a run killed after step 2's
+    checkpoint trains steps 3-4 only."""
+    import shutil
+
+    from datasets import Dataset
+
+    from factlab.train.seva import SevaConfig
+
+    rows = [{"prompt": "Claim: The capital of France is Paris.\nFactual correctness:", "completion": " True"}] * 8
+    cfg = SFTSection(learning_rate=3e-3, max_steps=4, per_device_train_batch_size=2, max_length=32, bf16=False,
+                     gradient_checkpointing=False, save_steps=2, save_total_limit=2, warmup_ratio=0.0)
+    exp = SevaConfig(sft=cfg, lora=LoraSection(r=4, alpha=8, target_modules=["q_proj", "v_proj"]))
+    res = run_sft(exp, Dataset.from_list(rows), tmp_path / "sft")
+    losses = [l for _, l in res.losses()]
+    assert res.steps == 4 and len(losses) == 4 and losses[-1] < losses[0]
+    shutil.rmtree(tmp_path / "sft" / "checkpoint-4")
+    shutil.rmtree(tmp_path / "sft" / "model")
+    (tmp_path / "sft" / "train_result.json").unlink()
+    again = run_sft(exp, Dataset.from_list(rows), tmp_path / "sft")
+    assert again.resumed and again.steps == 4 and (tmp_path / "sft" / "model" / "adapter_config.json").exists()
+    assert [l for s, l in again.losses() if s <= 2] == [l for s, l in res.losses() if s <= 2]  # steps 1-2 kept

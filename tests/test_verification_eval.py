@@ -92,3 +92,8 @@ def test_evaluate_verifier_on_embedded_model(model_and_tokenizer):
     recs, m = V.evaluate_verifier(model, tok, pairs, max_new_tokens=24, batch_size=2, progress=False)
     assert [r.id for r in recs] == ["p1", "p2"] and all(r.response for r in recs)
     assert m["n"] == 2 and 0 <= m["macro_f1"] <= 1 and 0 <= m["parse_rate"] <= 1
+    # the numbers are the records' numbers, not placeholders
+    assert m["accuracy"] == pytest.approx(sum(r.predicted == r.gold for r in recs) / 2)
+    assert m["format_error_rate"] == pytest.approx(sum(r.predicted is None for r in recs) / 2)
+    assert m["macro_f1"] == pytest.approx(V.classification_metrics([r.gold for r in recs],
+                                                                   [r.predicted for r in recs])["macro_f1"])
