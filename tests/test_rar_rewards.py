@@ -182,3 +182,19 @@ def test_real_judge_end_to_end(model_and_tokenizer, store):
     v = ClaimVerifier(judge, store, k_per_claim=1, prefill=True)
     labels = v.claim_labels(["Tell me about France."], ["The capital of France is Paris."], ["p-fr"])
     assert labels[0] is None or all(isinstance(x, bool) for x in labels[0])
+
+
+def test_a_think_block_never_closed_earns_zero_without_a_judge_call(store):
+    """Stripping an unclosed <think> leaves an empty response, which a contradiction judge
+    cannot fault (1.0): a policy that never answers would be paid. It earns 0.0, counted."""
+    j = ScriptedJudge(lambda p: '{"REASONING": "no contradiction", "SCORE": 1}')
+    r = BinaryRAR(j, store, k=1)
+    logged = {}
+    out = r(prompts=["Tell me about France."] * 3,
+            completions=["<think>France... let me think about the capital for a long time",
+                         "<think>ok</think>The capital of France is Paris.",
+                         "<think>a</think> x <think>never closed"],
+            prompt_id=["p-fr"] * 3, log_metric=logged.__setitem__)
+    assert out == [0.0, 1.0, 0.0] and len(j.asked) == 1 and "Paris" in j.asked[0][0]
+    assert r.stats["unclosed_think"] == 2 and logged["binary_rar/unclosed_think_rate"] == pytest.approx(2 / 3)
+    assert r(prompts=["Q"], completions=["<think>still thinking"]) == [0.0] and len(j.asked) == 1

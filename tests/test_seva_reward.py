@@ -489,18 +489,25 @@ K1_TEXT = (
 )
 
 
+PAPER_002 = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "002_56f1a732f42030d3.txt"
+
+
+@pytest.mark.skipif(not PAPER_002.parent.is_dir(), reason=f"the papers folder {PAPER_002.parent} is not checked out here")
+def test_prompts_equal_the_blocks_in_the_papers_text():
+    """K.1 / K.2 as they stand in the paper's text (a missing paper file in a present papers
+    folder is a failure, not a skip)."""
+    text = PAPER_002.read_text(encoding="utf-8")
+    block = text.split("System prompt for structured verification\n\n```\n", 1)[1].split("\n```", 1)[0]
+    assert block == K1_TEXT
+    user = text.split("User prompt template\n\n```\n", 1)[1].split("\n```", 1)[0]
+    assert user == P.SEVA_USER_PROMPT
+
+
 def test_prompts_verbatim():
     assert P.SEVA_SYSTEM_PROMPT.format() == K1_TEXT
     assert P.SEVA_USER_PROMPT.format(claim="C {x}", source="S") == (
         "Claim: C {x}\nSource: S\nIs this claim attributable to the source?\n"
         "Provide your analysis in structured JSON format.")
-    paper = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "002_56f1a732f42030d3.txt"
-    if paper.exists():  # the block as it stands in the paper's text
-        text = paper.read_text(encoding="utf-8")
-        block = text.split("System prompt for structured verification\n\n```\n", 1)[1].split("\n```", 1)[0]
-        assert block == K1_TEXT
-        user = text.split("User prompt template\n\n```\n", 1)[1].split("\n```", 1)[0]
-        assert user == P.SEVA_USER_PROMPT
     system, user_turn = seva.verifier_messages("The sky is blue.", "The sky appears blue.")
     assert system == {"role": "system", "content": K1_TEXT}
     assert user_turn["content"].startswith("Claim: The sky is blue.\nSource: The sky appears blue.\n")

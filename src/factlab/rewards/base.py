@@ -38,8 +38,16 @@ def prompt_text(prompt: Any) -> str:
 
 
 def response_text(completion: Any) -> str:
-    """The response a fact-checker reads: the completion without any ``<think>`` block."""
+    """The response a fact-checker reads: the completion without any ``<think>`` block (an
+    unclosed one runs to the end, so nothing of it is read: see ``unclosed_think``)."""
     return _THINK.sub("", completion_text(completion)).strip()
+
+
+def unclosed_think(completion: Any) -> bool:
+    """Whether the completion opens a ``<think>`` block it never closes: it gave no response."""
+    text = completion_text(completion)
+    opened = text.rfind("<think>")
+    return opened >= 0 and text.find("</think>", opened) < 0
 
 
 @dataclass

@@ -33,7 +33,7 @@ from .. import prompts as P
 from ..config import Section
 from ..corpus.retrieval import RAR_TOP_K, VERISCORE_TOP_K, rar_query
 from ..parsing import parse_json, parse_score
-from .base import prompt_text, response_text
+from .base import prompt_text, response_text, unclosed_think
 from .registry import register
 
 log = logging.getLogger(__name__)
@@ -129,10 +129,25 @@ class BinaryRAR(_JudgeReward):
         return 1.0 if score >= 1.0 else 0.0
 
     def __call__(self, prompts=(), completions=(), prompt_id=None, log_metric=None, **_: Any) -> list[float | None]:
-        texts = self._call_judge(self.judge_prompts(prompts, completions, prompt_id))
-        scores = [score_from_judge(t, self.score_range) for t in texts]
+        """One reward per completion. A completion whose ``<think>`` never closes gave no
+        response: it earns 0.0 without a judge call (counted in ``unclosed_think``), since the
+        judge would find nothing to contradict in the empty response it leaves and pay 1.0, a
+        reward for never answering (001 §3.2 pays "no contradiction", not "no response")."""
+        completions = list(completions)
+        prompts = list(prompts) if prompts is not None else [""] * len(completions)
+        asked = [i for i, c in enumerate(completions) if not unclosed_think(c)]
+        ids = [prompt_id[i] for i in asked] if prompt_id is not None else None
+        texts = self._call_judge(self.judge_prompts([prompts[i] for i in asked], [completions[i] for i in asked], ids))
+        scores: list[float | None] = [0.0] * len(completions)
+        for i, t in zip(asked, texts):
+            s = score_from_judge(t, self.score_range)
+            scores[i] = None if s is None else self.to_reward(s)
+        unclosed = len(completions) - len(asked)
+        self.stats["unclosed_think"] += unclosed
         self._log(log_metric, scores)
-        return [None if s is None else self.to_reward(s) for s in scores]
+        if log_metric is not None and completions:
+            log_metric(f"{self.__name__}/unclosed_think_rate", unclosed / len(completions))
+        return scores
 
 
 class RatingRAR(BinaryRAR):
