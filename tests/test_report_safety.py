@@ -135,3 +135,17 @@ def test_the_report_renders_in_headless_chromium_without_running_the_payload(hos
     assert "Hostile completion" in dom and "Headline" in dom  # the page loaded and rendered
     title = dom[dom.find("<title>") + 7:dom.find("</title>")]
     assert "PWNED" not in title  # no payload ran
+
+
+def test_grouped_bars_are_drawn_with_the_one_theme():
+    import matplotlib.pyplot as plt
+    rows = [{"response": "complete and true", "reward": "recall", "mean": 1.0},
+            {"response": "complete and true", "reward": "precision", "mean": 0.9},
+            {"response": "short and true", "reward": "recall", "mean": 0.4},
+            {"response": "short and true", "reward": "precision", "mean": 1.0}]
+    fig = report.plot_grouped_bars(rows, x="response", hue="reward", y="mean")
+    ax = fig.axes[0]
+    heights = sorted(round(b.get_height(), 3) for c in ax.containers for b in c)
+    assert heights == [0.4, 0.9, 1.0, 1.0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["recall", "precision"]
+    assert plt.rcParams["axes.grid"] and report.THEME["style"] == "whitegrid"  # seaborn's theme, set once

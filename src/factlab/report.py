@@ -13,8 +13,14 @@ import numbers
 from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
+import seaborn as sns
 
 from .eval.calibration import COUNT_BUCKETS
+
+# One theme for every figure of every report, set here once (seaborn's whitegrid, colour-blind
+# safe palette); the statistical plots (grouped bars) are drawn with seaborn itself.
+THEME = {"style": "whitegrid", "context": "notebook", "palette": "colorblind", "font_scale": 0.9}
+sns.set_theme(**THEME)
 
 QA_RATE_KEYS = ("accuracy", "strict_accuracy", "na_rate", "format_rate", "truncation_rate")
 
@@ -266,19 +272,16 @@ def plot_grouped_bars(rows: Sequence[Mapping], x: str, hue: str, y: str, title: 
     per constructed response, one bar per ablation). Labels wrap; values printed on bars."""
     import textwrap
 
-    import numpy as np
+    import pandas as pd
 
-    xs = list(dict.fromkeys(str(r[x]) for r in rows))
-    hues = list(dict.fromkeys(str(r[hue]) for r in rows))
-    value = {(str(r[x]), str(r[hue])): float(r[y]) for r in rows}
-    width = 0.8 / max(len(hues), 1)
+    frame = pd.DataFrame([{x: str(r[x]), hue: str(r[hue]), y: float(r[y])} for r in rows])
+    xs = list(dict.fromkeys(frame[x]))
     fig, ax = plt.subplots(figsize=(2.0 + 1.6 * len(xs), 3.6))
-    pos = np.arange(len(xs))
-    for j, h in enumerate(hues):
-        vals = [value.get((c, h), np.nan) for c in xs]
-        bars = ax.bar(pos + (j - (len(hues) - 1) / 2) * width, vals, width, label=h)
+    sns.barplot(frame, x=x, y=y, hue=hue, order=xs, errorbar=None, ax=ax)
+    for bars in ax.containers:
         ax.bar_label(bars, fmt="%.2f", fontsize=6)
-    ax.set_xticks(pos, ["\n".join(textwrap.wrap(c, 14)) for c in xs], fontsize=8)
+    ax.set_xticks(range(len(xs)), ["\n".join(textwrap.wrap(c, 14)) for c in xs], fontsize=8)
+    ax.set_xlabel("")
     ax.set_ylabel(ylabel or y)
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_title(title, fontsize=10)
