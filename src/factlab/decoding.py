@@ -98,25 +98,7 @@ def decode(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, stop_id
     left out, or kept as the last id with ``keep_stop`` (what TRL's completions hold)."""
     device = next(model.parameters()).device
     bs = len(rows)
-    prefix_len = common_prefix_length(rows)
-    suffixes = [list(r[prefix_len:]) for r in rows]
-    width = max(len(s) for s in suffixes)
-    cache = DynamicCache(config=model.config)
-    if prefix_len:
-        out = model(input_ids=torch.tensor([list(rows[0][:prefix_len])], device=device), past_key_values=cache,
-                    use_cache=True, logits_to_keep=1)
-        cache.batch_repeat_interleave(bs)
-    ids = torch.full((bs, width), pad_id, dtype=torch.long, device=device)
-    suffix_mask = torch.zeros((bs, width), dtype=torch.long, device=device)
-    for i, s in enumerate(suffixes):
-        ids[i, width - len(s):] = torch.tensor(s, device=device)
-        suffix_mask[i, width - len(s):] = 1
-    mask = torch.cat([torch.ones((bs, prefix_len), dtype=torch.long, device=device), suffix_mask], dim=1)
-    positions = (prefix_len + suffix_mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                cache_position=torch.arange(prefix_len, prefix_len + width, device=device), use_cache=True,
-                logits_to_keep=1)
-    logits, next_pos = out.logits[:, -1], positions[:, -1] + 1
+    logits, cache, mask, next_pos = _prefill(model, rows, pad_id)
     stops = torch.tensor(sorted(set(stop_ids)) or [-1], device=device)
     live = torch.arange(bs, device=device)  # input row of each batch row
     generated: list[list[int]] = [[] for _ in range(bs)]
