@@ -8,6 +8,7 @@
     factlab world [--out DIR]
     factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR [--text-field text]
                         [--shard-tokens N] [--cpus N]
+    factlab serve [--model NAME] [--port 8000] [--max-batch 16]
     factlab bench [NAME ...]
 """
 
@@ -140,6 +141,20 @@ def _cmd_index_build(args) -> int:
     return 0
 
 
+def _cmd_serve(args) -> int:
+    from .serve import JudgeServer  # loads torch: only for this command
+
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        logging.getLogger(__name__).warning("serving on %s without authentication: anyone who can reach this port "
+                                            "can use the model", args.host)
+    server = JudgeServer(args.model, host=args.host, port=args.port, max_batch=args.max_batch, dtype=args.dtype,
+                         device=args.device)
+    print(f"serving {args.model} at {server.url} (judge: {{backend: openai, base_url: {server.url}, "
+          f"model: {args.model}}}); Ctrl-C stops", flush=True)
+    server.serve_forever()
+    return 0
+
+
 def _cmd_bench(args) -> int:
     scripts = sorted((project_root() / "bench").glob("bench_*.py"))
     if args.only:
@@ -205,6 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     ib.set_defaults(func=_cmd_index_build)
 
     add_sweep_command(sub)  # factlab sweep NOTEBOOK --grid KEY=V1,V2 ... (factlab.sweep)
+
+    sv = sub.add_parser("serve", help="serve a local model as an OpenAI-compatible judge endpoint (factlab.serve)")
+    sv.add_argument("--model", default="smollm2-135m-instruct", help="factlab model name, HF id or local path")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    sv.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
+    sv.add_argument("--max-batch", type=_positive_int, default=16, help="requests answered in one generation")
+    sv.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    sv.add_argument("--device", default="auto")
+    sv.set_defaults(func=_cmd_serve)
 
     b = sub.add_parser("bench", help="run the bench/bench_*.py scripts (each prints its ratios last)")
     b.add_argument("only", nargs="*", help="substrings of script names to run")

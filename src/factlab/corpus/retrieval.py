@@ -353,7 +353,8 @@ class Datastore:
     """Chunks + BM25 index + per-prompt caches (001 §3.2 "pre-caching strategy").
 
     ``fallbacks`` counts ``retrieve`` calls with a ``prompt_id`` that had no cached set (they
-    search the whole datastore); ``cached_calls`` counts the restricted ones. Build it from
+    search the whole datastore); ``cached_calls`` counts the restricted ones; ``searches``
+    counts every query answered (the "# Searches" of 004 Table 14). Build it from
     ``chunks`` (indexed here with ``BM25Retriever(**retriever_kw)``) or a built ``retriever``.
     """
 
@@ -381,6 +382,7 @@ class Datastore:
         self._cache_idx: dict[str, np.ndarray] = {}
         self.fallbacks = 0
         self.cached_calls = 0
+        self.searches = 0
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -459,6 +461,7 @@ class Datastore:
         With a ``prompt_id`` that was pre-cached, only that prompt's cached chunks are
         ranked; an unknown ``prompt_id`` falls back to the whole datastore (``fallbacks``).
         """
+        self.searches += 1
         if prompt_id is not None:
             idx = self._cache_idx.get(prompt_id)
             if idx is not None:
@@ -483,6 +486,7 @@ class Datastore:
                 if pid is not None:
                     self.fallbacks += 1
                 glob.append(i)
+        self.searches += len(glob)
         for i, hs in zip(glob, self.retriever.search([queries[i] for i in glob], k)):
             out[i] = hs
         return out  # type: ignore[return-value]

@@ -117,19 +117,28 @@ def corver_cost_report(completions: Sequence[str], scorer, log_histories: Mappin
             "sentences_per_completion": m_sent, "eq5_budget": reward_call_budget(*PAPER_SCALE, m_sent)}
 
 
+def _parts_of(reward, attr: str) -> list:
+    """The distinct ``attr`` objects (judges, datastores) a reward reaches: its own, its
+    verifier's, and its truth term's claim extractor's (KLCF)."""
+    owners = [reward, getattr(reward, "verifier", None), getattr(getattr(reward, "truth", None), "extractor", None)]
+    found = [getattr(o, attr, None) for o in owners if o is not None]
+    return list({id(x): x for x in found if x is not None}.values())
+
+
 def _judges_of(reward) -> list:
-    judges = [getattr(reward, "judge", None), getattr(getattr(reward, "verifier", None), "judge", None)]
-    return list({id(j): j for j in judges if j is not None}.values())
+    return _parts_of(reward, "judge")
 
 
 def compare_rewards(rewards: Mapping[str, Callable], responses: Sequence[Mapping[str, Any]]
                     ) -> tuple[dict[str, list[float | None]], dict[str, dict[str, float]]]:
     """Score ``responses`` (dicts with ``prompt``, ``response``, optional ``prompt_id`` and
-    ``reference``) with every TRL reward function in ``rewards``, one batched call each.
+    ``reference``, ``question``, ``checklist``) with every TRL reward function in ``rewards``,
+    one batched call each.
 
     Returns ``(scores, costs)``: ``scores[name]`` one value per response (None = could not
-    be computed); ``costs[name]`` per response: ``seconds``, ``judge_calls``,
-    ``prompt_tokens``, ``completion_tokens``, and the ``unreadable`` fraction. Judges are
+    be computed); ``costs[name]`` per response: ``seconds``, ``judge_calls``, ``searches``
+    (datastore queries, 004 Table 14's "# Searches"), ``prompt_tokens``,
+    ``completion_tokens``, and the ``unreadable`` fraction. Judges are
     read through ``reward.judge`` / ``reward.verifier.judge``; run with uncached judges
     for honest costs.
     """
@@ -140,18 +149,21 @@ def compare_rewards(rewards: Mapping[str, Callable], responses: Sequence[Mapping
                             "completions": [r["response"] for r in responses]}
     if all(r.get("prompt_id") is not None for r in responses):
         cols["prompt_id"] = [r["prompt_id"] for r in responses]
-    if all(r.get("reference") for r in responses):
-        cols["reference"] = [r["reference"] for r in responses]
+    for key in ("reference", "question", "checklist"):
+        if all(r.get(key) for r in responses):
+            cols[key] = [r[key] for r in responses]
     scores, costs = {}, {}
     for name, fn in rewards.items():
-        judges = _judges_of(fn)
+        judges, stores = _judges_of(fn), _parts_of(fn, "datastore")
         before = [dict(j.stats) for j in judges]
+        searches_before = sum(d.searches for d in stores)
         t0 = time.perf_counter()
         scores[name] = list(fn(**cols))
         seconds = time.perf_counter() - t0
         delta = {k: sum(j.stats.get(k, 0) - b.get(k, 0) for j, b in zip(judges, before))
                  for k in ("calls", "prompt_tokens", "completion_tokens")}
         costs[name] = {"seconds": seconds / n, "judge_calls": delta["calls"] / n,
+                       "searches": (sum(d.searches for d in stores) - searches_before) / n,
                        "prompt_tokens": delta["prompt_tokens"] / n,
                        "completion_tokens": delta["completion_tokens"] / n,
                        "unreadable": sum(s is None for s in scores[name]) / n}

@@ -10,6 +10,9 @@
 - ``VeriScoreReward`` (§4.2, Figures 8-9; Chen et al., 2025): extract atomic claims,
   retrieve the top-4 256-token chunks per claim, verify each claim; r = supported / claims.
 - ``LMJudgeReward`` (§4.2 "LM Judge"): 0-10 quality against a reference response, / 10.
+- ``FActScoreReward`` (004 Table 14, App. D.3; Min et al., 2023): the FActScore-style
+  baseline of KLCF's efficiency comparison, VeriScore's pipeline with FActScore's 5
+  retrieved passages per atomic fact.
 
 Each is a TRL reward function ``f(prompts, completions, **columns) -> list[float | None]``
 batched over the whole GRPO group (one ``judge.judge`` call per reward evaluation). A
@@ -293,8 +296,24 @@ class VeriScoreReward(_JudgeReward):
         self.stats["no_claims"] += sum(ls == [] for ls in labels)
         self._log(log_metric, scores)
         if log_metric is not None and labels:
-            log_metric("veriscore/claims_mean", sum(len(ls) for ls in labels if ls) / len(labels))
+            log_metric(f"{self.__name__}/claims_mean", sum(len(ls) for ls in labels if ls) / len(labels))
         return scores
+
+
+FACTSCORE_TOP_K = 5  # FActScore (Min et al., 2023) retrieves 5 passages per atomic fact
+
+
+class FActScoreReward(VeriScoreReward):
+    """FActScore as a reward (Min et al., 2023): supported atomic facts / facts, each fact
+    verified against its top ``FACTSCORE_TOP_K`` passages; the "FActScore" row of 004 Table 14.
+
+    004 App. D.3 gives both baselines the same extraction and verification model "to focus the
+    comparison solely on the overhead introduced by the algorithmic designs"; here both use the
+    run's judge with 001's Figure 8-9 prompts, so FActScore and VeriScore differ in passages
+    per fact (5 vs 4) and chunk size (the datastore passed in). No length penalty: the reward
+    form used by FactTune-FS and FLAME; ``eval.longform.factscore`` has the gamma penalty."""
+
+    __name__ = "factscore"
 
 
 # ---------------------------------------------------------------- params and registry
@@ -329,6 +348,20 @@ def _build_rating_rar(args: RARArgs, resources) -> RatingRAR:
 @register("veriscore", summary="supported / extracted claims, per-claim retrieval (001 §4.2, Figs. 8-9)")
 def _build_veriscore(args, resources) -> VeriScoreReward:
     return VeriScoreReward(resources.claim_verifier())
+
+
+class FActScoreArgs(Section):
+    """``factscore`` arguments: passages retrieved per atomic fact (FActScore: 5)."""
+
+    top_k: int = Field(FACTSCORE_TOP_K, ge=1)
+
+
+@register("factscore", args=FActScoreArgs,
+          summary="FActScore-style: supported / atomic facts, top-5 passages per fact (004 Table 14; Min et al., 2023)")
+def _build_factscore(args: FActScoreArgs, resources) -> FActScoreReward:
+    shared = resources.claim_verifier()  # same judge, datastore and claim budget as VeriScore
+    return FActScoreReward(ClaimVerifier(shared.judge, shared.datastore, k_per_claim=args.top_k,
+                                         max_claims=shared.max_claims, prefill=shared.prefill))
 
 
 @register("lm_judge", summary="0-10 quality against the reference response / 10 (001 §4.2)")

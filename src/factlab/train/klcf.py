@@ -17,6 +17,10 @@ module wires them from a ``KLCFConfig``:
 - ``reward_table``: the rewards on constructed responses (complete and true, short and true,
   long with one false claim, padded): recall, precision, truth, Eq. 13 under Table 2's weight
   rows, the length penalty (Eq. 11) and the format reward (Eq. 10).
+- ``efficiency_table``: §3.7 / Table 14 on this run's judge: per response, the seconds, judge
+  calls, searches and tokens of the run's KLCF reward vs the FActScore-style and VeriScore
+  rewards on the same constructed responses (``bench/bench_klcf_efficiency.py`` adds the
+  judge's concurrency).
 - ``train_run``: GRPO with ``cfg.rewards`` (Table 8: no KL, from the base model), the
   truthfulness rewards pointed at the trained reward model.
 - ``longform_eval`` / ``win_rate``: §4.1 before / after training.
@@ -54,6 +58,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
            "classification_metrics", "truth_rm", "constructed_responses", "reward_table", "with_truth_model",
+           "efficiency_table",
            "train_run", "longform_eval", "win_rate"]
 
 TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read the truthfulness RM
@@ -337,6 +342,43 @@ def reward_table(cfg: KLCFConfig, resources: Resources, prompts: Sequence[Longfo
              "outside_labels": verifier.stats["outside_labels"],
              "truth_model": args.rm_model or cfg.model.name}
     return rows, stats
+
+
+EFFICIENCY_KINDS = ("complete and true", "one false claim")  # the constructed responses Table 14 is run on
+EFFICIENCY_BASELINES = ("factscore", "veriscore")
+
+
+def efficiency_table(cfg: KLCFConfig, resources: Resources, prompts: Sequence[LongformPrompt],
+                     checklists: dict[str, list[str]], truth_folder: str | None, max_queries: int | None = None):
+    """004 §3.7 / Table 14 (App. D.3) on this run: per response, the seconds, judge calls,
+    searches and input / output tokens of the run's ``klcf_fact`` (as configured, truthfulness RM
+    = ``truth_folder``) and of the FActScore-style and VeriScore rewards, all on the same
+    ``EFFICIENCY_KINDS`` responses of up to ``max_queries`` held-out queries (default
+    ``constructed_queries``). Judges skip the answer cache so every call counts; "serial" is
+    the run's judge as configured (its own batching). Returns (costs table with speed-up
+    columns like Table 14's, scores per reward)."""
+    import pandas as pd
+
+    from ..eval.cost import compare_rewards
+
+    fact = next((s for s in with_truth_model(cfg.rewards, truth_folder) if s.name == "klcf_fact"), None)
+    specs = [fact or RewardSpec(name="klcf_fact")] + [RewardSpec(name=n) for n in EFFICIENCY_BASELINES]
+    built = build_rewards(specs, resources.uncached_judges())
+    false = _false_facts(resources)
+    chosen = [p for p in prompts if checklists.get(p.id)][:max_queries or cfg.constructed_queries]
+    if not chosen:
+        raise ValueError("no held-out query has a checklist: nothing to construct responses from")
+    responses = []
+    for p in chosen:
+        built_responses = constructed_responses(p, checklists[p.id], false.get(p.doc_id or "", []), "", 1)
+        responses += [{"prompt": p.prompt, "response": built_responses[k], "prompt_id": p.id,
+                       "question": p.prompt, "checklist": checklists[p.id]} for k in EFFICIENCY_KINDS]
+    scores, costs = compare_rewards(dict(zip(built.names, built.funcs)), responses)
+    table = pd.DataFrame(costs).T.rename(index={"klcf_fact": "KLCF (klcf_fact)", "factscore": "FActScore",
+                                               "veriscore": "VeriScore"})
+    for base in ("FActScore", "VeriScore"):
+        table[f"speed-up vs {base}"] = table.loc[base, "seconds"] / table["seconds"]
+    return table, scores
 
 
 # ---------------------------------------------------------------- training and evaluation
