@@ -13,7 +13,7 @@ LAYERS = [
     ("text", "prompts", "parsing", "labels", "paths", "registry"),
     ("config",),
     ("decoding", "models", "data"),
-    ("judges", "corpus"),
+    ("judges", "corpus", "serve"),
     ("rewards",),
     ("synth", "eval"),
     ("experiment",),

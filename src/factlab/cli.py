@@ -27,6 +27,7 @@ from .corpus import CorpusIndex
 from .data.miniworld import build_world, default_world_dir
 from .rewards import available as available_rewards
 from .runner import default_params, find_notebook, load_params, project_root, run_all, run_notebook
+from .serve import JudgeServer
 from .sweep import add_command as add_sweep_command
 
 
@@ -142,8 +143,6 @@ def _cmd_index_build(args) -> int:
 
 
 def _cmd_serve(args) -> int:
-    from .serve import JudgeServer  # loads torch: only for this command
-
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger(__name__).warning("serving on %s without authentication: anyone who can reach this port "
                                             "can use the model", args.host)

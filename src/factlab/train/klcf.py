@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+import pandas as pd
 from datasets import Dataset
 from pydantic import Field, model_validator
 
@@ -42,6 +43,7 @@ from .. import prompts as P
 from ..config import GenerationConfig, ParamError, Section, SFTSection
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
+from ..eval.cost import compare_rewards
 from ..eval.suites import evaluate
 from ..eval.winrate import judge_win_rate
 from ..experiment import TrainingConfig
@@ -357,10 +359,6 @@ def efficiency_table(cfg: KLCFConfig, resources: Resources, prompts: Sequence[Lo
     ``constructed_queries``). Judges skip the answer cache so every call counts; "serial" is
     the run's judge as configured (its own batching). Returns (costs table with speed-up
     columns like Table 14's, scores per reward)."""
-    import pandas as pd
-
-    from ..eval.cost import compare_rewards
-
     fact = next((s for s in with_truth_model(cfg.rewards, truth_folder) if s.name == "klcf_fact"), None)
     specs = [fact or RewardSpec(name="klcf_fact")] + [RewardSpec(name=n) for n in EFFICIENCY_BASELINES]
     built = build_rewards(specs, resources.uncached_judges())
