@@ -230,6 +230,7 @@ def test_registry_builds_each_ablation_on_shared_resources(world_scorer, tokeniz
     full = build_rewards(ablation_rewards(cfg.rewards, "full"), Res())
     assert [f.__name__ for f in full.funcs] == ["qa_judge", "format"] and full.weights == [1.0, 1.0]
     assert [n for n, _, _ in full.shaping] == ["corver"] and full.token_shaping() is not None
+    assert full.by_name("corver").__name__ == "corver"  # a shaping hook carries its registry name too
     a1 = build_rewards(ablation_rewards(cfg.rewards, "A1"), Res())
     assert a1.token_shaping() is None and a1.weights == [1.0, 1.0]
     a2 = build_rewards(ablation_rewards(cfg.rewards, "A2"), Res())

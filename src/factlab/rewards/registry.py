@@ -171,10 +171,10 @@ def build_rewards(specs: Sequence[RewardSpec], resources: Any) -> RewardSet:
     for spec in specs:
         entry = REWARDS.get(spec.name)
         fn = entry.build(spec.parsed_args(), resources)
+        fn.__name__ = spec.name  # TRL names its metrics rewards/<__name__>/...; shaping hooks too
         if entry.kind == "shaping":
             out.shaping.append((spec.name, spec.weight, fn))
         else:
-            fn.__name__ = spec.name  # TRL names its metrics rewards/<__name__>/...
             out.funcs.append(fn)
             out.weights.append(spec.weight)
     return out
