@@ -181,3 +181,11 @@ def test_factlab_check_exit_codes(tmp_path, capsys):
     bad = _corver(tmp_path, "rewards:\n  - {name: qa_judge}\n  - {name: nope}\n")
     assert main(["check", "01_corver", "--params", str(bad)]) == 2
     assert "'rewards.1.name': unknown reward 'nope'" in capsys.readouterr().err
+
+
+def test_full_params_carry_the_papers_settings():
+    """Settings the full params cite, read back through the config classes (issue 13)."""
+    seva = load_config(ROOT / "params/03_seva.yaml", runner.config_for_notebook("03_seva"))
+    assert (seva.sft.warmup_ratio, seva.sft.weight_decay, seva.sft.max_length) == (0.05, 0.01, 1280)  # 002 Table 8
+    rar = load_config(ROOT / "params/02_binary_rar.yaml", runner.config_for_notebook("02_binary_rar"))
+    assert rar.max_steps_by_reward == {"veriscore": 1000}  # 001 App. C

@@ -63,11 +63,15 @@ def test_run_trains_saves_resumes_and_merges(tmp_path):
             "stepwise/return_mean", "qa_judge/na_rate"} <= set(steps.columns)
     again = run(cfg, rows, rewards, tmp_path / "run")
     assert again.resumed and again.steps == 2 and again.log_history == res.log_history
-    trained, _ = models.load_model("smollm2-135m-instruct", adapter=res.model_dir)
+    trained, _ = res.load_policy(device="cpu")  # the adapter on its base model
     assert any("lora" in n for n, _ in trained.named_parameters())
     merged = merge_adapter(res)
     plain, _ = models.load_model(merged)
     assert not any("lora" in n for n, _ in plain.named_parameters())
+    # a full-model run (lora: null) is loaded from its own folder, never as an adapter
+    full = type(res)(**{**res.__dict__, "model_dir": merged, "is_adapter": False})
+    reloaded, _ = full.load_policy(device="cpu")
+    assert not any("lora" in n for n, _ in reloaded.named_parameters())
     assert merge_adapter(res) == merged  # built once
     with pytest.raises(ValueError, match="no training prompts left"):
         run(cfg, [], rewards, tmp_path / "empty")

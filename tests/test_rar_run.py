@@ -37,3 +37,41 @@ def test_prompts_with_fewer_than_three_documents_are_discarded(tmp_path):
     assert len(lenient.precache(prompts)) == 2
     with pytest.raises(ConfigError, match=r"'datastore.min_precache_docs'"):
         validate({"datastore": {"precache_docs": 2}}, RARConfig)
+
+
+def test_early_stop_evaluates_the_last_checkpoint_that_passed(tmp_path, monkeypatch, model_and_tokenizer):
+    """001 §4.3: when utility drops > 10% the model evaluated is the one saved at the last check
+    that passed, and the run records which step that was (a real callback on a real model; the
+    GRPO steps are replaced by a loop that calls the callback as the trainer would)."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    import factlab.train.rar as rar
+
+    model, tok = model_and_tokenizer
+    utilities = iter([0.80, 0.78, 0.60])  # baseline, step 1 passes (-2.5%), step 2 drops 25%
+    monkeypatch.setattr(rar, "utility_fn", lambda cfg, tokenizer, items: lambda m: {"qa": next(utilities)})
+
+    def fake_run(cfg, rows, rewards, out, *, name, grpo, callbacks):
+        (stopper,) = callbacks
+        state, control = SimpleNamespace(global_step=0, is_world_process_zero=True), TrainerControl()
+        stopper.on_train_begin(None, state, control, model=model, processing_class=tok)
+        for step in (1, 2, 3):
+            state.global_step = step
+            stopper.on_step_end(None, state, control, model=model, processing_class=tok)
+            if control.should_training_stop:
+                break
+        out.mkdir(parents=True, exist_ok=True)
+        return rar.TrainResult(name=name, output_dir=str(out), model_dir=str(out / "checkpoint-2"), is_adapter=False,
+                               base_model=cfg.model.name, steps=state.global_step)
+
+    monkeypatch.setattr(rar, "run", fake_run)
+    monkeypatch.setattr(rar, "build_rewards", lambda specs, res: SimpleNamespace(names=["binary_rar"]))
+    cfg = validate({"early_stopping": {"eval_every": 1}}, RARConfig)
+    prompts = [LongformPrompt("p1", "Tell me about Andorra.", "Andorra is in Europe.")]
+    result, stopper = rar.train_run(cfg, prompts, None, tmp_path, utility_items=["q"])
+    assert stopper.stopped_at == 2 and stopper.kept_step == 1
+    assert result.model_dir == str(tmp_path / "binary_rar" / "last_passed")  # not the degraded checkpoint-2
+    assert (tmp_path / "binary_rar" / "last_passed" / "config.json").exists()
+    assert result.metrics == {"stopped_at": 2, "evaluated_step": 1}

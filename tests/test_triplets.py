@@ -80,7 +80,20 @@ def test_get_extractor_by_name():
 def test_llm_extractor_runs_a_real_model():
     """The LLM path with the embedded SmolLM2 (a real forward pass, parsed leniently)."""
     ex = LLMTripletExtractor("smollm2-135m-instruct", batch_size=4, max_new_tokens=24)
-    out = ex.extract(["Mario Camerini directed Il Seduttore.", "Kabul is the capital of Afghanistan."])
-    assert len(out) == 2 and all(isinstance(t, list) for t in out)
-    assert ex.counters["calls"] == 2
+    sents = ["Mario Camerini directed Il Seduttore.", "Kabul is the capital of Afghanistan."]
+    out = ex.extract(sents)
+    raws = ex.raw_outputs(sents)  # greedy: the same text again
+    assert all(r.strip() for r in raws)  # the model really generated something
+    assert out == [parse_triplets(r) for r in raws]  # what it said, parsed; not a constant
+    assert ex.counters["calls"] == 2 and ex.counters["empty"] == sum(not t for t in out)
     assert ex.model_and_tokenizer is ex.model_and_tokenizer  # loaded once per process
+
+
+def test_llm_extractor_parses_what_the_model_answers(monkeypatch):
+    """The QuCo answer format (a JSON-ish list of triplets) becomes triplets, counted per outcome."""
+    ex = LLMTripletExtractor("smollm2-135m-instruct")
+    answers = ['[["Mario Camerini", "directed", "Il Seduttore"]]', "I cannot help with that.", "[]"]
+    monkeypatch.setattr(ex, "raw_outputs", lambda sentences: answers[:len(sentences)])
+    out = ex.extract(["a", "b", "c"])
+    assert [[t.as_tuple() for t in ts] for ts in out] == [[("Mario Camerini", "directed", "Il Seduttore")], [], []]
+    assert (ex.counters["calls"], ex.counters["parse_failures"], ex.counters["empty"]) == (3, 1, 2)

@@ -69,6 +69,13 @@ class TrainResult:
     def losses(self) -> list[tuple[int, float]]:
         return [(h["step"], h["loss"]) for h in self.log_history if "loss" in h]
 
+    def load_policy(self, dtype: str = "float32", device: str = "auto"):
+        """The trained policy and its tokenizer: the adapter on its base model (LoRA), or the
+        saved full model (``lora: null``); what notebooks evaluate after training."""
+        if self.is_adapter:
+            return load_model(self.base_model, dtype=dtype, device=device, adapter=self.model_dir)
+        return load_model(self.model_dir, dtype=dtype, device=device)
+
     def save(self) -> None:
         (Path(self.output_dir) / _DONE).write_text(json.dumps(asdict(self), default=float, indent=1))
 
@@ -79,12 +86,13 @@ class TrainResult:
         and the result beside it; the run is then found finished by ``load``."""
         out = Path(trainer.args.output_dir)
         model_dir = out / "model"
-        trainer.save_model(str(model_dir))
-        tokenizer.save_pretrained(str(model_dir))
+        trainer.save_model(str(model_dir))  # every process (DeepSpeed / FSDP gather); the main one writes
         result = cls(name=name, output_dir=str(out), model_dir=str(model_dir), is_adapter=is_adapter,
                      base_model=base_model, log_history=list(trainer.state.log_history), runtime_s=runtime_s,
                      steps=int(trainer.state.global_step), resumed=resumed, metrics=metrics)
-        result.save()
+        if trainer.is_world_process_zero():  # one writer under `accelerate launch` (factlab.launch)
+            tokenizer.save_pretrained(str(model_dir))
+            result.save()
         return result
 
     @classmethod
@@ -111,6 +119,9 @@ def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = N
         kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}  # 000 Table 5
     if reward_weights is not None:
         kwargs["reward_weights"] = list(reward_weights)
+    for key in ("vllm_server_base_url", "vllm_server_host"):  # unset: TRL's own default (host 0.0.0.0)
+        if kwargs.get(key) is None:
+            kwargs.pop(key, None)
     kwargs.update(cfg.extra)
     return GRPOConfig(**kwargs)
 
