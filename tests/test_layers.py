@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "factlab"
 
 # bottom to top; a module may import its own layer (without a circle) or any layer below
 LAYERS = [
-    ("text", "prompts", "parsing", "labels", "paths", "registry"),
+    ("text", "prompts", "parsing", "labels", "paths", "registry", "plots"),
     ("config",),
     ("decoding", "models", "data"),
     ("judges", "corpus", "serve"),
@@ -18,7 +18,7 @@ LAYERS = [
     ("synth", "eval"),
     ("experiment",),
     ("train",),
-    ("report", "manifest", "runner", "sweep", "cli"),
+    ("report", "manifest", "runner", "sweep", "launch", "cli"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 

@@ -1,4 +1,5 @@
-"""Plots and tables for the notebooks' reports (matplotlib; HTML rendering is in ``runner``).
+"""Plots and tables for the notebooks' reports (seaborn / matplotlib in the one theme of
+``factlab.plots``; HTML rendering is in ``runner``).
 
 Model and judge text is untrusted: it reaches the report only through ``table`` (every cell
 and label HTML-escaped) and ``show_text`` (escaped, shown as text), never through
@@ -13,14 +14,11 @@ import numbers
 from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
+import pandas as pd
 import seaborn as sns
 
-from .eval.calibration import COUNT_BUCKETS
-
-# One theme for every figure of every report, set here once (seaborn's whitegrid, colour-blind
-# safe palette); the statistical plots (grouped bars) are drawn with seaborn itself.
-THEME = {"style": "whitegrid", "context": "notebook", "palette": "colorblind", "font_scale": 0.9}
-sns.set_theme(**THEME)
+from .eval.calibration import COUNT_BUCKETS, wilson_interval
+from .plots import THEME, wrap_labels  # noqa: F401  (importing plots sets the one theme)
 
 QA_RATE_KEYS = ("accuracy", "strict_accuracy", "na_rate", "format_rate", "truncation_rate")
 
@@ -44,9 +42,10 @@ def _integer_valued(values) -> bool:
 def table(df, caption: str | None = None, precision: int = 3, na_rep: str = ""):
     """A pandas Styler for the report: every cell, index and column label HTML-escaped (model
     text is untrusted), floats to ``precision`` digits, and numbers shown as integers where
-    their whole row or whole column holds whole numbers (counts read 64, not 64.000)."""
-    import pandas as pd
-
+    their whole row or whole column holds whole numbers (counts read 64, not 64.000). A
+    Series is shown as a one-column table."""
+    if isinstance(df, pd.Series):
+        df = df.to_frame()
     int_rows = {i for i in range(len(df)) if _integer_valued(df.iloc[i].tolist())}
     int_cols = {j for j in range(df.shape[1]) if _integer_valued(df.iloc[:, j].tolist())}
 
@@ -69,8 +68,6 @@ def table(df, caption: str | None = None, precision: int = 3, na_rep: str = ""):
 
 def metrics_table(metrics_by_name: Mapping[str, Mapping[str, float]], keys: Sequence[str] | None = None):
     """One row per evaluated set/model, one column per metric (a pandas DataFrame)."""
-    import pandas as pd
-
     df = pd.DataFrame(metrics_by_name).T
     if keys:
         df = df[[k for k in keys if k in df.columns]]
@@ -78,22 +75,23 @@ def metrics_table(metrics_by_name: Mapping[str, Mapping[str, float]], keys: Sequ
 
 
 def plot_qa_rates(metrics_by_name: Mapping[str, Mapping[str, float]], title: str = "Short-form QA diagnostics"):
-    """Grouped bars of the rate metrics (000 §4 diagnostics) for each evaluated set/model."""
+    """Grouped bars (seaborn) of the rate metrics (000 §4 diagnostics), one bar per
+    evaluated set/model within each metric, values printed on the bars."""
     names = list(metrics_by_name)
     keys = [k for k in QA_RATE_KEYS if all(k in metrics_by_name[n] for n in names)]
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(keys) * max(1, len(names)) / 2, 3.4))
-    width = 0.8 / max(1, len(names))
-    for i, name in enumerate(names):
-        xs = [k + i * width for k in range(len(keys))]
-        vals = [metrics_by_name[name][k] for k in keys]
-        bars = ax.bar(xs, vals, width=width, label=name)
-        for b, v in zip(bars, vals):
-            ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", fontsize=8)
-    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(keys))], keys)
+    frame = pd.DataFrame([{"metric": k, "model": str(n), "rate": float(metrics_by_name[n][k])}
+                          for k in keys for n in names])
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(keys) * max(1, len(names)) / 2, 3.6))
+    sns.barplot(frame, x="metric", y="rate", hue="model", order=keys, hue_order=[str(n) for n in names],
+                errorbar=None, ax=ax)
+    for bars in ax.containers:
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.set_xticks(range(len(keys)), wrap_labels([k.replace("_", " ") for k in keys], 12), fontsize=8)
+    ax.set_xlabel("")
     ax.set_ylim(0, 1.1)
     ax.set_ylabel("rate")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, title=None)
     fig.tight_layout()
     return fig
 
@@ -123,33 +121,42 @@ def plot_quartiles(rows: Sequence[Mapping], title: str = "Accuracy by popularity
 
 
 def plot_calibration(table, ax=None, title: str = "P(correct | co-occurrence bucket)"):
-    """Points of ``P(correct)`` per count bucket with Wilson 95% error bars and ``n``
-    annotated (000 §6.1 Figure 5): green dashed lines at the reward boundaries of Eq. (2),
-    a grey dotted line at the unused split ``c = 10``. ``table``: the DataFrame of
-    ``eval.calibration.calibration_table`` / ``audit``. Returns the figure."""
+    """``P(correct)`` per count bucket (000 §6.1 Figure 5), drawn with seaborn's ``pointplot``
+    from the bucket's outcomes with a Wilson 95% interval as the error bar, ``n`` annotated;
+    green dashed lines at the reward boundaries of Eq. (2), a grey dotted line at the unused
+    split ``c = 10``. ``table``: the DataFrame of ``eval.calibration.calibration_table`` /
+    ``audit``. Returns the figure."""
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.2, 3.4))
     else:
         fig = ax.figure
-    labels = list(table["bucket"])
-    xs = list(range(len(labels)))
-    for x, (_, row) in zip(xs, table.iterrows()):
+    labels = [str(b) for b in table["bucket"]]
+    outcomes = []  # one row per claim, rebuilt exactly from (n, p_correct) of each bucket
+    for _, row in table.iterrows():
+        n = int(row["n"])
+        k = round(float(row["p_correct"]) * n) if n else 0
+        outcomes += [{"bucket": str(row["bucket"]), "correct": 1.0}] * k
+        outcomes += [{"bucket": str(row["bucket"]), "correct": 0.0}] * (n - k)
+
+    def wilson(values):
+        return wilson_interval(int(round(sum(values))), len(values))
+
+    if outcomes:
+        sns.pointplot(pd.DataFrame(outcomes), x="bucket", y="correct", order=labels, errorbar=wilson,
+                      linestyle="none", capsize=0.15, marker="o", ax=ax)
+    for x, (_, row) in enumerate(table.iterrows()):
         p = row["p_correct"]
         if row["n"] == 0 or math.isnan(p):
             ax.text(x, 0.02, "n=0", ha="center", fontsize=8, color="grey")
             continue
-        color = "tab:blue" if row["bucket"] in COUNT_BUCKETS else "tab:grey"
-        ax.errorbar([x], [p], yerr=[[max(0.0, p - row["wilson_lo"])], [max(0.0, row["wilson_hi"] - p)]], fmt="o",
-                    color=color, capsize=4)
-        ax.text(x, min(row["wilson_hi"] + 0.03, 1.02), f"{p:.0%}\nn={int(row['n'])}",
-                ha="center", fontsize=8)
+        ax.text(x, min(row["wilson_hi"] + 0.03, 1.02), f"{p:.0%}\nn={int(row['n'])}", ha="center", fontsize=8)
     pos = {b: i for i, b in enumerate(labels)}
     for left, right, style in (("0", "1-4", "green"), ("1-4", "5-9", "green"),
                                ("10-19", ">=20", "green"), ("5-9", "10-19", "grey")):
         if left in pos and right in pos:
             ax.axvline((pos[left] + pos[right]) / 2, color=style,
                        linestyle="--" if style == "green" else ":", linewidth=1)
-    ax.set_xticks(xs, [f"c {b}" if b in COUNT_BUCKETS else b for b in labels])
+    ax.set_xticks(range(len(labels)), [f"c {b}" if b in COUNT_BUCKETS else b for b in labels])
     ax.set_ylim(0, 1.15)
     ax.set_ylabel("P(correct)")
     ax.set_xlabel("co-occurrence count bucket")
@@ -242,7 +249,6 @@ def plot_reward_comparison(discrimination, costs, title: str = "Rewards on the s
     """Left: mean reward on faithful vs perturbed responses per reward; right: judge calls
     and seconds per response (log scale). Inputs: ``eval.cost.reward_discrimination`` and
     the ``costs`` table of ``eval.cost.compare_rewards`` (rewards as rows)."""
-    import matplotlib.pyplot as plt
     import numpy as np
 
     names = list(discrimination.index)
@@ -270,17 +276,13 @@ def plot_reward_comparison(discrimination, costs, title: str = "Rewards on the s
 def plot_grouped_bars(rows: Sequence[Mapping], x: str, hue: str, y: str, title: str = "", ylabel: str | None = None):
     """Grouped bars of ``y`` per ``x`` category, one bar per ``hue`` value (e.g. K2V's reward
     per constructed response, one bar per ablation). Labels wrap; values printed on bars."""
-    import textwrap
-
-    import pandas as pd
-
     frame = pd.DataFrame([{x: str(r[x]), hue: str(r[hue]), y: float(r[y])} for r in rows])
     xs = list(dict.fromkeys(frame[x]))
     fig, ax = plt.subplots(figsize=(2.0 + 1.6 * len(xs), 3.6))
     sns.barplot(frame, x=x, y=y, hue=hue, order=xs, errorbar=None, ax=ax)
     for bars in ax.containers:
         ax.bar_label(bars, fmt="%.2f", fontsize=6)
-    ax.set_xticks(range(len(xs)), ["\n".join(textwrap.wrap(c, 14)) for c in xs], fontsize=8)
+    ax.set_xticks(range(len(xs)), wrap_labels(xs, 14), fontsize=8)
     ax.set_xlabel("")
     ax.set_ylabel(ylabel or y)
     ax.axhline(0, color="black", linewidth=0.6)

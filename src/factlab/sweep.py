@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 import yaml
 
+from . import plots  # noqa: F401  (the one figure theme)
 from .config import ConfigError, SweepSection, dump_config, read_params, validate
 from .runner import config_for_notebook, default_params, find_notebook, outputs_root, run_notebook
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from .. import text
+from .. import plots, text  # noqa: F401  (plots: the one figure theme)
 from ..data.types import QAItem
 from ..models import chat_prompt, generate
 from .shortform import QARecord, grade_completion, summarize
