@@ -69,7 +69,9 @@ trace_completions: 2
     assert m["calibration"]["n"] == 120 and m["calibration"]["auroc"] > 0.8  # counts separate true from swapped
     for who in ("raw", "full", "A1"):
         e = m[f"eval_{who}"]["miniworld/heldout"]
-        assert e["n"] == 8 and 0.0 <= e["accuracy"] <= 1.0
+        assert e["n"] == 8 and float(e["accuracy"] * 8).is_integer()  # a share of 8 graded answers
+        assert e["accuracy"] >= e["strict_accuracy"]  # lenient parsing accepts everything strict does
+    assert m["eval_raw"]["miniworld/heldout"]["accuracy"] > 0  # the 135M model knows some capitals
     tr = m["cost"]["training"]
     assert tr["full"]["steps"] == 2 and tr["A1"]["steps"] == 2
     assert tr["full"]["sentences_per_completion"] > 0 and tr["full"]["reward_calls_per_step"] > 0
@@ -109,11 +111,15 @@ longform_generation: {{max_new_tokens: 24}}
     assert cost["veriscore"]["judge_calls"] >= cost["binary_rar"]["judge_calls"]
     assert m["training"]["steps"] == 1 and m["training"]["judge"]["calls"] == 8  # one judge call per rollout
     assert [h["step"] for h in m["training"]["utility_history"]] == [0, 1]
+    prompts = m["datastore"]["prompts"]  # §3.3: prompts with < min_precache_docs documents discarded, counted
+    assert prompts["train"] <= prompts["train_loaded"] == 4 and prompts["heldout"] <= prompts["heldout_loaded"] == 2
     for when in ("before", "after"):
         bd = m[when]["abstention"]
         assert len(bd) == 2 and all(b["n"] == 4 for b in bd.values())
-        assert all(abs(b["correct"] + b["incorrect"] + b["abstained"] - 1) < 1e-9 for b in bd.values())
-        assert m[when]["longform"]["unreadable"] + m[when]["longform"].get("n_responses", 0) == 2
+        assert all(float(b[k] * 4).is_integer() for b in bd.values() for k in ("correct", "incorrect", "abstained"))
+        lf = m[when]["longform"]
+        assert lf["unreadable"] + lf.get("n_responses", 0) == 2
+        assert "respond_ratio" in lf or lf.get("n_responses", 0) == 0  # abstentions reported beside precision
     for fig in ("reward_comparison", "training_curves", "abstention"):
         assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
     assert "Every reward on the same responses" in res.report.read_text()
