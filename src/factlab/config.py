@@ -290,7 +290,13 @@ class JudgeSection(Section):
     (``pip install factlab[gpu]``); ``openai`` calls any OpenAI-compatible server such as
     ``vllm serve`` at ``base_url``. The API key is read from the environment variable
     named by ``api_key_env``, never from params, and never logged. ``prefill`` starts every
-    JSON answer with its key (``{"SCORE": ``), for judges too small to follow the format."""
+    JSON answer with its key (``{"SCORE": ``), for judges too small to follow the format.
+
+    ``base_url`` may list several endpoints serving the same model (replicas): requests are
+    balanced over them (least in flight), an endpoint that stops answering is set aside and its
+    requests go to the others. ``prefill_mode`` says how the endpoint honours a prefill:
+    ``continue`` (vLLM's ``continue_final_message``), ``completions`` (``/completions`` with the
+    chat template applied locally by ``model``'s tokenizer), ``none`` (the prefix is not sent)."""
 
     backend: Literal["transformers", "vllm", "openai"] = "transformers"
     model: str = "smollm2-135m-instruct"
@@ -306,13 +312,19 @@ class JudgeSection(Section):
     max_prompt_tokens: int | None = Field(None, ge=1)  # transformers: left-truncate longer prompts
     prefill: bool = False
     # openai backend
-    base_url: str | None = None  # e.g. http://localhost:8000/v1; written to config.yaml with credentials redacted
+    # e.g. http://localhost:8000/v1, or a list of replicas; written to config.yaml with credentials redacted
+    base_url: str | list[str] | None = None
     api_key_env: str = "OPENAI_API_KEY"
     allow_key_over_http: bool = False  # send the key over plain http:// to a host that is not this machine
     concurrency: int = Field(8, ge=1)
     timeout_s: float = Field(120.0, gt=0.0)
     max_retries: int = Field(4, ge=0)
     backoff_s: float = Field(1.0, ge=0.0)
+    health_check: bool = True  # GET {base_url}/models on every endpoint when the judge is built
+    prefill_mode: Literal["continue", "completions", "none"] = "continue"
+    tokenizer: str | None = None  # prefill_mode completions: HF id or path of the chat template (default: model)
+    price_per_1k_prompt_tokens: float | None = Field(None, ge=0.0)  # dollars; for the cost estimate
+    price_per_1k_completion_tokens: float | None = Field(None, ge=0.0)
     # vllm backend
     tensor_parallel_size: int = Field(1, ge=1)
     gpu_memory_utilization: float = Field(0.85, gt=0.0, le=1.0)
@@ -321,20 +333,37 @@ class JudgeSection(Section):
     cache: bool = True
     cache_dir: str | None = None  # None = <factlab cache>/judge_cache
 
+    def endpoints(self) -> list[str]:
+        """``base_url`` as a list (one URL or several; empty when unset)."""
+        if not self.base_url:
+            return []
+        return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+
     @model_validator(mode="after")
     def _endpoint_for_openai(self) -> "JudgeSection":
         if self.backend == "openai" and not self.base_url:
             raise ParamError("base_url", "the openai backend needs base_url (e.g. http://localhost:8000/v1)")
-        if (self.backend == "openai" and sends_key_in_clear(self.base_url) and os.environ.get(self.api_key_env)
-                and not self.allow_key_over_http):
-            raise ParamError("base_url", f"${self.api_key_env} is set and {redact_url(self.base_url)} is plain http:// "
-                                         "to another machine: the key would travel unencrypted; use https://, or "
-                                         "set judge.allow_key_over_http: true")
+        many = isinstance(self.base_url, list)
+        seen: set[str] = set()
+        for i, url in enumerate(self.endpoints()):
+            where = f"base_url.{i}" if many else "base_url"
+            if not url.strip():
+                raise ParamError(where, "an endpoint URL is empty")
+            if urlsplit(url).scheme.lower() not in ("http", "https"):
+                raise ParamError(where, f"{redact_url(url)} is not an http:// or https:// URL")
+            if url.rstrip("/") in seen:
+                raise ParamError(where, f"{redact_url(url)} is listed twice")
+            seen.add(url.rstrip("/"))
+            if (self.backend == "openai" and sends_key_in_clear(url) and os.environ.get(self.api_key_env)
+                    and not self.allow_key_over_http):
+                raise ParamError(where, f"${self.api_key_env} is set and {redact_url(url)} is plain http:// "
+                                        "to another machine: the key would travel unencrypted; use https://, or "
+                                        "set judge.allow_key_over_http: true")
         return self
 
     @field_serializer("base_url")
-    def _dump_base_url_redacted(self, url: str | None) -> str | None:
-        return redact_url(url)
+    def _dump_base_url_redacted(self, url: str | list[str] | None) -> str | list[str] | None:
+        return [redact_url(u) for u in url] if isinstance(url, list) else redact_url(url)
 
 
 class SweepRaySection(Section):

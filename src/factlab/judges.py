@@ -8,15 +8,19 @@ Three backends:
   loaded once, left-padded batches through ``factlab.models.generate``; greedy or sampled.
 - ``VLLMJudge``: vLLM's offline engine (optional import; ``JudgeUnavailable`` names the
   extra to install when vLLM is absent).
-- ``OpenAIJudge``: any OpenAI-compatible ``/chat/completions`` server (``vllm serve``,
-  a hosted API), stdlib HTTP, bounded concurrency, per-request timeout, retries with
-  exponential backoff on connection errors / timeouts / 408 / 429 / 5xx / unreadable
-  bodies, and a ``JudgeError`` after the last retry (the answers obtained before it stay
-  cached). The API key comes from the environment only and is never logged.
+- ``OpenAIJudge``: one or several OpenAI-compatible servers (``vllm serve`` replicas,
+  llama.cpp's server, a hosted API) through a pooled ``httpx`` client: bounded concurrency
+  balanced over the endpoints (least in flight), a dead endpoint's requests moved to the
+  others, per-request timeout, retries with exponential backoff on connection errors /
+  timeouts / 408 / 429 / 5xx / unreadable bodies, and a ``JudgeError`` after the last retry
+  (the answers obtained before it stay cached). A health check (``GET /models``) before a
+  run; prefill as a capability of the server (``prefill_mode``), never a nested answer. The
+  API key comes from the environment only and is never logged.
 
 Every backend shares an on-disk cache (sqlite) keyed by (backend, model, system, prompt,
 sampling), so a rerun of a notebook costs no judge calls, and counts calls, cache hits,
-prompt / completion tokens and seconds in ``judge.stats``.
+prompt / completion tokens and seconds in ``judge.stats``; ``estimate(prompts)`` gives tokens
+(and dollars, with ``price_per_1k_*``) before any call.
 
 ``parse_json`` and ``parse_score`` read judge answers: code fences, smart quotes,
 single quotes, trailing text, trailing commas, ``"SCORE": "1"`` as a string. They never
@@ -28,22 +32,25 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import sqlite3
+import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+import httpx
 
 from .config import JudgeSection, redact_url, sends_key_in_clear
 from .decoding import next_token_logits
 from .parsing import parse_json, parse_score  # noqa: F401  (re-exported: the public API names them here)
-from .models import chat_prompt, generate, load_model, resolve_model
+from .models import chat_prompt, generate, load_model, load_tokenizer, resolve_model
 from .paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -124,8 +131,10 @@ class Judge(ABC):
 
     def __init__(self, model: str, *, system: str | None = None, max_new_tokens: int = 256,
                  temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
-                 enable_thinking: bool | None = None, cache: JudgeCache | str | Path | bool | None = None):
+                 enable_thinking: bool | None = None, cache: JudgeCache | str | Path | bool | None = None,
+                 price_per_1k_prompt_tokens: float | None = None, price_per_1k_completion_tokens: float | None = None):
         self.model_name = model
+        self.prices = (price_per_1k_prompt_tokens, price_per_1k_completion_tokens)  # dollars, for cost figures
         self.system = system
         self.max_new_tokens, self.temperature, self.top_p, self.seed = max_new_tokens, temperature, top_p, seed
         self.enable_thinking = enable_thinking
@@ -160,7 +169,32 @@ class Judge(ABC):
         ``'{"SCORE": '``; a model that follows the format needs none.
         """
         prefix = prefix or ""
-        return self._cached(prompts, prefix, lambda todo: self._generate(todo, prefix), post=lambda t: prefix + t)
+        return self._cached(prompts, prefix, lambda todo: self._generate(todo, prefix),
+                            post=lambda t: self._join(prefix, t))
+
+    def _join(self, prefix: str, text: str) -> str:
+        """The answer to a prefilled request from the backend's continuation."""
+        return prefix + text
+
+    def _cost(self, prompt_tokens: float, completion_tokens: float) -> float | None:
+        """Dollars for these tokens at ``prices`` (None when no price is set)."""
+        pp, cp = self.prices
+        if pp is None and cp is None:
+            return None
+        return round(prompt_tokens / 1000 * (pp or 0.0) + completion_tokens / 1000 * (cp or 0.0), 6)
+
+    def estimate(self, prompts: Sequence[str], prefix: str = "") -> dict[str, Any]:
+        """What answering ``prompts`` would cost, before any call (cached answers not deducted).
+        Prompt tokens: characters of system prompt + prompt + prefix over 4, the usual rule of
+        thumb for English under BPE tokenizers (no tokenizer is loaded; the chat template's few
+        tokens per turn are left out). Completion tokens: ``max_new_tokens`` per prompt, an
+        upper bound. ``est_cost_usd``: at ``price_per_1k_*`` (None without prices)."""
+        chars = sum(len(str(p)) + len(self.system or "") + len(prefix or "") for p in prompts)
+        prompt_tokens = math.ceil(chars / 4)
+        completion_tokens = len(prompts) * self.max_new_tokens
+        return {"prompts": len(prompts), "prompt_chars": chars, "est_prompt_tokens": prompt_tokens,
+                "max_completion_tokens": completion_tokens, "method": "chars/4",
+                "est_cost_usd": self._cost(prompt_tokens, completion_tokens)}
 
     def choose(self, prompts: Sequence[str], options: Sequence[str], prefix: str | None = None) -> list[str]:
         """A constrained choice per prompt (like vLLM's ``guided_choice``): backends that can
@@ -176,7 +210,7 @@ class Judge(ABC):
                             lambda todo: self._choose(todo, options, prefix))
 
     def _choose(self, prompts: list[str], options: tuple[str, ...], prefix: str = "") -> list[str]:
-        return [prefix + t for t in self._generate(prompts, prefix)]
+        return [self._join(prefix, t) for t in self._generate(prompts, prefix)]
 
     def _cached(self, prompts: Sequence[str], key_prefix: str, answer, post=None) -> list[str]:
         """Answers of ``answer(uncached unique prompts)`` (each passed through ``post``), through
@@ -234,11 +268,15 @@ class Judge(ABC):
     def summary(self) -> dict[str, float]:
         """Accounting for reports: calls, cache hits, tokens, seconds per backend call."""
         calls = self.stats["calls"]
-        return {"prompts": self.stats["prompts"], "calls": calls, "cache_hits": self.stats["cache_hits"],
-                "prompt_tokens": self.stats["prompt_tokens"], "completion_tokens": self.stats["completion_tokens"],
-                "retries": self.stats["retries"], "failures": self.stats["failures"],
-                "malformed": self.stats["malformed"], "seconds": round(self.seconds, 3),
-                "seconds_per_call": round(self.seconds / calls, 4) if calls else float("nan")}
+        out = {"prompts": self.stats["prompts"], "calls": calls, "cache_hits": self.stats["cache_hits"],
+               "prompt_tokens": self.stats["prompt_tokens"], "completion_tokens": self.stats["completion_tokens"],
+               "retries": self.stats["retries"], "failures": self.stats["failures"],
+               "malformed": self.stats["malformed"], "seconds": round(self.seconds, 3),
+               "seconds_per_call": round(self.seconds / calls, 4) if calls else float("nan")}
+        cost = self._cost(self.stats["prompt_tokens"], self.stats["completion_tokens"])
+        if cost is not None:
+            out["cost_usd"] = cost
+        return out
 
 
 class TransformersJudge(Judge):
@@ -271,12 +309,7 @@ class TransformersJudge(Judge):
             if len(ids) > self.max_prompt_tokens:  # keep the end: the question the judge must answer
                 self.stats["truncated_prompts"] += 1
                 prompt = tok.decode(ids[-self.max_prompt_tokens:])
-        if self.enable_thinking is not None and getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(self._messages(prompt), tokenize=False, add_generation_prompt=True,
-                                           enable_thinking=self.enable_thinking)
-        else:
-            text = chat_prompt(tok, prompt, system=self.system)
-        return text + prefix
+        return render_prompt(tok, prompt, system=self.system, enable_thinking=self.enable_thinking, prefix=prefix)
 
     def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:
         model, tok = self.load()
@@ -366,58 +399,194 @@ class VLLMJudge(Judge):
 
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+_DOWN_STATUS = {502, 503, 504}  # a health check answered so is a server not (yet) serving
+PREFILL_MODES = ("continue", "completions", "none")
+
+
+class _AttemptFailed(Exception):
+    """One request attempt that failed in a way worth retrying. ``dead``: the endpoint itself
+    is gone (refused, reset, dropped the connection), so its requests should go elsewhere."""
+
+    def __init__(self, reason: str, retry_after: float | None = None, dead: bool = False):
+        super().__init__(reason)
+        self.reason, self.retry_after, self.dead = reason, retry_after, dead
+
+
+@dataclass(eq=False)
+class Endpoint:
+    """One OpenAI-compatible server behind an ``OpenAIJudge``. ``base`` is the URL as given
+    (credentials included: requests only); ``shown`` is its redacted form for logs, errors and
+    cache keys. ``down_since`` is set while it is considered down (``time.monotonic()``)."""
+
+    base: str
+    shown: str
+    in_flight: int = 0
+    sent: int = 0
+    answered: int = 0
+    down_since: float | None = None
+    down_reason: str = ""
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds of a ``Retry-After`` header given in seconds (the HTTP-date form is ignored)."""
+    return float(value) if value and value.replace(".", "", 1).isdigit() else None
+
+
+def _repeats_prefix(prefix: str, text: str, min_len: int = 1) -> bool:
+    """Whether ``text`` starts by (re)writing ``prefix`` itself, whitespace aside."""
+    head = prefix.strip()
+    return len(head) >= min_len and text.lstrip().startswith(head)
+
+
+def render_prompt(tok, prompt: str, *, system: str | None = None, enable_thinking: bool | None = None,
+                  prefix: str = "") -> str:
+    """``prompt`` as one chat turn in ``tok``'s template, ready for generation, followed by the
+    answer ``prefix`` (the text a prefilled answer continues)."""
+    if enable_thinking is not None and getattr(tok, "chat_template", None):
+        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True,
+                                       enable_thinking=enable_thinking)
+    else:
+        text = chat_prompt(tok, prompt, system=system)
+    return text + prefix
 
 
 class OpenAIJudge(Judge):
-    """An OpenAI-compatible chat-completions endpoint (``vllm serve``, or any other).
+    """OpenAI-compatible endpoints (``vllm serve``, llama.cpp's server, a hosted API).
 
-    ``base_url`` ends before ``/chat/completions`` (e.g. ``http://localhost:8000/v1``).
-    At most ``concurrency`` requests are in flight; each has ``timeout_s``; connection
-    errors, timeouts, 408/429/5xx and unreadable bodies are retried ``max_retries`` times with exponential
-    backoff (``backoff_s * 2**attempt``, honouring ``Retry-After``), then ``JudgeError``.
+    ``base_url`` ends before ``/chat/completions`` (e.g. ``http://localhost:8000/v1``); a list
+    of such URLs names replicas of one model. At most ``concurrency`` requests are in flight
+    over all endpoints; each request goes to the live endpoint with the fewest in flight
+    (ties: the one sent fewest), so replicas share the load. An endpoint that refuses or drops
+    the connection is marked down and the request moves to another live one at once (no retry
+    spent: the answer was never computed); a down endpoint is tried again after
+    ``revive_after_s``. Each request has ``timeout_s``; connection errors, timeouts,
+    408/429/5xx and unreadable bodies are retried ``max_retries`` times with exponential
+    backoff (``backoff_s * 2**attempt``, honouring ``Retry-After``), preferring another
+    endpoint; 401/403 and other 4xx are not retried. After the last retry: ``JudgeError``,
+    which names every endpoint when all of them are down.
+
+    ``prefill_mode`` (how a prefilled answer ``prefix`` reaches this server; the returned text
+    always starts with the prefix):
+
+    - ``continue``: the prefix is the last assistant message and the request carries vLLM's
+      ``continue_final_message`` flags. A server without that extension (llama.cpp) answers
+      from scratch, so the text would read ``{"SCORE": {"SCORE": 1}``; an answer that starts
+      by repeating the prefix is therefore kept as it is (not nested), counted as
+      ``prefill_ignored``, and warned about once.
+    - ``completions``: ``POST /completions`` with the prompt rendered by the chat template of
+      the local tokenizer of ``tokenizer`` (default ``model``) plus the prefix: a true
+      continuation on any server with that route. Every request takes this route.
+    - ``none``: the prefix is not sent; it is put before the answer unless the answer
+      already starts with it (whitespace aside).
+
+    HTTP goes through one pooled ``httpx.Client`` (keep-alive connections reused across
+    requests and threads). ``check_endpoints()`` asks each server ``GET /models`` before a run
+    (``make_judge`` does it unless ``judge.health_check: false``); ``estimate(prompts)`` gives
+    tokens and dollars before any call, and the first call logs it.
     """
 
     backend = "openai"
+    revive_after_s = 30.0  # a down endpoint gets a request again after this long
 
-    def __init__(self, model: str, base_url: str, *, api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8,
-                 timeout_s: float = 120.0, max_retries: int = 4, backoff_s: float = 1.0,
-                 allow_key_over_http: bool = False, **kw: Any):
+    def __init__(self, model: str, base_url: str | Sequence[str], *, api_key_env: str = "OPENAI_API_KEY",
+                 concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4, backoff_s: float = 1.0,
+                 allow_key_over_http: bool = False, prefill_mode: str = "continue", tokenizer: Any = None,
+                 **kw: Any):
         super().__init__(model, **kw)
-        if not base_url:
+        urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
+        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
             raise JudgeError("the 'openai' judge backend needs judge.base_url (e.g. http://localhost:8000/v1)")
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.shown_url = redact_url(self.url)  # what logs, errors and reports show
+        if prefill_mode not in PREFILL_MODES:
+            raise JudgeError(f"judge.prefill_mode must be one of {', '.join(PREFILL_MODES)}, got {prefill_mode!r}")
+        self.prefill_mode = prefill_mode
+        self._path = "/completions" if prefill_mode == "completions" else "/chat/completions"
+        self.endpoints = [Endpoint(u.strip().rstrip("/"), redact_url(u.strip().rstrip("/"))) for u in urls]
+        self.url = self.endpoints[0].base + self._path  # the first endpoint's route (kept for callers)
+        self.shown_url = ", ".join(e.shown + self._path for e in self.endpoints)  # what logs, errors, reports show
         self.api_key_env, self.allow_key_over_http = api_key_env, allow_key_over_http
         if not any(word in api_key_env.upper() for word in ("KEY", "TOKEN", "SECRET")):
             log.warning("judge.api_key_env = %r does not look like an API key variable; its value is sent as a "
                         "Bearer token to %s", api_key_env, self.shown_url)
         self.concurrency, self.timeout_s = concurrency, timeout_s
         self.max_retries, self.backoff_s = max_retries, backoff_s
-        self._stats_lock = threading.Lock()
+        self._stats_lock = threading.Lock()  # stats and endpoint load
+        self._http: httpx.Client | None = None
+        self._estimated = self._warned_prefill = False
+        self.first_estimate: dict[str, Any] | None = None  # what the first call logged
+        self._tok = self._completions_tokenizer(tokenizer) if prefill_mode == "completions" else tokenizer
+
+    def _completions_tokenizer(self, tokenizer: Any):
+        """The tokenizer whose chat template renders prompts for ``/completions``: loaded now, so
+        that a judge that cannot render fails when it is built, not mid-run."""
+        if tokenizer is not None and not isinstance(tokenizer, str):
+            return tokenizer
+        name = tokenizer or self.model_name
+        try:
+            return load_tokenizer(name)
+        except Exception as e:  # noqa: BLE001 - any loading failure means the same thing here
+            raise JudgeError(
+                f"judge.prefill_mode: completions renders the chat template locally and needs the tokenizer of "
+                f"{name!r} (judge.tokenizer, default judge.model: a HF id or local path), which could not be "
+                f"loaded ({type(e).__name__}: {str(e)[:200]}); set judge.tokenizer, or use prefill_mode: continue "
+                "(vLLM) or none") from None
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIJudge(model={self.model_name!r}, url={self.shown_url!r})"
 
     def answer_settings(self) -> dict[str, Any]:
-        return {"endpoint": self.shown_url}  # another server may answer differently; credentials stay out
+        # another server may answer differently; credentials stay out. One endpoint in the default
+        # mode keeps the key it always had, so earlier caches stay valid.
+        shown = [e.shown + self._path for e in self.endpoints]
+        out: dict[str, Any] = {"endpoint": shown[0] if len(shown) == 1 else sorted(shown)}
+        if self.prefill_mode != "continue":
+            out["prefill_mode"] = self.prefill_mode
+        return out
 
-    def _headers(self) -> dict[str, str]:
+    # -- HTTP plumbing ---------------------------------------------------------------------
+    def _client(self) -> httpx.Client:
+        """One pooled client for all endpoints and threads (created on first use)."""
+        with self._stats_lock:
+            if self._http is None:
+                self._http = httpx.Client(
+                    timeout=self.timeout_s, follow_redirects=True,
+                    limits=httpx.Limits(max_connections=None, max_keepalive_connections=self.concurrency))
+            return self._http
+
+    def close(self) -> None:
+        """Close pooled connections (a later call opens new ones)."""
+        with self._stats_lock:
+            http, self._http = self._http, None
+        if http is not None:
+            http.close()
+
+    def _headers(self, endpoint: Endpoint | None = None) -> dict[str, str]:
         h = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env)
         if key:
-            if sends_key_in_clear(self.url) and not self.allow_key_over_http:
-                raise JudgeError(f"${self.api_key_env} would be sent unencrypted to {self.shown_url} (plain http:// to "
-                                 "another machine); use https://, or set judge.allow_key_over_http: true")
+            for ep in [endpoint] if endpoint is not None else self.endpoints:
+                if sends_key_in_clear(ep.base) and not self.allow_key_over_http:
+                    raise JudgeError(f"${self.api_key_env} would be sent unencrypted to {ep.shown} (plain http:// to "
+                                     "another machine); use https://, or set judge.allow_key_over_http: true")
             h["Authorization"] = f"Bearer {key}"
         return h
 
+    def render(self, prompt: str, prefix: str = "") -> str:
+        """The raw ``/completions`` prompt: the chat turn in the local template, then ``prefix``."""
+        return render_prompt(self._tok, prompt, system=self.system, enable_thinking=self.enable_thinking,
+                             prefix=prefix)
+
     def _body(self, prompt: str, prefix: str = "") -> bytes:
-        body: dict[str, Any] = {"model": self.model_name, "messages": self._messages(prompt, prefix),
-                                "max_tokens": self.max_new_tokens, "temperature": self.temperature,
-                                "top_p": self.top_p, "seed": self.seed}
+        body: dict[str, Any] = {"model": self.model_name, "max_tokens": self.max_new_tokens,
+                                "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+        if self.prefill_mode == "completions":
+            body["prompt"] = self.render(prompt, prefix)
+            return json.dumps(body).encode()
+        sent_prefix = prefix if self.prefill_mode == "continue" else ""
+        body["messages"] = self._messages(prompt, sent_prefix)
         if self.enable_thinking is not None:
             body["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
-        if prefix:  # vLLM's prefill flags; the answer continues the assistant message
+        if sent_prefix:  # vLLM's prefill flags; the answer continues the assistant message
             body.update(add_generation_prompt=False, continue_final_message=True)
         return json.dumps(body).encode()
 
@@ -425,32 +594,161 @@ class OpenAIJudge(Judge):
         with self._stats_lock:
             self.stats.update(kw)
 
+    # -- endpoints: choice, health -----------------------------------------------------------
+    def _is_live(self, ep: Endpoint, now: float) -> bool:
+        return ep.down_since is None or now - ep.down_since >= self.revive_after_s
+
+    def _acquire(self, avoid: Endpoint | None = None) -> Endpoint:
+        """The endpoint for the next attempt: among the live ones (all of them when none is:
+        each request still has its retries) the one with the fewest requests in flight, then
+        the fewest sent; ``avoid`` (the one that just failed) only when it is the sole choice."""
+        now = time.monotonic()
+        with self._stats_lock:
+            pool = [e for e in self.endpoints if self._is_live(e, now)] or self.endpoints
+            if avoid is not None and len(pool) > 1:
+                pool = [e for e in pool if e is not avoid]
+            ep = min(pool, key=lambda e: (e.in_flight, e.sent))
+            ep.in_flight += 1
+            ep.sent += 1
+            return ep
+
+    def _release(self, ep: Endpoint, ok: bool) -> None:
+        with self._stats_lock:
+            ep.in_flight -= 1
+            back = ok and ep.down_since is not None
+            if ok:
+                ep.answered += 1
+                ep.down_since, ep.down_reason = None, ""
+        if back:
+            log.warning("judge endpoint %s answers again; it takes requests again", ep.shown)
+
+    def _mark_down(self, ep: Endpoint, reason: str) -> bool:
+        """Set ``ep`` aside; whether another endpoint is live to take its requests."""
+        now = time.monotonic()
+        with self._stats_lock:
+            was_up = ep.down_since is None
+            ep.down_since, ep.down_reason = now, reason
+            others = any(self._is_live(e, now) for e in self.endpoints if e is not ep)
+            if was_up:
+                self.stats["endpoints_down"] += 1
+        if was_up and len(self.endpoints) > 1:
+            log.warning("judge endpoint %s is down (%s); %s", ep.shown, reason,
+                        "its requests go to the other endpoints" if others else "no other endpoint is live")
+        return others
+
+    def check_endpoints(self, timeout_s: float | None = None) -> dict[str, list[str]]:
+        """Ask every endpoint ``GET {base_url}/models`` (in parallel, ``timeout_s``, default
+        ``min(judge.timeout_s, 10)``) before a run spends anything on it. Returns, per endpoint
+        (redacted), the model ids it serves. ``JudgeError`` naming each endpoint that does not
+        answer (refused, timed out, 502/503/504: e.g. vLLM still loading) or that refuses the
+        API key; any other answer (even 404 from a server without that route) shows a live
+        server. A served list without ``judge.model`` is only warned about: llama.cpp's server,
+        for one, answers whatever model is asked for."""
+        timeout = min(self.timeout_s, 10.0) if timeout_s is None else timeout_s
+
+        def probe(ep: Endpoint) -> tuple[str | None, list[str]]:
+            try:
+                resp = self._client().get(ep.base + "/models", headers=self._headers(ep), timeout=timeout)
+            except httpx.HTTPError as e:
+                return f"{type(e).__name__}: {e}", []
+            if resp.status_code in (401, 403):
+                return f"refused the API key (HTTP {resp.status_code}); set it in ${self.api_key_env}", []
+            if resp.status_code in _DOWN_STATUS:
+                return f"HTTP {resp.status_code}: {resp.content[:200].decode('utf-8', 'replace')}", []
+            try:
+                data = resp.json().get("data") or []
+                return None, [str(m.get("id")) for m in data if isinstance(m, dict)]
+            except (ValueError, AttributeError):
+                return None, []
+
+        with ThreadPoolExecutor(max_workers=len(self.endpoints)) as pool:
+            found = dict(zip(self.endpoints, pool.map(probe, self.endpoints)))
+        down = {ep: why for ep, (why, _) in found.items() if why is not None}
+        for ep, why in down.items():
+            self._mark_down(ep, why)
+        if down:
+            raise JudgeError(
+                f"judge endpoint{'s' if len(down) > 1 else ''} down before the run "
+                f"({len(self.endpoints) - len(down)} of {len(self.endpoints)} answered GET /models): "
+                + "; ".join(f"{ep.shown}: {why}" for ep, why in down.items())
+                + ". Start the server, take it out of judge.base_url, or set judge.health_check: false")
+        served = {ep.shown: ids for ep, (_, ids) in found.items()}
+        for shown, ids in served.items():
+            if ids and self.model_name not in ids:
+                log.warning("judge.model = %r is not among the models %s serves (%s); it may refuse the requests",
+                            self.model_name, shown, ", ".join(ids[:5]))
+        log.info("judge endpoints up: %s", ", ".join(served))
+        return served
+
+    # -- cost ------------------------------------------------------------------------------
+    def _announce_estimate(self, prompts: list[str], prefix: str) -> None:
+        """Log the estimate of the first batch sent (once per judge: one line per batch would
+        drown a training log). Printed to stderr when logging is not configured (a notebook)."""
+        with self._stats_lock:
+            if self._estimated:
+                return
+            self._estimated = True
+        est = self.first_estimate = self.estimate(prompts, prefix)
+        cost = f", about ${est['est_cost_usd']:.4f}" if est["est_cost_usd"] is not None else ""
+        msg = (f"judge {self.model_name} at {len(self.endpoints)} endpoint(s), first batch: {est['prompts']} prompts, "
+               f"~{est['est_prompt_tokens']} prompt tokens ({est['method']}), at most "
+               f"{est['max_completion_tokens']} completion tokens{cost}")
+        if log.isEnabledFor(logging.INFO) and log.hasHandlers():
+            log.info(msg)
+        else:
+            print(msg, file=sys.stderr)
+
+    # -- one request, then a batch -----------------------------------------------------------
+    def _send_once(self, ep: Endpoint, body: bytes) -> str:
+        """One attempt at ``ep``: the answer text, ``_AttemptFailed`` to retry, or ``JudgeError``."""
+        try:
+            resp = self._client().post(ep.base + self._path, content=body, headers=self._headers(ep))
+        except httpx.ConnectTimeout as e:  # nothing answers at that address
+            raise _AttemptFailed(f"{type(e).__name__}: {e or 'timed out'}", dead=True) from None
+        except httpx.TimeoutException as e:  # alive but slow: retry, do not set it aside
+            raise _AttemptFailed(f"{type(e).__name__}: {e or 'timed out'}") from None
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
+            raise _AttemptFailed(f"{type(e).__name__}: {e}", dead=True) from None
+        except httpx.TransportError as e:
+            raise _AttemptFailed(f"{type(e).__name__}: {e}") from None
+        if not resp.is_success:
+            detail = resp.content[:300].decode("utf-8", "replace")
+            if resp.status_code in (401, 403):
+                raise JudgeError(f"{ep.shown + self._path} refused the request (HTTP {resp.status_code}); set the API "
+                                 f"key in ${self.api_key_env}: {detail}")
+            if resp.status_code not in _RETRYABLE_STATUS:
+                raise JudgeError(f"{ep.shown + self._path} answered HTTP {resp.status_code}: {detail}")
+            raise _AttemptFailed(f"HTTP {resp.status_code}: {detail}",
+                                 retry_after=_retry_after(resp.headers.get("Retry-After")))
+        try:
+            text, prompt_tokens, completion_tokens = read_completion(
+                resp.content, completions=self.prefill_mode == "completions")
+        except MalformedAnswer as e:  # a garbled body is usually transient (a proxy, an overloaded server)
+            self._count(malformed=1)
+            raise _AttemptFailed(f"malformed answer: {e}") from None
+        self._count(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        return text
+
     def _post(self, prompt: str, prefix: str = "") -> str:
-        last = "no attempt made"
+        body = self._body(prompt, prefix)
+        last, avoid = "no attempt made", None
         for attempt in range(self.max_retries + 1):
             retry_after = None
-            try:
-                req = urllib.request.Request(self.url, data=self._body(prompt, prefix), headers=self._headers(), method="POST")
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    raw = resp.read()
-                text, prompt_tokens, completion_tokens = read_completion(raw)
-                self._count(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-                return text
-            except urllib.error.HTTPError as e:
-                detail = e.read()[:300].decode("utf-8", "replace")
-                if e.code in (401, 403):
-                    raise JudgeError(f"{self.shown_url} refused the request (HTTP {e.code}); set the API key in "
-                                     f"${self.api_key_env}: {detail}") from None
-                if e.code not in _RETRYABLE_STATUS:
-                    raise JudgeError(f"{self.shown_url} answered HTTP {e.code}: {detail}") from None
-                last = f"HTTP {e.code}: {detail}"
-                ra = e.headers.get("Retry-After") if e.headers else None
-                retry_after = float(ra) if ra and ra.replace(".", "", 1).isdigit() else None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-                last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-            except MalformedAnswer as e:  # a garbled body is usually transient (a proxy, an overloaded server)
-                self._count(malformed=1)
-                last = f"malformed answer: {e}"
+            for _hop in range(len(self.endpoints)):  # moving off a dead endpoint spends no retry
+                ep = self._acquire(avoid)
+                ok = False
+                try:
+                    text = self._send_once(ep, body)
+                    ok = True
+                    return text
+                except _AttemptFailed as f:
+                    last = f.reason if len(self.endpoints) == 1 else f"{ep.shown}: {f.reason}"
+                    retry_after, avoid = f.retry_after, ep
+                    if not (f.dead and self._mark_down(ep, f.reason)):
+                        break
+                    self._count(failovers=1)
+                finally:
+                    self._release(ep, ok)
             if attempt < self.max_retries:
                 self._count(retries=1)
                 delay = retry_after if retry_after is not None else self.backoff_s * 2 ** attempt
@@ -458,13 +756,46 @@ class OpenAIJudge(Judge):
                             self.shown_url, attempt + 1, self.max_retries + 1, last, delay)
                 time.sleep(delay)
         self._count(failures=1)
-        raise JudgeError(f"judge {self.shown_url} failed after {self.max_retries + 1} attempts; last error: {last}")
+        raise JudgeError(self._failure_message(last))
+
+    def _failure_message(self, last: str) -> str:
+        head = f"judge {self.shown_url} failed after {self.max_retries + 1} attempts; last error: {last}"
+        down = [e for e in self.endpoints if e.down_since is not None]
+        if len(self.endpoints) > 1 and len(down) == len(self.endpoints):
+            head += f"; all {len(down)} endpoints are down: " + "; ".join(f"{e.shown} ({e.down_reason})" for e in down)
+        return head
+
+    def _join(self, prefix: str, text: str) -> str:
+        """``prefix`` + the server's text, without nesting the prefix in an answer that already
+        wrote it (see ``prefill_mode`` in the class docstring)."""
+        if not prefix:
+            return text
+        if self.prefill_mode == "none":
+            return text.lstrip() if _repeats_prefix(prefix, text) else prefix + text
+        if self.prefill_mode == "continue" and _repeats_prefix(prefix, text, min_len=2):
+            self._count(prefill_ignored=1)
+            with self._stats_lock:
+                warn, self._warned_prefill = not self._warned_prefill, True
+            if warn:
+                log.warning("judge %s answered a prefilled request from scratch (%r...): the server ignores vLLM's "
+                            "continue_final_message; the repeated prefix is dropped (counted as prefill_ignored). "
+                            "Set judge.prefill_mode: completions (the chat template applied here) or none",
+                            self.shown_url, text.lstrip()[:40])
+            return text.lstrip()
+        return prefix + text
+
+    def summary(self) -> dict[str, float]:
+        out = super().summary()
+        out.update(prefill_ignored=self.stats["prefill_ignored"], failovers=self.stats["failovers"],
+                   endpoints_down=self.stats["endpoints_down"])
+        return out
 
     def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:
         """Answers in input order. When one prompt fails for good (after its retries) the
         prompts not yet sent are cancelled, the requests in flight finish, and the error is
         raised with the answers obtained so far in ``partial_answers`` (index -> text), which
         ``Judge._cached`` keeps in the cache; Ctrl-C does the same."""
+        self._announce_estimate(prompts, prefix)
         # Prompts not yet sent are skipped through `stop`, not `cancel_futures`: a future
         # cancelled by the pool's shutdown never reaches `as_completed`, which then waits forever.
         stop = threading.Event()
@@ -507,25 +838,28 @@ class OpenAIJudge(Judge):
 
 
 class MalformedAnswer(ValueError):
-    """A chat-completions body that is not UTF-8 JSON with a text ``choices[0].message.content``."""
+    """A chat-completions body that is not UTF-8 JSON with a text ``choices[0].message.content``
+    (``choices[0].text`` for a completions body)."""
 
 
-def read_completion(raw: bytes) -> tuple[str, int, int]:
-    """(text, prompt tokens, completion tokens) of a chat-completions response body;
-    ``MalformedAnswer`` when it cannot be read. Token counts that are absent or not numbers
-    count as 0."""
+def read_completion(raw: bytes, completions: bool = False) -> tuple[str, int, int]:
+    """(text, prompt tokens, completion tokens) of a chat-completions response body (a
+    ``/completions`` body when ``completions``); ``MalformedAnswer`` when it cannot be read.
+    Token counts that are absent or not numbers count as 0."""
+    where = "choices[0].text" if completions else "choices[0].message.content"
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise MalformedAnswer(f"unreadable JSON body ({e}): {raw[:120]!r}") from None
     try:
-        text = data["choices"][0]["message"]["content"]
+        choice = data["choices"][0]
+        text = choice["text"] if completions else choice["message"]["content"]
     except (KeyError, IndexError, TypeError):
-        raise MalformedAnswer(f"no choices[0].message.content in {json.dumps(data)[:200]}") from None
+        raise MalformedAnswer(f"no {where} in {json.dumps(data)[:200]}") from None
     if text is None:
         text = ""
     if not isinstance(text, str):
-        raise MalformedAnswer(f"choices[0].message.content is a {type(text).__name__}, not text")
+        raise MalformedAnswer(f"{where} is a {type(text).__name__}, not text")
     usage = data.get("usage") if isinstance(data, dict) else None
     usage = usage if isinstance(usage, dict) else {}
 
@@ -538,14 +872,18 @@ def read_completion(raw: bytes) -> tuple[str, int, int]:
 
 def make_judge(cfg: JudgeSection | None = None, **overrides: Any) -> Judge:
     """The judge a params ``judge:`` block describes (``JudgeSection``); keyword overrides
-    replace fields, e.g. ``make_judge(cfg.judge, cache=False)``."""
+    replace fields, e.g. ``make_judge(cfg.judge, cache=False)``. An ``openai`` judge's
+    endpoints are health-checked here (``judge.health_check``), so a run whose server is
+    down stops before it loads a policy or spends a judge call."""
     cfg = (cfg or JudgeSection()).model_copy(update=overrides)
     if cfg.cache:
         cache: Any = Path(cfg.cache_dir) / "answers.sqlite" if cfg.cache_dir else True
     else:
         cache = None
     common = dict(system=cfg.system, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                  top_p=cfg.top_p, seed=cfg.seed, enable_thinking=cfg.enable_thinking, cache=cache)
+                  top_p=cfg.top_p, seed=cfg.seed, enable_thinking=cfg.enable_thinking, cache=cache,
+                  price_per_1k_prompt_tokens=cfg.price_per_1k_prompt_tokens,
+                  price_per_1k_completion_tokens=cfg.price_per_1k_completion_tokens)
     if cfg.backend == "transformers":
         return TransformersJudge(cfg.model, dtype=cfg.dtype, device=cfg.device, batch_size=cfg.batch_size,
                                  max_prompt_tokens=cfg.max_prompt_tokens, **common)
@@ -553,6 +891,10 @@ def make_judge(cfg: JudgeSection | None = None, **overrides: Any) -> Judge:
         return VLLMJudge(cfg.model, tensor_parallel_size=cfg.tensor_parallel_size,
                          gpu_memory_utilization=cfg.gpu_memory_utilization, max_model_len=cfg.max_model_len,
                          **common)
-    return OpenAIJudge(cfg.model, cfg.base_url or "", api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
-                       timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s,
-                       allow_key_over_http=cfg.allow_key_over_http, **common)
+    judge = OpenAIJudge(cfg.model, cfg.base_url or "", api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
+                        timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s,
+                        allow_key_over_http=cfg.allow_key_over_http, prefill_mode=cfg.prefill_mode,
+                        tokenizer=cfg.tokenizer, **common)
+    if cfg.health_check:
+        judge.check_endpoints()
+    return judge

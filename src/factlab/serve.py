@@ -16,7 +16,9 @@ prefix in one ``decoding.generate`` call. The model runs on the batcher thread o
 
 Protocol subset: ``POST /v1/chat/completions`` with ``messages`` (system?, user, and an
 optional final assistant message that the answer continues: the prefill the judges use),
-``max_tokens``, ``temperature``, ``top_p``, ``seed``; ``GET /v1/models``. The response has
+``max_tokens``, ``temperature``, ``top_p``, ``seed``; ``POST /v1/completions`` with a raw
+``prompt`` string (already rendered by the client, e.g. the judges' ``prefill_mode:
+completions``; answered in ``choices[0].text``); ``GET /v1/models``. The response has
 ``choices[0].message.content`` and ``usage`` (prompt and completion tokens, counted with
 the model's tokenizer). A malformed request gets HTTP 400 naming what is wrong. No
 authentication: it binds to 127.0.0.1 unless told otherwise.
@@ -37,7 +39,7 @@ from .models import chat_prompt, generate, load_model
 
 log = logging.getLogger(__name__)
 
-__all__ = ["JudgeServer", "RequestError", "parse_request"]
+__all__ = ["JudgeServer", "RequestError", "parse_completion_request", "parse_request"]
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_TOKENS_LIMIT = 8192
@@ -61,6 +63,7 @@ class _Request:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    raw: str | None = None  # /v1/completions: the prompt as sent, no chat template
 
     def group(self) -> tuple:
         return (self.prefix, self.max_tokens, self.temperature, self.top_p, self.seed)
@@ -73,6 +76,17 @@ def _number(body: dict, key: str, default, kind, lo, hi):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
         raise RequestError(f"'{key}' must be a number in [{lo}, {hi}], got {v!r}")
     return kind(v)
+
+
+def parse_completion_request(body: Any, default_max_tokens: int = 256) -> _Request:
+    """The request a ``/v1/completions`` body asks for (one ``prompt`` string, generated from as is)."""
+    if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+        raise RequestError("'prompt' must be a string (one prompt per request)")
+    return _Request(system=None, user="", prefix="", raw=body["prompt"],
+                    max_tokens=_number(body, "max_tokens", default_max_tokens, int, 1, MAX_TOKENS_LIMIT),
+                    temperature=_number(body, "temperature", 0.0, float, 0.0, 2.0),
+                    top_p=_number(body, "top_p", 1.0, float, 0.0, 1.0),
+                    seed=_number(body, "seed", 0, int, 0, 2**31 - 1))
 
 
 def parse_request(body: Any, default_max_tokens: int = 256) -> _Request:
@@ -200,7 +214,8 @@ class JudgeServer:
     def _answer(self, reqs: list[_Request]) -> None:
         tok = self.tokenizer
         r0 = reqs[0]
-        rendered = [chat_prompt(tok, r.user, system=r.system) + r.prefix for r in reqs]
+        rendered = [r.raw if r.raw is not None else chat_prompt(tok, r.user, system=r.system) + r.prefix
+                    for r in reqs]
         gens = generate(self.model, tok, rendered, max_new_tokens=r0.max_tokens, temperature=r0.temperature,
                         top_p=r0.top_p, batch_size=len(rendered), seed=r0.seed, progress=False)
         for r, text, g in zip(reqs, rendered, gens):
@@ -241,8 +256,9 @@ class JudgeServer:
                     self._error(404, f"no such path {self.path!r}")
 
             def do_POST(self):
-                if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                    self._error(404, f"no such path {self.path!r}; POST /v1/chat/completions")
+                route = self.path.rstrip("/").removeprefix("/v1")
+                if route not in ("/chat/completions", "/completions"):
+                    self._error(404, f"no such path {self.path!r}; POST /v1/chat/completions or /v1/completions")
                     return
                 try:
                     n = int(self.headers.get("Content-Length") or 0)
@@ -252,7 +268,8 @@ class JudgeServer:
                         body = json.loads(self.rfile.read(n).decode("utf-8"))
                     except (UnicodeDecodeError, json.JSONDecodeError) as e:
                         raise RequestError(f"the body is not UTF-8 JSON: {e}") from None
-                    req = parse_request(body, server.default_max_tokens)
+                    parse = parse_completion_request if route == "/completions" else parse_request
+                    req = parse(body, server.default_max_tokens)
                 except (RequestError, ValueError) as e:
                     with server._lock:
                         server.stats["bad_requests"] += 1
@@ -265,9 +282,11 @@ class JudgeServer:
                 if req.error is not None:
                     self._error(500, req.error)
                     return
-                self._send(200, {"object": "chat.completion", "model": server.model_name,
-                                 "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant", "content": req.text}}],
+                answer = ({"text": req.text} if req.raw is not None
+                          else {"message": {"role": "assistant", "content": req.text}})
+                self._send(200, {"object": "text_completion" if req.raw is not None else "chat.completion",
+                                 "model": server.model_name,
+                                 "choices": [{"index": 0, "finish_reason": "stop", **answer}],
                                  "usage": {"prompt_tokens": req.prompt_tokens,
                                            "completion_tokens": req.completion_tokens,
                                            "total_tokens": req.prompt_tokens + req.completion_tokens}})
