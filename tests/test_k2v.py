@@ -1,27 +1,51 @@
-"""K2V (003_5e9813e66e6ba19a.txt): the record parser on hostile output, entity merging, the
-mini-world's gold graph, quintuple sampling and question rules, checklists, leakage, every
-reward formula and ablation, the overlong penalty, DAPO's group filter, and params errors."""
+"""K2V (003_5e9813e66e6ba19a.txt): the record parser on hostile output, gleaning rounds, entity
+merging (unicode names), the mini-world's gold graph, the extraction check's Appendix G
+quality, quintuple sampling and question rules, the Table 13 rephraser, checklists and their
+Appendix F scoring, synthesis cost, leakage, every reward formula and ablation, the overlong
+penalty, DAPO's group filter, and params errors. MCQ: tests/test_mcq.py."""
 
 import math
+import re
 
 import networkx as nx
 import pytest
 
 from factlab import config
+from factlab import prompts as P
 from factlab.data.miniworld import ensure_world
-from factlab.data.types import read_jsonl
-from factlab.rewards import RewardSpec, build_rewards
+from factlab.judges import Judge, make_judge
+from factlab.rewards import Resources, RewardSpec, build_rewards
 from factlab.rewards.k2v import (ChecklistJudge, K2VArgs, K2VReward, answer_gated_reward, format_score, parse_yes_no,
                                  reasoning_of)
 from factlab.rewards.length import OverlongArgs, OverlongPenalty
 from factlab.synth import kg
 from factlab.synth.k2v import (BLANK, ChecklistSection, K2VQuestion, Quintuple, SynthesisSection, blank_candidates,
-                               leakage, make_checklists, make_question, sample_quintuples, synthesize_questions,
-                               template_checklist, validate_checklist)
+                               leakage, make_checklists, make_question, sample_quintuples, score_checklists,
+                               synthesize_questions, template_checklist, validate_checklist)
+from factlab.train import k2v as k2v_train
 from factlab.train.dapo import keep_groups
-from factlab.train.k2v import K2VConfig, constructed_responses, k2v_rows, reward_ablation, split_questions
+from factlab.train.k2v import (K2VConfig, constructed_responses, k2v_rows, knowledge_graph, reward_ablation,
+                               split_questions, synthesis_cost)
 
 GOOD_THINK = "<think>Paris is the capital of France, so France fills the blank.</think>"
+
+
+class CountingJudge(Judge):
+    """A scripted backend behind the real ``Judge`` front (cache off, accounting on): answers
+    ``script(prompt)`` and counts its tokens (words) as a real backend counts its own."""
+
+    backend = "scripted"
+
+    def __init__(self, script):
+        super().__init__("scripted", cache=None)
+        self.script, self.asked = script, []
+
+    def _generate(self, prompts, prefix=""):
+        self.asked += prompts
+        out = [self.script(p) for p in prompts]
+        self.stats["prompt_tokens"] += sum(len(p.split()) for p in prompts)
+        self.stats["completion_tokens"] += sum(len(a.split()) for a in out)
+        return out
 
 
 # ---------------------------------------------------------------- the record parser (Table 14)
@@ -60,6 +84,62 @@ def test_parser_survives_parentheses_quotes_fences_and_counts_what_it_drops():
     assert r.relations and r.relations[0].source == "Congo (Kinshasa)"
     assert sum(r.dropped.values()) >= 2 and not r.complete
     assert kg.parse_records("", "c0").n_records == 0
+
+
+def test_names_holding_a_list_delimiter_or_parentheses_survive():
+    text = ('("entity"<|>C##<|>concept<|>A programming language.)##'
+            '("entity"<|>F#<|>concept<|>Another one.)##'
+            '("entity"<|>Congo (Kinshasa)<|>location<|>Also called DR Congo (DRC).)##'
+            '("relationship"<|>C##<|>Congo (Kinshasa)<|>is taught in)**** trailing chatter (sure)\n<|COMPLETE|>')
+    r = kg.parse_records(text, "c1")
+    assert [e.name for e in r.entities] == ["C##", "F#", "Congo (Kinshasa)"]
+    assert r.entities[0].summary == "A programming language" and r.entities[2].summary == "Also called DR Congo (DRC)"
+    assert [(x.source, x.target, x.summary) for x in r.relations] == [("C##", "Congo (Kinshasa)", "is taught in")]
+    assert r.dropped == {"text after a record (ignored)": 1} and r.complete
+    merged = kg.merge([r])
+    assert set(merged.nodes) == {"c##", "f#", "congo (kinshasa)"} and merged.dangling == 0
+
+
+def test_merge_normalizes_unicode_spellings_of_one_name():
+    spellings = [("K\u00f6ln", "Ko\u0308ln"),  # composed / decomposed umlaut (NFKC)
+                 ("Paris", "\uff30\uff21\uff32\uff29\uff33"),  # fullwidth PARIS
+                 ("S\u00e3o Tom\u00e9", "S\u00e3o\u00a0Tom\u00e9"),  # no-break space
+                 ("Stra\u00dfe", "STRASSE")]  # case folding of the sharp s
+    a = kg.ParseResult(entities=[kg.Entity(x, "location", f"{x} one", "c1") for x, _ in spellings])
+    b = kg.ParseResult(entities=[kg.Entity(y, "location", f"{y} two", "c2") for _, y in spellings],
+                       relations=[kg.Relation("Ko\u0308ln", "\uff30\uff21\uff32\uff29\uff33", "near", "c2")])
+    merged = kg.merge([a, b])
+    assert len(merged.nodes) == 4 and merged.dangling == 0
+    assert sorted(sorted(n["names"]) for n in merged.nodes.values()) == sorted(sorted(x) for x in spellings)
+    assert all(len(n["chunks"]) == 2 for n in merged.nodes.values())
+    assert list(merged.edges) == [("k\u00f6ln", "paris")]
+    # smart quotes are straightened by the parser before the merge
+    c = kg.parse_records('("entity"<|>C\u00f4te d\u2019Ivoire<|>location<|>x)##("entity"<|>C\u00f4te d\'Ivoire<|>location<|>y)')
+    assert list(kg.merge([c]).nodes) == ["c\u00f4te d'ivoire"]
+
+
+def test_gleaning_rounds_add_missed_records_until_the_model_says_no():
+    first = '("entity"<|>France<|>location<|>A country.)<|COMPLETE|>'
+    missed = ('("entity"<|>Paris<|>location<|>Its capital.)##("relationship"<|>France<|>Paris<|>has capital)'
+              '<|COMPLETE|>')
+
+    def script(p):
+        if p.endswith("Answer YES or NO only."):  # K2V_GLEANING_CHECK: more to add while Paris is missing
+            return "YES" if "Paris<|>" not in p.rsplit("Records extracted so far:", 1)[1] else "NO"
+        return missed if "Add them below" in p else first
+
+    chunks = [{"id": "c1", "text": "France is a country in Europe. Its capital is Paris."}]
+    judge = CountingJudge(script)
+    ex = kg.extract(judge, chunks, gleaning=3)
+    assert [e.name for e in ex.results[0].entities] == ["France", "Paris"]
+    assert ("france", "paris") in ex.merged.edges
+    kinds = ["check" if p.endswith("Answer YES or NO only.") else "continue" if "Add them below" in p else "ner"
+             for p in judge.asked]
+    assert kinds == ["ner", "check", "continue", "check"]  # the second "no" ends the rounds before the third
+    assert ex.calls == 4 and ex.prompt_tokens == sum(len(p.split()) for p in judge.asked)
+    assert judge.asked[2].startswith(P.K2V_NER_RE_PROMPT.format(input_text=chunks[0]["text"]))
+    plain = kg.extract(CountingJudge(script), chunks, gleaning=0)
+    assert [e.name for e in plain.results[0].entities] == ["France"] and plain.calls == 1
 
 
 def test_merge_joins_normalized_names_votes_types_and_keeps_descriptions():
@@ -230,7 +310,93 @@ def test_checklists_retry_then_fall_back_or_drop(gold):
     out, report = make_checklists([K2VQuestion(**q.to_dict()) for q in qs], graph,
                                   ChecklistSection(writer="llm", attempts=1, fallback="template"), writer)
     assert len(out) == 2 and report["template_fallbacks"] == 2 and all(q.checklist_source == "template" for q in out)
-    assert "general" in ChecklistSection().criteria and template_checklist(graph, qs[0])[-2].startswith("Names ")
+    # the criteria set reaches the writer: Table 16 filled with the law set (Table 19), not the default
+    writer = ScriptedWriter(['["a", "b", "c"]'])
+    make_checklists([K2VQuestion(**qs[0].to_dict())], graph, ChecklistSection(writer="llm", criteria="law"), writer)
+    expert, field = P.K2V_DOMAINS["law"]
+    assert P.K2V_CRITERIA["law"] in writer.prompts[0] and P.K2V_CRITERIA["general"] not in writer.prompts[0]
+    assert f"expert in {expert}" in writer.prompts[0] and qs[0].question in writer.prompts[0]
+    assert template_checklist(graph, qs[0])[-2] == f"Names {qs[0].answer} as the entity that fills the blank."
+
+
+def _rewrite(prompt: str) -> str:
+    """A Table 13 writer: the two RELATIONSHIPS lines "(a -> b: r)" as one sentence each."""
+    rels = re.findall(r"^\((.*) -> (.*): (.*)\)$", prompt.split("-RELATIONSHIPS-\n#####\n", 1)[1], re.M)
+    return " ".join(f"{a} {r} {b}." for a, b, r in rels) + " Which entity is { }?"
+
+
+def test_llm_rephraser_checklist_writer_and_quality_pass_record_their_cost(gold):
+    graph, _ = gold
+    asked = []
+
+    def script(p):
+        asked.append(p)
+        if p.startswith(P.K2V_TEXT_PROMPT[:40]):  # F_text: every third answer is a refusal (no blank)
+            return "I cannot help with that." if len(asked) % 3 == 0 else _rewrite(p)
+        if "[General Criteria]" in p:  # Table 16
+            return '["States the first fact.", "States the second fact.", "Names the answer."]'
+        return '{"relevance": 5, "verifiability": 4, "necessity": 3}'
+
+    gen = CountingJudge(script)
+    kept, q_rep = synthesize_questions(graph, SynthesisSection(questions=12, rephraser="llm", seed=2), gen)
+    # Table 13 was asked once per quintuple, the masked entity shown as the blank
+    assert len(gen.asked) == q_rep["sampled"] == q_rep["generator_calls"] == 12
+    for q in kept:
+        i = int(q.id.rsplit("/", 1)[1])
+        prompt = gen.asked[i]
+        assert prompt.startswith(P.K2V_TEXT_PROMPT[:40]) and f"({BLANK}, " in prompt and f"({q.answer}, " not in prompt
+        assert q.question == " ".join(_rewrite(prompt).split()) and q.meta["rephraser"] == "llm"
+    assert q_rep["rejected"].get("no blank in the text") == 4 and q_rep["kept"] + sum(q_rep["rejected"].values()) == 12
+    assert q_rep["prompt_tokens"] == sum(len(p.split()) for p in gen.asked) > 0 and q_rep["completion_tokens"] > 0
+
+    with_lists, c_rep = make_checklists(kept, graph, ChecklistSection(writer="llm"), gen)
+    assert c_rep["writer_calls"] == len(kept) and c_rep["prompt_tokens"] > 0 and c_rep["completion_tokens"] > 0
+    quality = score_checklists(with_lists, gen)
+    assert quality["calls"] == len(kept) and quality["prompt_tokens"] > 0
+    kg_report = {"source": "gold", "seconds": 0.1}
+    rows = synthesis_cost(kg_report, {"questions": q_rep, "checklists": c_rep, "quality": quality}, None)
+    by = {r["stage"].split(" (")[0]: r for r in rows}
+    assert by["questions"]["prompt_tokens"] == q_rep["prompt_tokens"] and by["checklists"]["completion_tokens"] > 0
+    assert by["checklist quality pass"]["calls"] == len(kept) and by["knowledge graph"]["calls"] == 0
+    # template stages cost nothing, and say so with zeros (not None: no judge was involved)
+    _, t_rep = synthesize_questions(graph, SynthesisSection(questions=4, rephraser="template"))
+    assert (t_rep["generator_calls"], t_rep["prompt_tokens"]) == (0, 0)
+
+
+def test_checklist_quality_scores_count_unreadable_answers():
+    answers = ['{"relevance": 5, "verifiability": 4, "necessity": 3}',
+               '```json\n{"Relevance": "3", "verifiability": 2, "necessity": 1}\n```',
+               "relevance: 4, verifiability: 3, necessity: 2",  # plain text read too
+               '{"relevance": 6, "verifiability": 4, "necessity": 3}',  # outside 1-5
+               '{"relevance": 5, "verifiability": 4}',  # a dimension missing
+               "A fine checklist."]
+    script = iter(answers)
+    judge = CountingJudge(lambda p: next(script))
+    qs = [K2VQuestion(f"q{i}", f"The capital of {BLANK} is Paris ({i}).", "France", ["France"], {}, "e1",
+                      checklist=["States the capital.", "Names France."]) for i in range(len(answers))]
+    out = score_checklists(qs, judge)
+    assert out["scored"] == 3 and out["unreadable"] == 3
+    assert out["relevance"] == pytest.approx(4.0) and out["verifiability"] == pytest.approx(3.0)
+    assert out["necessity"] == pytest.approx(2.0)
+    assert "- Names France." in judge.asked[0] and "The capital of { } is Paris (0)." in judge.asked[0]
+    assert out["calls"] == 6 and out["prompt_tokens"] == sum(len(p.split()) for p in judge.asked)
+
+
+def test_extraction_check_reports_the_extracted_graphs_appendix_g_quality(monkeypatch):
+    answers = iter([  # chunk 1, chunk 2: France's type and description disagree, Atlantis stands alone
+        '("entity"<|>France<|>location<|>A country in Europe.)##("entity"<|>Paris<|>location<|>Capital of France.)'
+        '##("entity"<|>Atlantis<|>location<|>A myth.)##("relationship"<|>France<|>Paris<|>has capital)<|COMPLETE|>',
+        '("entity"<|>France<|>organization<|>Member of the United Nations.)##("entity"<|>Paris<|>location<|>'
+        'Capital of France.)##("relationship"<|>France<|>Paris<|>has capital)<|COMPLETE|>'])
+    judge = CountingJudge(lambda p: next(answers))
+    monkeypatch.setattr(k2v_train, "make_judge", lambda section: judge)
+    cfg = config.load_config("params/04_k2v_smoke.yaml", K2VConfig, {"extraction_check": {"chunks": 2}})
+    out = k2v_train.extraction_check(cfg, Resources(cfg))
+    assert out["chunks"] == 2 and out["calls"] == 2 and out["entities"] == 3 and out["relations"] == 1
+    assert out["noise_ratio"] == pytest.approx(1 / 3) and out["lcc_ratio"] == pytest.approx(2 / 3)
+    assert out["multi_source_entities"] == 2  # France and Paris, seen in both chunks
+    assert out["type_conflict_rate"] == 0.5 and out["description_conflict_rate"] == 0.5  # France only
+    assert out["entity_precision"] == pytest.approx(2 / 3)  # Atlantis is no gold node
 
 
 def test_leakage_counts_shared_ngrams(tokenizer):
@@ -313,8 +479,6 @@ def test_k2v_reward_needs_its_columns():
 
 
 def test_registered_rewards_build_from_params():
-    from factlab.rewards import Resources
-
     class Res(Resources):
         def judge(self, max_new_tokens=None):
             return ScriptedJudge(lambda p: "yes")
@@ -334,14 +498,18 @@ def test_overlong_penalty_is_zero_then_linear_then_full():
 
 
 def test_choice_verdicts_come_from_the_real_judge_model():
-    from factlab.judges import make_judge
-
     judge = make_judge(config.JudgeSection(backend="transformers", model="smollm2-135m-instruct", dtype="float32",
                                            base_url=None, max_new_tokens=4, enable_thinking=None), cache=False)
-    prompts = ["Is Paris the capital of France? Answer yes or no.", "Is the sky green? Answer yes or no."]
-    rates = ChecklistJudge(judge, "choice").pass_rates(["q", "q"], ["a", "a"], [["c1"], ["c2", "c3"]], ["r1", "r2"])
-    assert all(r in (0.0, 0.5, 1.0) for r in rates) and judge.stats["calls"] == 3
-    assert set(judge.choose(prompts, ("yes", "no"))) <= {"yes", "no"}
+    # the 135M model's next-token scores follow a plain instruction (measured): a choice that ignores
+    # the model, or maps its scores to the wrong option, cannot give this alternation
+    assert judge.choose(["Answer yes.", "Answer no.", "Say yes.", "Say no."], ("yes", "no")) == ["yes", "no", "yes", "no"]
+    # Table 15 prompts: measured, it answers "no" to every criterion, however good the reasoning
+    # (why the notebook adds reference-rule verdicts); one model call per checklist item
+    rates = ChecklistJudge(judge, "choice").pass_rates(
+        ["The capital of { } is Paris."] * 2, ["France"] * 2,
+        [["Names France as the answer."], ["States that Paris is the capital of France.", "Answer yes."]],
+        ["Paris is the capital of France, so the blank is France.", "yes"])
+    assert rates == [0.0, 0.0] and judge.stats["calls"] == 4 + 3
 
 
 # ---------------------------------------------------------------- DAPO's group filter
@@ -398,24 +566,7 @@ def test_params_errors_name_the_key():
     assert math.isclose(load().rewards[0].args["alpha"], 6.0)
 
 
-def test_miniworld_mcq_questions_have_one_right_letter():
-    from factlab.eval.mcq import LETTERS, miniworld_mcq
-
-    world = ensure_world()
-    rows = miniworld_mcq(world, 12, seed=0)
-    assert len(rows) == 12
-    heldout = {d["id"]: d for d in read_jsonl(world["qa_heldout"])}
-    for r in rows:
-        options = [r[x] for x in LETTERS]
-        assert len(set(options)) == 4 and r["answer"] in LETTERS
-        assert r[r["answer"]] in heldout[r["id"]]["golds"]
-    assert miniworld_mcq(world, 12, seed=0) == rows and miniworld_mcq(world, 12, seed=1) != rows
-
-
 def test_an_empty_corpus_is_a_clear_error(tmp_path):
-    from factlab.rewards import Resources
-    from factlab.train.k2v import knowledge_graph
-
     empty = tmp_path / "corpus.jsonl"
     empty.write_text("")
     cfg = config.load_config("params/04_k2v_smoke.yaml", K2VConfig, {"kg": {"source": "extracted",

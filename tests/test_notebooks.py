@@ -183,6 +183,7 @@ mcq: {{questions: 4, k: 1}}
     ec = g["extraction_check"]
     # one chunk, one prompt: a real call, or a hit in the shared judge cache from an earlier test
     assert ec["chunks"] == 1 and ec["calls"] + ec["cache_hits"] == 1
+    assert {"noise_ratio", "lcc_ratio", "type_conflict_rate", "description_conflict_rate"} <= set(ec)  # App. G
     s = m["synthesis"]
     assert s["questions"]["kept"] + sum(s["questions"]["rejected"].values()) == 24
     assert s["train"] + s["heldout"] == s["checklists"]["with_checklist"] > 0
@@ -197,11 +198,14 @@ mcq: {{questions: 4, k: 1}}
     assert t["steps"] == 1 and set(t["dynamic"]) >= {"dynamic/kept_groups", "dynamic/rounds", "dynamic/filled_groups"}
     for when in ("before", "after"):
         (task,) = m[when]["mcq"].values()
-        assert task["n"] == 4 and len(task["runs"]) == 1
+        assert task["n"] == 4 and len(task["runs"]) == 1 and task["kind"] == "generative"
+        assert task["avg@1"] == task["score"] == task["runs"][0]
         assert m[when]["k2v_heldout"]["n"] == s["heldout"]
     for fig in ("reward_ablation", "training_curves"):
         assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
     assert (res.run_dir / "kg.graphml").exists() and (res.run_dir / "questions.jsonl").exists()
+    html = (res.run_dir / "report.html").read_text()  # tables through report.table: counts read as integers
+    assert f">{g['graph']['entities']:,}<" in html and f">{g['graph']['entities']}.000" not in html
 
 
 def test_klcf_notebook_end_to_end(tmp_path):

@@ -2,20 +2,32 @@
 zero-shot, temperature 0.6, every benchmark run k = 4 times, the mean accuracy (avg@k),
 through lm-evaluation-harness.
 
-Full params name lm-eval tasks (CMMLU / MMLU domain subsets, SeedBench, LawBench, MedQA-MCMLE
-wherever the installed harness has them). Offline and on the CPU default, ``miniworld_mcq``
-writes four-option questions from the mini-world's held-out facts (the right answer plus
-three values of the same relation from other countries, in a seeded order) and
-``write_task`` registers them as a local lm-eval task (a JSONL file and a YAML config), so the
-same harness path runs with nothing downloaded. avg@k is k sampled runs with different seeds,
-the accuracy of each (the letter the model writes first) averaged.
+Full params name lm-eval tasks. Two kinds behave differently, and the report says which is
+which (``run_avg_at_k``):
+
+- **generative** tasks (``output_type: generate_until``: the mini-world task below, MMLU's
+  ``mmlu_<subject>_generative`` variants) sample an answer at the temperature; they run k
+  times with different seeds and report ``exact_match`` averaged: avg@k, as the paper's
+  OpenCompass runs do.
+- **log-likelihood** tasks (``multiple_choice``: ``cmmlu_*``, the default ``mmlu_*``,
+  ``medqa_4options``) score each option's likelihood; no token is sampled, so k runs at
+  T = 0.6 would give k identical numbers. They run once and report ``acc`` (and
+  ``acc_norm``); avg@k is not applicable (``None``), and the numbers are not the paper's
+  sampled accuracy. The installed lm-eval ships no generative CMMLU or MedQA.
+
+SeedBench and LawBench are not in lm-eval: write them as local task YAMLs (``write_task``
+turns rows of ``question``, ``A``-``D``, ``answer`` into one) in a folder named by
+``mcq.include_path``. Offline and on the CPU default, ``miniworld_mcq`` writes four-option
+questions from the mini-world's held-out facts (the right answer plus three values of the
+same relation from other countries, in a seeded order) and ``write_task`` registers them as
+a local lm-eval task, so the same harness path runs with nothing downloaded.
 """
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 from pydantic import Field
@@ -23,16 +35,19 @@ from pydantic import Field
 from ..config import Section
 from ..data.types import QAItem, read_jsonl, write_jsonl
 
-__all__ = ["MCQSection", "miniworld_mcq", "write_task", "avg_at_k", "LETTERS"]
+__all__ = ["MCQSection", "miniworld_mcq", "write_task", "avg_at_k", "run_avg_at_k", "task_score", "LETTERS",
+           "GENERATIVE"]
 
 LETTERS = ("A", "B", "C", "D")
+GENERATIVE = ("generate_until",)  # lm-eval output types that sample; the others score log-likelihoods
 _RELATIONS = ("capital", "region", "subregion", "currency", "language")
 
 
 class MCQSection(Section):
     """MCQ evaluation (003 §4.1): lm-eval ``tasks`` by name, or the mini-world's when empty."""
 
-    tasks: list[str] = []  # e.g. [mmlu_college_medicine, cmmlu_agronomy]; [] = the local mini-world task
+    tasks: list[str] = []  # e.g. [mmlu_college_medicine_generative, cmmlu_agronomy]; [] = the local mini-world task
+    include_path: str | None = None  # a folder of local lm-eval task YAMLs (SeedBench, LawBench: not in lm-eval)
     questions: int = Field(40, ge=4)  # mini-world questions
     k: int = Field(4, ge=1)  # avg@k
     temperature: float = Field(0.6, ge=0.0)
@@ -97,28 +112,82 @@ def write_task(rows: Sequence[Mapping[str, Any]], out_dir: str | Path, name: str
     return name
 
 
+def task_score(metrics: Mapping[str, Any], output_type: str) -> tuple[str, float]:
+    """The accuracy lm-eval reports for one task (its ``results[task]`` dict): the first
+    ``exact_match`` (any filter) of a generative task, ``acc`` of a log-likelihood one; returns
+    ``(metric key, value)``. A task without that metric is a ``KeyError`` naming what it has."""
+    want = "exact_match" if output_type in GENERATIVE else "acc"
+    for key, value in metrics.items():
+        if key.split(",")[0] == want and isinstance(value, (int, float)):
+            return key, float(value)
+    raise KeyError(f"lm-eval reported no {want!r} for a {output_type} task; it has "
+                   f"{sorted(k for k in metrics if k != 'alias')}")
+
+
+def _output_type(results: Mapping[str, Any], task: str) -> str:
+    """The task's lm-eval ``output_type``; a group (no config of its own) by the metrics it reports."""
+    cfg = results.get("configs", {}).get(task)
+    if cfg and cfg.get("output_type"):
+        return str(cfg["output_type"])
+    if task not in results.get("results", {}):
+        raise KeyError(f"lm-eval returned no results for task {task!r}")
+    names = {key.split(",")[0] for key in results["results"][task]}
+    return "generate_until" if "exact_match" in names else "multiple_choice"
+
+
+def run_avg_at_k(evaluate: Callable[[list[str], int], Mapping[str, Any]], tasks: Sequence[str], k: int = 4,
+                 seed: int = 0) -> dict[str, dict[str, Any]]:
+    """avg@k (§4.1) over ``evaluate(tasks, seed) -> lm-eval results``: every task runs with seed
+    ``seed``; the generative ones run again with seeds ``seed + 1 .. seed + k - 1``. Returns per
+    task ``{"kind", "metric", "score", "avg@k", "runs", "n"}``: for a generative task
+    ``score`` = ``avg@k`` = the mean ``exact_match`` of its k runs; for a log-likelihood task
+    ``score`` = ``acc`` of its one run (plus ``acc_norm``), ``avg@k`` None (not applicable:
+    nothing is sampled) and a ``note`` saying so."""
+    tasks = list(tasks)
+    first = evaluate(tasks, seed)
+    kinds = {t: _output_type(first, t) for t in tasks}
+    runs: list[Mapping[str, Any]] = [first]
+    generative = [t for t in tasks if kinds[t] in GENERATIVE]
+    for i in range(1, k if generative else 1):
+        runs.append(evaluate(generative, seed + i))
+    out: dict[str, dict[str, Any]] = {}
+    for t in tasks:
+        scores, key = [], ""
+        for i, res in enumerate(runs if kinds[t] in GENERATIVE else runs[:1]):
+            if t not in res.get("results", {}):
+                raise KeyError(f"lm-eval run {i + 1} (seed {seed + i}) returned no results for task {t!r}")
+            key, value = task_score(res["results"][t], kinds[t])
+            scores.append(value)
+        n = int((first.get("n-samples", {}).get(t) or {}).get("effective", 0))
+        mean = sum(scores) / len(scores)
+        if kinds[t] in GENERATIVE:
+            out[t] = {"kind": "generative", "metric": key, "score": mean, f"avg@{k}": mean, "runs": scores, "n": n}
+        else:
+            norm = next((float(v) for m, v in first["results"][t].items() if m.split(",")[0] == "acc_norm"), None)
+            out[t] = {"kind": "loglikelihood", "metric": key, "score": mean, f"avg@{k}": None, "runs": scores,
+                      "acc_norm": norm, "n": n,
+                      "note": f"{kinds[t]}: options scored by log-likelihood, nothing sampled; run once, avg@{k} "
+                              f"not applicable"}
+    return out
+
+
 def avg_at_k(model, tokenizer, tasks: Sequence[str], *, k: int = 4, temperature: float = 0.6,
              include_path: str | Path | None = None, limit: int | None = None, batch_size: int = 16,
              seed: int = 0) -> dict[str, dict[str, Any]]:
-    """avg@k per task: k lm-eval runs of an in-memory HF model with different seeds; returns
-    ``{task: {"avg@k": mean accuracy, "runs": [accuracy of each run], "n": samples}}``."""
+    """``run_avg_at_k`` with lm-eval runs of an in-memory HF model (zero-shot, sampling at
+    ``temperature`` for generative tasks; ``include_path``: a folder of local task YAMLs)."""
     import lm_eval  # heavy (datasets, evaluate, sacrebleu): imported where used
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     manager = TaskManager(include_path=str(include_path) if include_path else None)
-    runs: dict[str, list[float]] = {t: [] for t in tasks}
-    sizes: dict[str, int] = {}
-    for i in range(k):
-        res = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, limit=limit,
-                                      gen_kwargs={"do_sample": temperature > 0, "temperature": temperature},
-                                      random_seed=seed + i, numpy_random_seed=seed + i, torch_random_seed=seed + i,
-                                      fewshot_random_seed=seed + i, apply_chat_template=bool(tokenizer.chat_template),
-                                      log_samples=False, verbosity="ERROR")
-        for t in tasks:
-            metrics = res["results"][t]
-            score = next(v for key, v in metrics.items() if key.startswith("exact_match") and "stderr" not in key)
-            runs[t].append(float(score))
-            sizes[t] = int(res.get("n-samples", {}).get(t, {}).get("effective", 0))
-    return {t: {f"avg@{k}": sum(v) / len(v), "runs": v, "n": sizes.get(t, 0)} for t, v in runs.items()}
+
+    def evaluate(names: list[str], run_seed: int) -> Mapping[str, Any]:
+        return lm_eval.simple_evaluate(model=lm, tasks=names, task_manager=manager, limit=limit, num_fewshot=0,
+                                       gen_kwargs={"do_sample": temperature > 0, "temperature": temperature},
+                                       random_seed=run_seed, numpy_random_seed=run_seed, torch_random_seed=run_seed,
+                                       fewshot_random_seed=run_seed, apply_chat_template=bool(tokenizer.chat_template),
+                                       log_samples=False, verbosity="ERROR")
+
+    return run_avg_at_k(evaluate, tasks, k, seed)

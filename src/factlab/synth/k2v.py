@@ -206,20 +206,41 @@ def make_question(graph: nx.DiGraph, q: Quintuple, masked: str, text: str, qid: 
     return K2VQuestion(qid, text, golds[0], golds, asdict(q), masked), ""
 
 
+_COST = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
+
+
+def _stats(judge) -> dict[str, int] | None:
+    """A snapshot of a judge's accounting (``Judge.stats``); None for an object without it."""
+    stats = getattr(judge, "stats", None)
+    return {k: int(stats.get(k, 0)) for k in _COST} if stats is not None else None
+
+
+def _cost(judge, before: dict[str, int] | None, prompts: int) -> dict[str, Any]:
+    """What one stage cost on ``judge`` since ``before`` (Table 6's columns), as ``kg.extract``
+    records it: backend calls, cache hits, prompt and completion tokens. A judge-like object
+    without ``stats`` reports its prompts as calls and unknown (None) tokens, never 0."""
+    after = _stats(judge)
+    if before is None or after is None:
+        return {"calls": prompts, "cache_hits": None, "prompt_tokens": None, "completion_tokens": None}
+    return {k: after[k] - before[k] for k in _COST}
+
+
 def synthesize_questions(graph: nx.DiGraph, cfg: SynthesisSection, generator=None
                          ) -> tuple[list[K2VQuestion], dict[str, Any]]:
     """Sample quintuples, mask one entity each, write and validate the questions; returns the
-    kept questions and a report (sampled, kept, rejections by reason, generator calls, seconds)."""
+    kept questions and a report (sampled, kept, rejections by reason, seconds, and the
+    generator's cost: ``generator_calls``, cache hits, prompt / completion tokens)."""
     rng = random.Random(cfg.seed)
     quints = sample_quintuples(graph, cfg.questions, seed=cfg.seed)
     masks = [rng.choice(("e1", "e2", "e3")) for _ in quints]
     t0 = time.perf_counter()
-    calls = 0
+    cost: dict[str, Any] = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0}
     if cfg.rephraser == "llm":
         if generator is None:
             raise ValueError("synthesis.rephraser: llm needs a generator judge")
+        before = _stats(generator)
         texts = generator.judge([ftext_prompt(graph, q, m) for q, m in zip(quints, masks)])
-        calls = len(texts)
+        cost = _cost(generator, before, len(texts))
     else:
         texts = [template_text(graph, q, m) for q, m in zip(quints, masks)]
     kept, reasons = [], Counter()
@@ -231,7 +252,9 @@ def synthesize_questions(graph: nx.DiGraph, cfg: SynthesisSection, generator=Non
             question.meta["rephraser"] = cfg.rephraser
             kept.append(question)
     report = {"sampled": len(quints), "kept": len(kept), "rejected": dict(reasons.most_common()),
-              "generator_calls": calls, "seconds": time.perf_counter() - t0}
+              "generator_calls": cost["calls"], "cache_hits": cost["cache_hits"],
+              "prompt_tokens": cost["prompt_tokens"], "completion_tokens": cost["completion_tokens"],
+              "seconds": time.perf_counter() - t0}
     return kept, report
 
 
@@ -349,17 +372,20 @@ def make_checklists(questions: Sequence[K2VQuestion], graph: nx.DiGraph, cfg: Ch
                     ) -> tuple[list[K2VQuestion], dict[str, Any]]:
     """Give every question its checklist (Eq. 7); questions without a valid one are dropped or
     get the template, per ``cfg.fallback``. Returns the questions and a report (attempts,
-    accepted, rejections by reason, fallbacks, dropped, calls, seconds)."""
+    accepted, rejections by reason, fallbacks, dropped, seconds, and the writer's cost: calls,
+    cache hits, prompt / completion tokens)."""
     t0 = time.perf_counter()
     expert, domain = P.K2V_DOMAINS[cfg.criteria]
     reasons: Counter = Counter()
-    calls = fallbacks = 0
+    prompts = fallbacks = 0
+    cost: dict[str, Any] = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0}
     pending = list(range(len(questions)))
     lists: dict[int, list[str]] = {}
     if cfg.writer == "llm":
         if writer is None:
             raise ValueError("checklist.writer: llm needs a writer judge")
         base_seed = getattr(writer, "seed", 0)
+        before = _stats(writer)
         try:
             for attempt in range(cfg.attempts):
                 if not pending:
@@ -368,7 +394,7 @@ def make_checklists(questions: Sequence[K2VQuestion], graph: nx.DiGraph, cfg: Ch
                 answers = writer.judge([P.K2V_CHECKLIST_PROMPT.format(
                     expert=expert, field=domain, question=questions[i].question, answer=questions[i].answer,
                     criteria=P.K2V_CRITERIA[cfg.criteria]) for i in pending])
-                calls += len(answers)
+                prompts += len(answers)
                 still = []
                 for i, a in zip(pending, answers):
                     items, why = validate_checklist(parse_json(a), cfg.min_items, cfg.max_items)
@@ -380,6 +406,7 @@ def make_checklists(questions: Sequence[K2VQuestion], graph: nx.DiGraph, cfg: Ch
                 pending = still
         finally:
             writer.seed = base_seed
+        cost = _cost(writer, before, prompts)
     out = []
     for i, q in enumerate(questions):
         if i in lists:
@@ -391,7 +418,9 @@ def make_checklists(questions: Sequence[K2VQuestion], graph: nx.DiGraph, cfg: Ch
             continue
         out.append(q)
     report = {"questions": len(questions), "with_checklist": len(out), "llm_checklists": len(lists),
-              "template_fallbacks": fallbacks, "dropped": len(questions) - len(out), "writer_calls": calls,
+              "template_fallbacks": fallbacks, "dropped": len(questions) - len(out), "writer_calls": cost["calls"],
+              "cache_hits": cost["cache_hits"], "prompt_tokens": cost["prompt_tokens"],
+              "completion_tokens": cost["completion_tokens"],
               "rejections": dict(reasons.most_common()), "seconds": time.perf_counter() - t0,
               "mean_items": sum(len(q.checklist) for q in out) / len(out) if out else 0.0}
     return out, report
@@ -410,7 +439,9 @@ CHECKLIST_QUALITY_PROMPT = (
 
 def score_checklists(questions: Sequence[K2VQuestion], judge) -> dict[str, Any]:
     """Appendix F / Table 11: the mean 1-5 score per dimension over readable judge answers,
-    and how many answers were unreadable."""
+    how many answers were unreadable (missing, non-numeric or outside 1-5 on any dimension),
+    and the pass's cost (calls, tokens, seconds)."""
+    t0, before = time.perf_counter(), _stats(judge)
     answers = judge.judge([CHECKLIST_QUALITY_PROMPT.format(question=q.question, answer=q.answer,
                                                            checklist="\n".join(f"- {c}" for c in q.checklist))
                            for q in questions])
@@ -426,7 +457,7 @@ def score_checklists(questions: Sequence[K2VQuestion], judge) -> dict[str, Any]:
         for d in dims:
             scores[d].append(got[d])
     return {**{d: sum(v) / len(v) if v else float("nan") for d, v in scores.items()}, "scored": len(answers) - unreadable,
-            "unreadable": unreadable}
+            "unreadable": unreadable, **_cost(judge, before, len(answers)), "seconds": time.perf_counter() - t0}
 
 
 # ---------------------------------------------------------------- leakage (Appendix E, Table 10)

@@ -12,8 +12,9 @@ separated by a list delimiter ("##" in GraphGen; the paper's text prints "****",
 lost in conversion: both are accepted, as are newlines) and closed by ``<|COMPLETE|>``.
 
 ``parse_records`` reads what models actually write: delimiter variants (``<||>``, ``< | >``,
-``<|>`` with spaces), names with parentheses, a missing closing parenthesis, surrounding
-quotes, code fences. Every record it cannot use is counted by reason (``ParseResult.dropped``),
+``<|>`` with spaces), names with parentheses or a list delimiter ("C##": a record ends at
+``)##``, not at the first ``##``), a missing closing parenthesis, surrounding quotes, code
+fences. Every record it cannot use is counted by reason (``ParseResult.dropped``),
 never swallowed: GraphGen's users report silently empty graphs from small models.
 
 ``merge`` joins entities on a normalized name (unicode NFKC, case, leading articles,
@@ -59,9 +60,12 @@ _RECORD = re.compile(r"\(\s*[\"'`]?\s*([a-z_]+)\s*[\"'`]?\s*<\|>", re.IGNORECASE
 _KINDS = ("entity", "relationship", "content_keywords")
 _FENCE = re.compile(r"```[a-zA-Z]*")
 _LIST_DELIM = re.compile(r"(?:##|\*{2,})")
+_RECORD_END = re.compile(r"\)\s*(?:##|\*{2,})")  # a record's ")" then the list delimiter: where it ends
+_TRAILING_DELIM = re.compile(r"(?:\s|##|\*{2,})+\Z")
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+")
-_EDGE_PUNCT = re.compile(r"^[\s\"'`<>\[\]{}.,;:*#-]+|[\s\"'`<>\[\]{}.,;:*#-]+$")
+# leading list-delimiter debris ("## Paris") goes, a trailing "#" stays: "C#" and "F#" are names
+_EDGE_PUNCT = re.compile(r"^[\s\"'`<>\[\]{}.,;:*#-]+|[\s\"'`<>\[\]{}.,;:*-]+$")
 _NUMBER = re.compile(r"^\s*-?\d+(?:\.\d+)?\s*$")
 
 
@@ -124,7 +128,13 @@ def parse_records(text: str, chunk: str = "") -> ParseResult:
             out.dropped[f"unknown record type {kind[:20]!r}"] += 1
             continue
         body = text[m.end(): nxt.start() if nxt else len(text)]
-        body = _LIST_DELIM.split(body)[0] if kind != "content_keywords" else _LIST_DELIM.sub(" ", body)
+        if kind == "content_keywords":
+            body = _LIST_DELIM.sub(" ", body)
+        else:  # cut at ")##", not at the first "##": a name may hold one ("C##")
+            end = _RECORD_END.search(body)
+            if end and _LIST_DELIM.sub(" ", body[end.end():]).strip():
+                out.dropped["text after a record (ignored)"] += 1
+            body = body[:end.start() + 1] if end else _TRAILING_DELIM.sub("", body)
         body = body.strip()
         close = body.rfind(")")
         if close < 0:

@@ -135,7 +135,9 @@ def knowledge_graph(cfg: K2VConfig, resources: Resources, run_dir: str | Path) -
 
 def extraction_check(cfg: K2VConfig, resources: Resources) -> dict[str, Any] | None:
     """Table 12 for ``kg.extractor``: NER/RE on ``extraction_check.chunks`` mini-world chunks,
-    scored against the gold graph restricted to the entities those chunks name; None when
+    scored against the gold graph restricted to the entities those chunks name, with the
+    extracted graph's Appendix G quality (``kg.quality``: noise ratio, largest-component ratio,
+    type and description conflicts; aliases merged first when ``kg.alias_merge``); None when
     ``chunks`` is 0."""
     n = cfg.extraction_check.chunks
     if n == 0:
@@ -143,11 +145,12 @@ def extraction_check(cfg: K2VConfig, resources: Resources) -> dict[str, Any] | N
     gold, _ = kgmod.gold_graph(resources.world())
     chunks = _corpus_chunks(cfg, resources, n, cfg.extraction_check.seed)
     ex = kgmod.extract(make_judge(cfg.kg.extractor), chunks, cfg.kg.gleaning)
+    merged = kgmod.merge_aliases(ex.merged, cfg.kg.alias_threshold) if cfg.kg.alias_merge else ex.merged
     covered = {c["id"]: kgmod.gold_mentions(gold, c["text"]) for c in chunks}
     return {"extractor": cfg.kg.extractor.model, "chunks": len(chunks), "parse_failure_rate": ex.parse_failure_rate,
             "records": sum(r.n_records for r in ex.results), "dropped": dict(ex.dropped()),
-            "entities": len(ex.merged.nodes), "relations": len(ex.merged.edges),
-            **kgmod.extraction_accuracy(ex.merged, gold, covered), "calls": ex.calls, "cache_hits": ex.cache_hits,
+            **kgmod.quality(merged), **kgmod.extraction_accuracy(merged, gold, covered),
+            "calls": ex.calls, "cache_hits": ex.cache_hits,
             "seconds": ex.seconds,
             "prompt_tokens": ex.prompt_tokens, "completion_tokens": ex.completion_tokens}
 
@@ -198,7 +201,10 @@ def k2v_rows(questions: Sequence[K2VQuestion], system: str = P.K2V_SYSTEM) -> li
 
 def synthesis_cost(kg_report: dict[str, Any], synth_report: dict[str, Any],
                    extraction: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Table 6 analogue: calls, tokens and seconds per synthesis stage."""
+    """Table 6 analogue: calls, tokens and seconds per synthesis stage (graph, extraction check,
+    questions, checklists, and the Appendix F quality pass when it ran). Tokens are the judge's
+    own counts (``Judge.stats`` deltas per stage); a template stage costs no call and no token,
+    and a writer without accounting shows None."""
     rows = [{"stage": f"knowledge graph ({kg_report['source']})", "calls": kg_report.get("calls", 0),
              "prompt_tokens": kg_report.get("prompt_tokens", 0),
              "completion_tokens": kg_report.get("completion_tokens", 0), "seconds": kg_report["seconds"]}]
@@ -213,6 +219,11 @@ def synthesis_cost(kg_report: dict[str, Any], synth_report: dict[str, Any],
     rows.append({"stage": f"checklists ({c['with_checklist']} of {c['questions']})", "calls": c["writer_calls"],
                  "prompt_tokens": c.get("prompt_tokens", 0), "completion_tokens": c.get("completion_tokens", 0),
                  "seconds": c["seconds"]})
+    quality = synth_report.get("quality")
+    if quality:
+        rows.append({"stage": f"checklist quality pass ({quality['scored']} scored)", "calls": quality.get("calls"),
+                     "prompt_tokens": quality.get("prompt_tokens"), "completion_tokens": quality.get("completion_tokens"),
+                     "seconds": quality.get("seconds")})
     return rows
 
 
