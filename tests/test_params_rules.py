@@ -48,6 +48,12 @@ RULES = [
                  "grpo.loss_type", "'grpo', 'dr_grpo', 'dapo'", id="unknown-loss-type"),
     pytest.param("01_corver", "grpo: {extra: {num_iteration: 2}}",
                  "grpo.extra.num_iteration", "not a field of TRL's GRPOConfig", id="unknown-grpo-extra-field"),
+    pytest.param("01_corver", "grpo: {use_vllm: true, vllm_mode: server}",
+                 "grpo.vllm_server_host", "vllm_mode: server needs where `trl vllm-serve` runs", id="vllm-server-nowhere"),
+    pytest.param("01_corver", "grpo: {vllm_server_base_url: 'gen-node:8000'}",
+                 "grpo.vllm_server_base_url", "must be an http:// or https:// URL", id="vllm-base-url-no-scheme"),
+    pytest.param("01_corver", "grpo: {vllm_server_base_url: 'http://gen:8000', vllm_server_host: gen}",
+                 "grpo.vllm_server_base_url", "not both", id="vllm-base-url-and-host"),
 ]
 
 

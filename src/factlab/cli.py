@@ -5,6 +5,8 @@
     factlab check NOTEBOOK [--params FILE] [--smoke]
     factlab run-all [--full] [--out DIR]
     factlab sweep NOTEBOOK [--params FILE] --grid KEY=V1,V2 ... [--executor local|ray] [--dry-run]
+    factlab train NOTEBOOK [--params FILE] --accelerate-config {ddp,zero2,zero3,fsdp2,PATH}
+                  [--num-processes N] [--set KEY=VALUE ...] [--run-dir DIR] [--dry-run]
     factlab world [--out DIR]
     factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR [--text-field text]
                         [--shard-tokens N] [--cpus N]
@@ -25,6 +27,7 @@ from pathlib import Path
 
 from .corpus import CorpusIndex
 from .data.miniworld import build_world, default_world_dir
+from .launch import add_command as add_train_command
 from .rewards import available as available_rewards
 from .runner import default_params, find_notebook, load_params, project_root, run_all, run_notebook
 from .serve import JudgeServer
@@ -219,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     ib.set_defaults(func=_cmd_index_build)
 
     add_sweep_command(sub)  # factlab sweep NOTEBOOK --grid KEY=V1,V2 ... (factlab.sweep)
+    add_train_command(sub)  # factlab train NOTEBOOK --accelerate-config NAME ... (factlab.launch)
 
     sv = sub.add_parser("serve", help="serve a local model as an OpenAI-compatible judge endpoint (factlab.serve)")
     sv.add_argument("--model", default="smollm2-135m-instruct", help="factlab model name, HF id or local path")

@@ -168,9 +168,16 @@ class GRPOSection(Section):
     gradient_checkpointing: bool = True
     mask_truncated_completions: bool = False
     importance_sampling_level: Literal["token", "sequence"] = "token"
+    # vLLM rollouts (TRL's fields, passed through). Whether vLLM and CUDA exist is checked when a
+    # run starts, not here: the same params load on a laptop and run on the cluster.
     use_vllm: bool = True
     vllm_mode: Literal["colocate", "server"] = "colocate"
-    vllm_gpu_memory_utilization: float = Field(0.4, gt=0.0, le=1.0)
+    vllm_gpu_memory_utilization: float = Field(0.4, gt=0.0, le=1.0)  # colocate only; a server takes its own flag
+    # server mode: where `trl vllm-serve --model ...` runs (other GPUs or another node); base_url wins
+    vllm_server_base_url: str | None = None  # e.g. http://10.0.0.5:8000
+    vllm_server_host: str | None = None  # e.g. 10.0.0.5 (with vllm_server_port)
+    vllm_server_port: int = Field(8000, ge=1, le=65535)
+    vllm_server_timeout: float = Field(240.0, gt=0.0)  # seconds the trainer waits for the server to answer
     logging_steps: int = Field(1, ge=1)
     save_steps: int = Field(50, ge=1)
     save_total_limit: int | None = 4
@@ -213,6 +220,20 @@ class GRPOSection(Section):
                 f"per_device_train_batch_size x gradient_accumulation_steps = {completions} completions "
                 f"is not a multiple of num_generations = {self.num_generations} (every prompt's group of "
                 f"G completions must fit in one step)"))
+        return self
+
+    @model_validator(mode="after")
+    def _vllm_server_is_named(self) -> "GRPOSection":
+        url = self.vllm_server_base_url
+        if url is not None and not re.match(r"https?://[^/\s]+", url):
+            raise ParamError("vllm_server_base_url", f"must be an http:// or https:// URL such as "
+                                                     f"http://10.0.0.5:8000 (got {_short(url)})")
+        if url and self.vllm_server_host:
+            raise ParamError("vllm_server_base_url", "set vllm_server_base_url or vllm_server_host (+ port), "
+                                                     "not both: TRL ignores host and port when base_url is given")
+        if self.use_vllm and self.vllm_mode == "server" and not (url or self.vllm_server_host):
+            raise ParamError("vllm_server_host", "vllm_mode: server needs where `trl vllm-serve` runs: "
+                                                 "vllm_server_host (and vllm_server_port) or vllm_server_base_url")
         return self
 
 

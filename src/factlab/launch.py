@@ -1,0 +1,474 @@
+"""The training stage of a notebook's params on many processes: ``accelerate launch``.
+
+    factlab train 01_corver --params params/01_corver.yaml --accelerate-config zero3 --num-processes 8
+    factlab train 01_corver --params P --accelerate-config ddp --num-processes 8 --dry-run   # print, run nothing
+
+``factlab train`` validates the params (the notebook's config class, as ``factlab check``
+does) and the accelerate config (accelerate's own loader plus the keys factlab relies on),
+writes the resolved ``config.yaml`` into a run folder and runs
+
+    accelerate launch --config_file params/accelerate/<name>.yaml --num_processes N \\
+        --mixed_precision <from grpo.bf16> -m factlab.launch --notebook NB --params RUN/config.yaml --run-dir RUN
+
+Every process then runs ``train_stage``: it builds the training input exactly as the
+notebook's training stage does, with the same library calls (the main process first, so
+caches are filled once and read by the others), and calls the same training function into the
+same folders (``RUN/train/<run>``). A notebook run resumed in that folder
+(``factlab run NB --resume RUN``) finds the finished training and goes on to evaluate and
+report.
+
+Launchable notebooks (``TRAINING_STAGES``): 01_corver (self-filtered pool, every ablation of
+``runs``; the quickstart-style judge + format GRPO is ``runs: [A1]``), 02_binary_rar, 04_k2v.
+The others fail with the reason (``NOT_LAUNCHABLE``).
+
+The accelerate configs live in ``params/accelerate/`` (``ddp``, ``zero2``, ``zero3``, ``fsdp2``);
+``--accelerate-config`` takes one of those names or a path to any accelerate YAML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib.util
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import yaml
+from pydantic import BaseModel
+
+from .config import ConfigError, dump_config, read_params, validate
+from .data import load_eval_sets
+from .models import load_model, release_memory
+from .rewards import Resources
+from .runner import config_for_notebook, default_params, find_notebook, outputs_root, project_root
+from .sweep import set_dotted
+from .train import corver, k2v, rar
+from .train.grpo import TrainResult
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LaunchError", "TrainingStage", "TRAINING_STAGES", "NOT_LAUNCHABLE", "training_stage",
+           "accelerate_configs", "accelerate_config_path", "check_accelerate_config", "check_runtime",
+           "launch_command", "train_stage", "main", "add_command", "command"]
+
+LAUNCH_FILE = "launch.json"  # what the launched processes trained (written by the main process)
+
+
+class LaunchError(ValueError):
+    """A launch that cannot start: an unknown config, a notebook with no launchable training
+    stage, a runtime that lacks what the params ask for. The CLI prints it and exits 2."""
+
+
+# ---------------------------------------------------------------- the training stage of each notebook
+
+@dataclass(frozen=True)
+class TrainingStage:
+    """A notebook's training stage as library calls: ``prepare`` builds the training input as the
+    notebook does (it may fill caches in ``run_dir``); ``train`` trains every run of the params
+    into ``run_dir / "train"`` and returns the results by name."""
+
+    notebook: str
+    prepare: Callable[[Any, Resources, Path], Any]
+    train: Callable[[Any, Any, Resources, Path], dict[str, TrainResult]]
+    what: str
+
+
+def _corver_prepare(cfg: corver.CorVerConfig, resources: Resources, run_dir: Path):
+    """01_corver: the candidate pool, self-filtered by the start model (cached) when enabled."""
+    if not cfg.self_filter.enabled:
+        return corver.self_filter_pool(cfg, None, None).train_items
+    model, tokenizer = load_model(cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
+                                  adapter=cfg.model.adapter)
+    items = corver.self_filter_pool(cfg, model, tokenizer).train_items
+    del model
+    release_memory()
+    return items
+
+
+def _corver_train(cfg, items, resources: Resources, run_dir: Path) -> dict[str, TrainResult]:
+    return corver.train_ablations(cfg, items, resources, run_dir / "train")
+
+
+def _rar_prepare(cfg: rar.RARConfig, resources: Resources, run_dir: Path):
+    """02_binary_rar: the training prompts, every datastore pre-cached for them (each process
+    needs its own pre-cache: the rewards read it)."""
+    train, _, _ = rar.prepare_prompts(cfg, resources)
+    return train
+
+
+def _rar_train(cfg: rar.RARConfig, prompts, resources: Resources, run_dir: Path) -> dict[str, TrainResult]:
+    eval_sets = load_eval_sets(cfg.eval, cfg.world)
+    result, _ = rar.train_run(cfg, prompts, resources, run_dir / "train",
+                              utility_items=next(iter(eval_sets.values()), None))
+    return {result.name: result}
+
+
+def _k2v_prepare(cfg: k2v.K2VConfig, resources: Resources, run_dir: Path):
+    """04_k2v: the knowledge graph, the synthesized questions (cached in the run folder) and the
+    seeded train / held-out split."""
+    graph, _ = k2v.knowledge_graph(cfg, resources, run_dir)
+    questions, _ = k2v.synthesize(cfg, graph, resources, run_dir)
+    train_q, _ = k2v.split_questions(questions, cfg.heldout_fraction, cfg.synthesis.seed)
+    return train_q
+
+
+def _k2v_train(cfg: k2v.K2VConfig, questions, resources: Resources, run_dir: Path) -> dict[str, TrainResult]:
+    result = k2v.train_run(cfg, questions, resources, run_dir / "train")
+    return {result.name: result}
+
+
+TRAINING_STAGES: dict[str, TrainingStage] = {
+    "01_corver": TrainingStage("01_corver", _corver_prepare, _corver_train,
+                               "self-filtered mini-world questions; one GRPO run per `runs` ablation"),
+    "02_binary_rar": TrainingStage("02_binary_rar", _rar_prepare, _rar_train,
+                                   "long-form prompts with pre-cached datastores; one GRPO run"),
+    "04_k2v": TrainingStage("04_k2v", _k2v_prepare, _k2v_train,
+                            "knowledge graph -> synthesized questions; one DAPO / GRPO run"),
+}
+
+NOT_LAUNCHABLE: dict[str, str] = {
+    "00_quickstart": "it evaluates a model and has no training stage (quickstart-style GRPO, judge + format on "
+                     "mini-world questions, is 01_corver with `runs: [A1]`)",
+    "03_seva": "its training chains SFT, an adapter merge and GRPO from the merged model, then self-evolution "
+               "rounds, each writing shared folders; run it as one process: factlab run 03_seva",
+    "05_klcf": "its GRPO needs the offline checklist pipeline and the truthfulness reward model's SFT first, "
+               "which are notebook stages; run it as one process: factlab run 05_klcf",
+    "06_compare": "it trains and evaluates each compared run in turn (compare.train_and_evaluate); launch a "
+                  "compared reward list as its own 01_corver / 02_binary_rar / 04_k2v params",
+}
+
+
+def training_stage(notebook: str) -> TrainingStage:
+    """The launchable training stage of a notebook stem, or ``LaunchError`` naming it and why."""
+    stem = Path(notebook).stem
+    if stem in TRAINING_STAGES:
+        return TRAINING_STAGES[stem]
+    why = NOT_LAUNCHABLE.get(stem, "it has no training stage registered in factlab.launch.TRAINING_STAGES")
+    raise LaunchError(f"{stem} cannot be launched with accelerate: {why}. "
+                      f"Launchable: {', '.join(sorted(TRAINING_STAGES))}")
+
+
+# ---------------------------------------------------------------- accelerate configs
+
+def _accelerate_dir(root: Path | None = None) -> Path:
+    return (root or project_root()) / "params" / "accelerate"
+
+
+def accelerate_configs(root: Path | None = None) -> dict[str, Path]:
+    """The shipped accelerate configs by name (``params/accelerate/<name>.yaml``)."""
+    folder = _accelerate_dir(root)
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def accelerate_config_path(name: str, root: Path | None = None) -> Path:
+    """``ddp`` / ``zero2`` / ``zero3`` / ``fsdp2`` (any stem in ``params/accelerate/``), or a path
+    to an accelerate YAML; ``LaunchError`` naming the known ones otherwise."""
+    p = Path(name).expanduser()
+    if p.suffix in (".yaml", ".yml") or os.sep in name or "/" in name:
+        if not p.is_file():
+            raise LaunchError(f"--accelerate-config {name}: no such file")
+        return p.resolve()
+    known = accelerate_configs(root)
+    if name not in known:
+        raise LaunchError(f"unknown accelerate config {name!r}; known: {', '.join(known) or '(none found)'} "
+                          f"(in {_accelerate_dir(root)}), or a path to an accelerate YAML")
+    return known[name]
+
+
+_LAUNCHED_TYPES = ("MULTI_GPU", "DEEPSPEED", "FSDP")
+
+
+def _launch_option_names() -> set[str]:
+    """Every option ``accelerate launch`` knows (its parser's dests): a config's nested keys
+    become these, so a key outside the set is a typo accelerate would silently ignore."""
+    from accelerate.commands.launch import launch_command_parser  # lazy: builds a large parser
+
+    return {a.dest for a in launch_command_parser()._actions}
+
+
+def check_accelerate_config(path: str | Path) -> dict[str, Any]:
+    """Load an accelerate config with accelerate's own loader and check what factlab launches
+    with; returns ``{distributed_type, num_processes, num_machines, mixed_precision, zero_stage |
+    fsdp_version}``. ``LaunchError`` naming the file and the key otherwise."""
+    from accelerate.commands.config.config_args import load_config_from_file  # lazy: accelerate CLI code
+
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise LaunchError(f"{path}: not a readable YAML file ({e})") from None
+    if not isinstance(raw, dict):
+        raise LaunchError(f"{path}: an accelerate config is a mapping of keys")
+    try:
+        acc = load_config_from_file(str(path))
+    except (ValueError, TypeError, KeyError) as e:
+        raise LaunchError(f"{path}: accelerate cannot read it: {e}") from None
+    dtype = getattr(acc.distributed_type, "value", str(acc.distributed_type))
+    if dtype not in _LAUNCHED_TYPES:
+        raise LaunchError(f"{path}: distributed_type {dtype!r}; factlab train launches one of "
+                          f"{', '.join(_LAUNCHED_TYPES)} (on a CPU machine use MULTI_GPU, the ddp config: "
+                          f"torchrun starts the processes and the trainer joins them over gloo)")
+    n = getattr(acc, "num_processes", None)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise LaunchError(f"{path}: num_processes must be a whole number >= 1 (got {n!r})")
+    mp = acc.mixed_precision or "no"
+    if mp not in ("no", "bf16", "fp16"):
+        raise LaunchError(f"{path}: mixed_precision must be no, bf16 or fp16 (got {mp!r})")
+    out: dict[str, Any] = {"distributed_type": dtype, "num_processes": n, "num_machines": acc.num_machines,
+                           "mixed_precision": mp}
+    options = _launch_option_names()
+    if dtype == "DEEPSPEED":
+        ds = acc.deepspeed_config or {}
+        if "deepspeed_config_file" not in ds:
+            stage = ds.get("zero_stage")
+            if stage not in (0, 1, 2, 3):
+                raise LaunchError(f"{path}: deepspeed_config.zero_stage must be 0, 1, 2 or 3 (got {stage!r})")
+            out["zero_stage"] = stage
+        unknown = sorted(set(ds) - options)
+        if unknown:
+            raise LaunchError(f"{path}: deepspeed_config.{unknown[0]} is not an accelerate DeepSpeed option")
+    if dtype == "FSDP":
+        fs = acc.fsdp_config or {}
+        version = fs.get("fsdp_version")
+        if str(version) not in ("1", "2"):
+            raise LaunchError(f"{path}: fsdp_config.fsdp_version must be 1 or 2 (got {version!r})")
+        out["fsdp_version"] = int(version)
+        unknown = sorted(k for k in fs if (k if k.startswith("fsdp") else f"fsdp_{k}") not in options)
+        if unknown:
+            raise LaunchError(f"{path}: fsdp_config.{unknown[0]} is not an accelerate FSDP option")
+    return out
+
+
+def check_runtime(cfg: BaseModel, accelerate: dict[str, Any] | None = None) -> None:
+    """What a params file asks of this machine, checked when a run starts (never at load):
+    vLLM rollouts need vllm and CUDA; DeepSpeed and FSDP need CUDA (and deepspeed installed)."""
+    grpo = getattr(cfg, "grpo", None)
+    if grpo is not None and grpo.use_vllm:
+        if importlib.util.find_spec("vllm") is None:
+            raise LaunchError("grpo.use_vllm is true and vllm is not installed here: pip install 'factlab[gpu]' "
+                              "on the training nodes, or set grpo.use_vllm: false")
+        if not torch.cuda.is_available():
+            raise LaunchError("grpo.use_vllm is true and this machine has no CUDA device: vLLM rollouts need GPUs; "
+                              "set grpo.use_vllm: false to generate with the policy itself")
+    if accelerate is None:
+        return
+    dtype = accelerate["distributed_type"]
+    if dtype in ("DEEPSPEED", "FSDP") and not torch.cuda.is_available():
+        raise LaunchError(f"the {dtype} config needs CUDA GPUs and this machine has none; on CPU use "
+                          f"--accelerate-config ddp")
+    if dtype == "DEEPSPEED" and importlib.util.find_spec("deepspeed") is None:
+        raise LaunchError("the DeepSpeed config needs deepspeed: pip install deepspeed (on every training node)")
+
+
+# ---------------------------------------------------------------- the command line `accelerate launch` gets
+
+def _accelerate_launch() -> list[str]:
+    """``accelerate launch`` of this Python's environment."""
+    exe = Path(sys.executable).with_name("accelerate")
+    return [str(exe), "launch"] if exe.exists() else [sys.executable, "-m", "accelerate.commands.launch"]
+
+
+def launch_command(notebook: str, params: str | Path, run_dir: str | Path, config_file: str | Path | None, *,
+                   num_processes: int | None = None, mixed_precision: str | None = None,
+                   num_machines: int | None = None, machine_rank: int | None = None,
+                   main_process_ip: str | None = None, main_process_port: int | None = None,
+                   prepare_only: bool = False) -> list[str]:
+    """The command that runs ``factlab.launch`` in every process (``accelerate launch ... -m
+    factlab.launch``), or, with ``prepare_only``, once in a plain process."""
+    entry = ["--notebook", Path(notebook).stem, "--params", str(params), "--run-dir", str(run_dir)]
+    if prepare_only:
+        return [sys.executable, "-m", "factlab.launch", *entry, "--prepare-only"]
+    cmd = [*_accelerate_launch(), "--config_file", str(config_file)]
+    for flag, value in (("--num_processes", num_processes), ("--num_machines", num_machines),
+                        ("--machine_rank", machine_rank), ("--main_process_ip", main_process_ip),
+                        ("--main_process_port", main_process_port), ("--mixed_precision", mixed_precision)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    return cmd + ["-m", "factlab.launch", *entry]
+
+
+# ---------------------------------------------------------------- what every launched process runs
+
+def _result_row(r: TrainResult) -> dict[str, Any]:
+    return {"steps": r.steps, "runtime_s": r.runtime_s, "model_dir": r.model_dir, "is_adapter": r.is_adapter,
+            "resumed": r.resumed, "output_dir": r.output_dir}
+
+
+def train_stage(notebook: str, cfg: BaseModel, run_dir: str | Path, *, prepare_only: bool = False
+                ) -> dict[str, TrainResult]:
+    """The notebook's training stage in this process: one of ``accelerate launch``'s processes,
+    or the only one. The main process prepares first (filling caches), then the others; every
+    process trains (TRL shards the batch); the main process writes ``run_dir/launch.json``."""
+    from accelerate import PartialState  # lazy: the process group starts here, not at import
+
+    stage = training_stage(notebook)
+    if not prepare_only:
+        check_runtime(cfg)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = PartialState(cpu=not torch.cuda.is_available())
+    if state.device.type == "cuda":
+        torch.cuda.set_device(state.device)  # "cuda" (models.pick_device) is this process's GPU
+    t0 = time.perf_counter()
+    resources = Resources(cfg)
+    with state.main_process_first():
+        train_input = stage.prepare(cfg, resources, run_dir)
+    prepared_s = time.perf_counter() - t0
+    log.info("process %d/%d: %s training input ready in %.1f s (%d items)", state.process_index,
+             state.num_processes, stage.notebook, prepared_s, len(train_input))
+    if prepare_only:
+        state.wait_for_everyone()
+        return {}
+    results = stage.train(cfg, train_input, resources, run_dir)
+    if state.is_main_process:
+        info = {"notebook": stage.notebook, "num_processes": state.num_processes,
+                "distributed_type": str(getattr(state.distributed_type, "value", state.distributed_type)),
+                "backend": state.backend, "device": str(state.device),
+                "mixed_precision": os.environ.get("ACCELERATE_MIXED_PRECISION", "no"),
+                "training_items": len(train_input), "prepare_seconds": prepared_s,
+                "seconds": time.perf_counter() - t0, "runs": {n: _result_row(r) for n, r in results.items()}}
+        (run_dir / LAUNCH_FILE).write_text(json.dumps(info, indent=1, default=str), encoding="utf-8")
+    state.wait_for_everyone()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m factlab.launch``: what ``factlab train`` runs in every process."""
+    rank = os.environ.get("RANK", "0")
+    logging.basicConfig(level=logging.INFO, format=f"[rank {rank}] %(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser(prog="python -m factlab.launch", description=main.__doc__)
+    p.add_argument("--notebook", required=True, help="notebook stem, e.g. 01_corver")
+    p.add_argument("--params", required=True, help="params YAML (factlab train passes the run folder's config.yaml)")
+    p.add_argument("--run-dir", required=True, help="the run folder (training goes to <run-dir>/train)")
+    p.add_argument("--prepare-only", action="store_true", help="build the training input (fill caches), train nothing")
+    args = p.parse_args(argv)
+    try:
+        training_stage(args.notebook)
+        cfg = validate(read_params(args.params), config_for_notebook(Path(args.notebook).stem), source=args.params)
+        results = train_stage(args.notebook, cfg, args.run_dir, prepare_only=args.prepare_only)
+    except ValueError as e:  # LaunchError, ConfigError
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for name, r in results.items():
+        log.info("%s: %d steps in %.0f s -> %s", name, r.steps, r.runtime_s, r.model_dir)
+    return 0
+
+
+# ---------------------------------------------------------------- factlab train
+
+def _overrides(data: dict[str, Any], items: list[str]) -> dict[str, Any]:
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. grpo.vllm_server_host=10.0.0.5")
+        try:
+            parsed = yaml.safe_load(value) if value else None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML: {e}") from None
+        data = set_dotted(data, key.strip(), parsed)
+    return data
+
+
+def add_command(sub) -> None:
+    """Register ``factlab train`` on the CLI's subparsers."""
+    t = sub.add_parser("train", help="launch a notebook's training stage on many processes (accelerate launch)",
+                       description="Validate the params and the accelerate config, write the resolved config.yaml "
+                                   "into a run folder, and run `accelerate launch ... -m factlab.launch` there. "
+                                   "Then `factlab run NOTEBOOK --resume RUN_DIR` evaluates and reports.")
+    t.add_argument("notebook", help=f"notebook stem: {', '.join(sorted(TRAINING_STAGES))}")
+    t.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
+    t.add_argument("--smoke", action="store_true", help="use params/<stem>_smoke.yaml")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one params key (dotted path, value read as YAML), e.g. "
+                        "grpo.vllm_server_host=$VLLM_NODE; repeatable")
+    t.add_argument("--accelerate-config", default="ddp", metavar="{ddp,zero2,zero3,fsdp2,PATH}",
+                   help="a config of params/accelerate/ by name, or a path to an accelerate YAML (default: ddp)")
+    t.add_argument("--num-processes", type=int, help="processes over all machines (default: the config's)")
+    t.add_argument("--num-machines", type=int, help="nodes (multi-node; default: the config's)")
+    t.add_argument("--machine-rank", type=int, help="this node's rank (multi-node)")
+    t.add_argument("--main-process-ip", help="address of the rank-0 node (multi-node)")
+    t.add_argument("--main-process-port", type=int, help="its port (default: accelerate's 29500)")
+    t.add_argument("--out", help="runs folder for a new run folder (default: outputs/runs)")
+    t.add_argument("--run-dir", help="this run folder exactly (multi-node: every node must name the same one; "
+                                     "an existing one continues: finished runs load, others resume)")
+    t.add_argument("--prepare-only", action="store_true",
+                   help="build the training input once in this process (self-filter, datastores, synthesis) "
+                        "and stop: a long preparation then never keeps launched processes waiting")
+    t.add_argument("--dry-run", action="store_true", help="validate and print the command, run nothing")
+    t.set_defaults(func=command)
+
+
+def _run_dir(args, nb: Path, params: Path) -> Path:
+    if args.run_dir:
+        return Path(args.run_dir).resolve()
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(args.out) if args.out else outputs_root(nb.parent.parent) / "runs"
+    return (base / nb.stem / f"{stamp}-{params.stem}-train").resolve()
+
+
+def command(args) -> int:
+    """``factlab train``: 0 when every process finished, 1 when the launch failed, 2 on bad input."""
+    nb = find_notebook(args.notebook)
+    stage = training_stage(nb.stem)
+    params = Path(args.params) if args.params else default_params(nb, args.smoke)
+    cfg = validate(_overrides(read_params(params), args.set), config_for_notebook(nb.stem), source=str(params))
+    acc_path = accelerate_config_path(args.accelerate_config, nb.parent.parent)
+    acc = check_accelerate_config(acc_path)
+    for flag in ("num_processes", "num_machines", "machine_rank", "main_process_port"):
+        value = getattr(args, flag)
+        if value is not None and value < (0 if flag == "machine_rank" else 1):
+            raise LaunchError(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'machine_rank' else 1}")
+    n = args.num_processes or acc["num_processes"]
+    machines = args.num_machines or acc["num_machines"] or 1
+    run_dir = _run_dir(args, nb, params)
+    grpo = getattr(cfg, "grpo", None)
+    mixed = "bf16" if grpo is not None and grpo.bf16 else "no"  # the params decide precision, not the config
+    cmd = launch_command(nb.stem, run_dir / "config.yaml", run_dir, acc_path, num_processes=n,
+                         mixed_precision=mixed, num_machines=args.num_machines, machine_rank=args.machine_rank,
+                         main_process_ip=args.main_process_ip, main_process_port=args.main_process_port,
+                         prepare_only=args.prepare_only)
+    detail = ", ".join(f"{k} {v}" for k, v in acc.items() if k not in ("num_processes", "mixed_precision"))
+    print(f"{stage.notebook}: {stage.what}\naccelerate: {acc_path} ({detail}); {n} processes on {machines} "
+          f"machine(s), mixed precision {mixed} (grpo.bf16)\nrun folder: {run_dir}\n$ {shlex.join(cmd)}", flush=True)
+    if args.dry_run:
+        return 0
+    if not args.prepare_only:
+        check_runtime(cfg, acc)
+        if torch.cuda.is_available() and n // machines > torch.cuda.device_count():
+            raise LaunchError(f"{n // machines} processes per machine and {torch.cuda.device_count()} GPUs here: "
+                              f"one process per GPU (--num-processes counts all machines)")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(dump_config(cfg), encoding="utf-8")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd)
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C reaches the launcher too; wait for it to stop its processes
+        rc = proc.wait()
+    seconds = time.perf_counter() - t0
+    if rc != 0:
+        print(f"FAILED: the launch exited {rc} after {seconds:.0f} s; its processes' output is above. Run the "
+              f"same command again to resume from the last checkpoints (--run-dir {run_dir})", file=sys.stderr)
+        return 1
+    if args.prepare_only:
+        print(f"prepared in {seconds:.0f} s: {run_dir}")
+        return 0
+    info = json.loads((run_dir / LAUNCH_FILE).read_text(encoding="utf-8"))
+    for name, r in info["runs"].items():
+        print(f"{name}: {r['steps']} steps in {r['runtime_s']:.0f} s -> {r['model_dir']}")
+    print(f"{info['num_processes']} processes ({info['distributed_type']}, {info['backend']}) in {seconds:.0f} s\n"
+          f"evaluate and report: factlab run {nb.stem} --resume {run_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,352 @@
+"""Multi-GPU training (issue 18, part 4): the accelerate configs in params/accelerate/, the
+`factlab train` launcher, and the GRPO vLLM fields (part 5, GRPO side).
+
+Exercised here on CPU: every config through accelerate's own loader, the exact `accelerate
+launch` command for each, the refusals (unknown config, notebook without a launchable
+training stage, bad params, vLLM on a machine without it), one step of the standalone entry
+point in-process, and (slow) a real two-process `accelerate launch` over gloo. DeepSpeed and
+FSDP launches need CUDA and are not run here."""
+
+import importlib.util
+import json
+import shlex
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from factlab import launch
+from factlab.cli import main
+from factlab.config import GRPOSection
+from factlab.train.grpo import grpo_args
+
+ROOT = Path(__file__).resolve().parents[1]
+ACC = ROOT / "params" / "accelerate"
+CONFIGS = {"ddp": ("MULTI_GPU", None), "zero2": ("DEEPSPEED", 2), "zero3": ("DEEPSPEED", 3), "fsdp2": ("FSDP", 2)}
+
+TINY = """\
+base: {base}
+rewards: [{{name: format}}]   # quickstart-style GRPO on mini-world questions, no judge to load
+runs: [A1]
+self_filter: {{enabled: false}}
+train_data: {{name: miniworld, split: train, limit: 4, seed: 0}}
+grpo: {{num_generations: 2, per_device_train_batch_size: 2, gradient_accumulation_steps: 1, max_steps: 1,
+       max_completion_length: 8, save_steps: 10}}
+lora: {{r: 4, alpha: 8, target_modules: [q_proj, v_proj]}}
+"""
+
+
+def _tiny(tmp_path: Path) -> Path:
+    p = tmp_path / "tiny.yaml"
+    p.write_text(TINY.format(base=ROOT / "params" / "01_corver_smoke.yaml"), encoding="utf-8")
+    return p
+
+
+def _command(out: str) -> list[str]:
+    line = next(ln for ln in out.splitlines() if ln.startswith("$ "))
+    return shlex.split(line[2:])
+
+
+def _after(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+# ---------------------------------------------------------------- the configs
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_config_has_the_keys_and_loads_through_accelerate(name):
+    from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
+
+    path = ACC / f"{name}.yaml"
+    raw = yaml.safe_load(path.read_text())
+    dtype, level = CONFIGS[name]
+    assert raw["distributed_type"] == dtype and raw["num_processes"] >= 1 and raw["mixed_precision"] == "bf16"
+    assert raw["compute_environment"] == "LOCAL_MACHINE" and raw["num_machines"] == 1
+    if dtype == "DEEPSPEED":
+        assert raw["deepspeed_config"]["zero_stage"] == level
+        # the trainer owns these: a value here that disagrees with the params would be an error
+        assert not {"gradient_accumulation_steps", "gradient_clipping"} & set(raw["deepspeed_config"])
+    if dtype == "FSDP":
+        assert raw["fsdp_config"]["fsdp_version"] == level
+        assert raw["fsdp_config"]["fsdp_state_dict_type"] == "FULL_STATE_DICT"  # save_model writes a checkpoint
+    acc = load_config_from_file(str(path))  # accelerate's own reader: unknown keys, bad enum values raise
+    assert isinstance(acc, ClusterConfig) and acc.distributed_type.value == dtype
+    summary = launch.check_accelerate_config(path)  # nested keys checked against accelerate launch's options
+    assert summary["distributed_type"] == dtype and summary["mixed_precision"] == "bf16"
+    assert summary.get("zero_stage", summary.get("fsdp_version")) == level
+
+
+BROKEN = [
+    ("zero3", "deepspeed_config", {"zero_stage": 4}, "deepspeed_config.zero_stage must be 0, 1, 2 or 3"),
+    ("zero3", "deepspeed_config", {"zero_stag": 3}, "deepspeed_config.zero_stag is not an accelerate DeepSpeed"),
+    ("fsdp2", "fsdp_config", {"fsdp_version": 3}, "fsdp_config.fsdp_version must be 1 or 2"),
+    ("fsdp2", "fsdp_config", {"fsdp_reshard_after_forwrd": True}, "fsdp_config.fsdp_reshard_after_forwrd is not"),
+    ("ddp", None, {"num_proceses": 2}, "accelerate cannot read it"),
+    ("ddp", None, {"distributed_type": "NO"}, "distributed_type 'NO'"),
+    ("ddp", None, {"num_processes": 0}, "num_processes must be a whole number >= 1"),
+    ("ddp", None, {"mixed_precision": "fp32"}, "mixed_precision must be no, bf16 or fp16"),
+]
+
+
+@pytest.mark.parametrize("name, block, change, words", BROKEN)
+def test_a_broken_config_is_refused_naming_the_key(tmp_path, name, block, change, words):
+    raw = yaml.safe_load((ACC / f"{name}.yaml").read_text())
+    (raw[block] if block else raw).update(change)
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(launch.LaunchError) as e:
+        launch.check_accelerate_config(path)
+    assert words in str(e.value) and str(path) in str(e.value)
+
+
+# ---------------------------------------------------------------- factlab train: the command it runs
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_dry_run_prints_the_accelerate_command(tmp_path, capsys, name):
+    run_dir = tmp_path / "run"
+    assert main(["train", "01_corver", "--smoke", "--accelerate-config", name, "--num-processes", "4",
+                 "--run-dir", str(run_dir), "--dry-run"]) == 0
+    cmd = _command(capsys.readouterr().out)
+    assert cmd[:cmd.index("--config_file")] == launch._accelerate_launch()  # accelerate launch of this venv
+    assert Path(_after(cmd, "--config_file")) == ACC / f"{name}.yaml"
+    assert _after(cmd, "--num_processes") == "4"
+    assert _after(cmd, "--mixed_precision") == "no"  # the smoke params: grpo.bf16 false
+    module = cmd.index("-m", 3)
+    assert cmd[module:] == ["-m", "factlab.launch", "--notebook", "01_corver", "--params",
+                            str(run_dir / "config.yaml"), "--run-dir", str(run_dir)]
+    assert not run_dir.exists()  # a dry run writes nothing
+
+
+def test_dry_run_takes_a_path_multinode_flags_and_overrides(tmp_path, capsys):
+    own = tmp_path / "mine.yaml"
+    own.write_text((ACC / "zero3.yaml").read_text())
+    assert main(["train", "01_corver", "--accelerate-config", str(own), "--num-processes", "16",
+                 "--num-machines", "2", "--machine-rank", "1", "--main-process-ip", "10.0.0.1",
+                 "--main-process-port", "29501", "--run-dir", str(tmp_path / "r"), "--dry-run",
+                 "--set", "grpo.use_vllm=true", "--set", "grpo.vllm_mode=server",
+                 "--set", "grpo.vllm_server_host=10.0.0.9"]) == 0
+    out = capsys.readouterr().out
+    cmd = _command(out)
+    assert _after(cmd, "--config_file") == str(own.resolve())
+    assert [_after(cmd, f) for f in ("--num_processes", "--num_machines", "--machine_rank", "--main_process_ip",
+                                      "--main_process_port", "--mixed_precision")] == \
+        ["16", "2", "1", "10.0.0.1", "29501", "bf16"]  # the full params train in bf16
+    assert "zero_stage 3" in out and "2 machine(s)" in out
+
+
+def test_prepare_only_runs_the_entry_point_without_accelerate(tmp_path, capsys):
+    assert main(["train", "04_k2v", "--smoke", "--run-dir", str(tmp_path / "r"), "--prepare-only", "--dry-run"]) == 0
+    cmd = _command(capsys.readouterr().out)
+    assert cmd[1:3] == ["-m", "factlab.launch"] and cmd[-1] == "--prepare-only" and "--config_file" not in cmd
+
+
+def test_unknown_config_name_exits_2_naming_the_known_ones(capsys):
+    assert main(["train", "01_corver", "--smoke", "--accelerate-config", "zero4", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown accelerate config 'zero4'; known: ddp, fsdp2, zero2, zero3" in err
+    assert main(["train", "01_corver", "--smoke", "--accelerate-config", "nowhere/zero3.yaml", "--dry-run"]) == 2
+    assert "nowhere/zero3.yaml: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("notebook, words", [("00_quickstart", "has no training stage"),
+                                             ("03_seva", "run it as one process: factlab run 03_seva"),
+                                             ("05_klcf", "truthfulness reward model"),
+                                             ("06_compare", "trains and evaluates each compared run")])
+def test_a_notebook_without_a_launchable_training_stage_is_named(capsys, notebook, words):
+    assert main(["train", notebook, "--smoke", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"{notebook} cannot be launched with accelerate" in err and words in err
+    assert "Launchable: 01_corver, 02_binary_rar, 04_k2v" in err
+
+
+def test_params_are_validated_before_anything_launches(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"base: {ROOT / 'params' / '01_corver_smoke.yaml'}\ngrpo: {{num_generations: 3}}\n")
+    assert main(["train", "01_corver", "--params", str(bad), "--run-dir", str(tmp_path / "r")]) == 2
+    assert "'grpo.per_device_train_batch_size': " in capsys.readouterr().err
+    assert main(["train", "01_corver", "--smoke", "--set", "grpo.use_vllm=true", "--set", "grpo.vllm_mode=server",
+                 "--dry-run"]) == 2
+    assert "'grpo.vllm_server_host': vllm_mode: server needs" in capsys.readouterr().err
+    assert main(["train", "01_corver", "--smoke", "--set", "grpo=", "--dry-run"]) == 2  # null is not a section
+    assert "'grpo'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_slurm_template_runs_vllm_serve_and_a_valid_factlab_train_per_node(tmp_path, capsys):
+    """params/accelerate/slurm_grpo.sbatch under stub srun / scontrol / factlab / trl: the first
+    node serves the policy with `trl vllm-serve`, the prepare step runs once, and the trainer
+    line (one per node) is a `factlab train` the real parser accepts."""
+    import os
+    import subprocess
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.txt"
+    bin_dir.mkdir()
+    stubs = {
+        "scontrol": 'echo gpu-a; echo gpu-b; echo gpu-c',
+        "srun": 'while [[ "$1" == --* ]]; do shift; done; SLURM_PROCID=1 exec "$@"',
+        "factlab": f'echo "factlab $*" >> {log}; '
+                   '[ "$1" = check ] && echo "ok: p is a valid RARConfig for nb (model Qwen/Qwen3-8B; rewards: x)"; true',
+        "trl": f'echo "trl $*" >> {log}',
+    }
+    for name, body in stubs.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu-[a-c]",
+           "SLURM_JOB_ID": "42", "RUN_DIR": str(tmp_path / "run")}
+    script = ACC / "slurm_grpo.sbatch"
+    done = subprocess.run(["bash", str(script), "02_binary_rar", "params/02_binary_rar.yaml"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    calls = [shlex.split(c) for c in log.read_text().splitlines()]
+    serve = next(c for c in calls if c[:2] == ["trl", "vllm-serve"])
+    assert _after(serve, "--model") == "Qwen/Qwen3-8B" and _after(serve, "--tensor_parallel_size") == "8"
+    trains = [c[1:] for c in calls if c[:2] == ["factlab", "train"]]
+    assert len(trains) == 2 and trains[0][-1] == "--prepare-only"
+    node = trains[1]
+    assert _after(node, "--machine-rank") == "1" and _after(node, "--main-process-ip") == "gpu-b"
+    assert _after(node, "--num-processes") == "16" and _after(node, "--num-machines") == "2"
+    assert "grpo.vllm_server_host=gpu-a" in node and "grpo.vllm_mode=server" in node
+    assert main([*node, "--dry-run"]) == 0  # the real factlab train accepts that exact line
+    cmd = _command(capsys.readouterr().out)
+    assert Path(_after(cmd, "--config_file")) == ACC / "zero3.yaml" and _after(cmd, "--machine_rank") == "1"
+
+
+# ---------------------------------------------------------------- vLLM: first-class GRPO fields
+
+
+def _grpo(**kw) -> GRPOSection:
+    base = dict(optim="adamw_torch", bf16=False, gradient_checkpointing=False, num_generations=2,
+                per_device_train_batch_size=2, gradient_accumulation_steps=1)
+    return GRPOSection(**{**base, **kw})
+
+
+def test_vllm_server_fields_reach_trl(tmp_path):
+    args = grpo_args(_grpo(use_vllm=True, vllm_mode="server", vllm_server_host="10.0.0.5", vllm_server_port=8001,
+                           vllm_server_timeout=30.0), tmp_path)
+    assert (args.use_vllm, args.vllm_mode, args.vllm_server_host, args.vllm_server_port, args.vllm_server_timeout) == \
+        (True, "server", "10.0.0.5", 8001, 30.0)
+    assert args.vllm_server_base_url is None
+    args = grpo_args(_grpo(use_vllm=True, vllm_mode="server", vllm_server_base_url="http://gen-node:8000"), tmp_path)
+    assert args.vllm_server_base_url == "http://gen-node:8000"
+    args = grpo_args(_grpo(use_vllm=True, vllm_gpu_memory_utilization=0.25), tmp_path)  # colocate
+    assert args.vllm_mode == "colocate" and args.vllm_gpu_memory_utilization == 0.25
+    assert args.vllm_server_host == "0.0.0.0"  # unset: TRL's own default, never None
+
+
+@pytest.mark.parametrize("kw, key, words", [
+    ({"use_vllm": True, "vllm_mode": "server"}, "vllm_server_host", "vllm_mode: server needs"),
+    ({"vllm_server_base_url": "gen-node:8000"}, "vllm_server_base_url", "must be an http:// or https:// URL"),
+    ({"vllm_server_base_url": "http://a:8000", "vllm_server_host": "a"}, "vllm_server_base_url", "not both"),
+    ({"vllm_server_port": 70000}, "vllm_server_port", "less than or equal to 65535"),
+])
+def test_vllm_rules_name_the_key(kw, key, words):
+    from factlab.config import ConfigError, validate
+    from factlab.train.corver import CorVerConfig
+
+    with pytest.raises(ConfigError) as e:
+        validate({"grpo": {**_grpo().model_dump(exclude={"preset", "dynamic_sampling"}), **kw}}, CorVerConfig)
+    assert f"'grpo.{key}': " in str(e.value) and words in str(e.value)
+    # server mode with vLLM off is no error: the rule is about where a used server is
+    _grpo(use_vllm=False, vllm_mode="server")
+
+
+def test_use_vllm_is_checked_when_a_run_starts_not_at_load(tmp_path, capsys, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    params = tmp_path / "vllm.yaml"
+    params.write_text(f"base: {ROOT / 'params' / '01_corver_smoke.yaml'}\n"
+                      "grpo: {use_vllm: true, vllm_mode: server, vllm_server_host: 10.0.0.5}\n")
+    assert main(["check", "01_corver", "--params", str(params)]) == 0  # loads on a machine without vLLM
+    capsys.readouterr()
+    run_dir = tmp_path / "r"
+    assert main(["train", "01_corver", "--params", str(params), "--run-dir", str(run_dir)]) == 2
+    assert "grpo.use_vllm is true and vllm is not installed here" in capsys.readouterr().err
+    assert not run_dir.exists()  # refused before the run folder or any process
+    assert launch.main(["--notebook", "01_corver", "--params", str(params), "--run-dir", str(run_dir)]) == 2
+
+
+def test_deepspeed_and_fsdp_need_cuda_at_launch(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(launch.torch.cuda, "is_available", lambda: False)
+    for name in ("zero3", "fsdp2"):
+        assert main(["train", "01_corver", "--smoke", "--accelerate-config", name, "--run-dir", str(tmp_path)]) == 2
+        assert "needs CUDA GPUs" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- real training
+
+
+@pytest.mark.parametrize("notebook", ["02_binary_rar", "04_k2v"])
+def test_prepare_builds_the_notebooks_training_input(tmp_path, notebook):
+    """--prepare-only: the same library calls as the notebook's stages before training (RAR's
+    pre-cached prompts, K2V's graph and synthesized questions cached in the run folder)."""
+    from factlab.config import load_config
+    from factlab.rewards import Resources
+    from factlab.runner import config_for_notebook
+
+    params, run_dir = ROOT / "params" / f"{notebook}_smoke.yaml", tmp_path / "run"
+    assert launch.main(["--notebook", notebook, "--params", str(params), "--run-dir", str(run_dir),
+                        "--prepare-only"]) == 0
+    assert not (run_dir / "launch.json").exists() and not (run_dir / "train").exists()  # nothing trained
+    cfg = load_config(params, config_for_notebook(notebook))
+    items = launch.TRAINING_STAGES[notebook].prepare(cfg, Resources(cfg), run_dir)
+    if notebook == "04_k2v":  # the notebook's cell: synthesize (cached here), then the seeded split
+        assert (run_dir / "kg.graphml").exists() and (run_dir / "questions.jsonl").exists()
+        synthesized = (run_dir / "questions.jsonl").read_text().splitlines()
+        assert 0 < len(items) < len(synthesized) and {q.id for q in items} <= {json.loads(s)["id"] for s in synthesized}
+    else:
+        from factlab.train import rar
+
+        train, _, _ = rar.prepare_prompts(cfg, Resources(cfg))
+        assert [p.id for p in items] == [p.id for p in train] and items
+
+
+def test_entry_point_trains_one_step_in_process(tmp_path):
+    """What every launched process runs, here as the only process: the notebook's training
+    stage into run_dir/train/<run>, launch.json beside it; a second call finds it finished."""
+    import torch
+
+    params, run_dir = _tiny(tmp_path), tmp_path / "run"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as torchrun gives each launched process; on a shared 2-core box 8x faster
+    try:
+        assert launch.main(["--notebook", "01_corver", "--params", str(params), "--run-dir", str(run_dir)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    info = json.loads((run_dir / "launch.json").read_text())
+    assert info["num_processes"] == 1 and info["training_items"] == 4
+    a1 = info["runs"]["A1"]
+    assert a1["steps"] == 1 and not a1["resumed"] and Path(a1["output_dir"]) == run_dir / "train" / "A1"
+    assert (run_dir / "train" / "A1" / "model" / "adapter_config.json").exists()
+    done = json.loads((run_dir / "train" / "A1" / "train_result.json").read_text())
+    assert done["steps"] == 1 and done["metrics"]["rewards"] == "R = 1 format"
+    # the notebook (factlab run 01_corver --resume RUN) calls the same function on the same folder
+    assert launch.main(["--notebook", "01_corver", "--params", str(params), "--run-dir", str(run_dir)]) == 0
+    assert json.loads((run_dir / "launch.json").read_text())["runs"]["A1"]["resumed"] is True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_factlab_train_launches_two_gloo_processes(tmp_path, capsys):
+    """`factlab train` with the ddp config and two processes on CPU: torchrun starts them,
+    the trainer joins them over gloo, each generates its half of the batch, one step."""
+    run_dir = tmp_path / "run"
+    rc = main(["train", "01_corver", "--params", str(_tiny(tmp_path)), "--accelerate-config", "ddp",
+               "--num-processes", "2", "--main-process-port", str(_free_port()), "--run-dir", str(run_dir)])
+    out = capsys.readouterr()
+    assert rc == 0, out.err[-4000:]
+    info = json.loads((run_dir / "launch.json").read_text())
+    assert (info["num_processes"], info["distributed_type"], info["backend"]) == (2, "MULTI_CPU", "gloo")
+    assert info["runs"]["A1"]["steps"] == 1
+    done = json.loads((run_dir / "train" / "A1" / "train_result.json").read_text())
+    # one optimizer step saw both processes' completions: 2 per process x 2 processes
+    assert done["steps"] == 1 and done["log_history"][0]["num_tokens"] > 0
+    assert (run_dir / "config.yaml").exists() and (run_dir / "train" / "A1" / "model" / "adapter_config.json").exists()
+    assert "evaluate and report: factlab run 01_corver --resume" in out.out
