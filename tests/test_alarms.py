@@ -157,6 +157,10 @@ def test_check_logs_saves_and_tables(tmp_path, caplog):
     assert {r["alarm"] for r in saved} == set(A.ALARM_NAMES)
     html = T.styled(pd.concat([table, table.assign(note="<script>x</script>")])).to_html()
     assert "<script>x" not in html and "&lt;script&gt;" in html
+    assert ">4</td>" in html and ">4.000</td>" not in html  # the step is a whole number
+    assert table.set_index("alarm").loc["reward_vs_heldout", "status"] == "n/a"  # no held-out series given
+    held = T.check_folders({"r": tmp_path}, CFG, heldout={"r": {0: 0.5, 4: 0.3}}).set_index("alarm")
+    assert held.loc["reward_vs_heldout", "status"] == "FIRED" and held.loc["reward_vs_heldout", "step"] == 4
 
 
 def test_heldout_from_utility_history():

@@ -2,14 +2,19 @@
 rebuilt from run folders (collect / summarize / Pareto) without retraining."""
 
 import json
+import shutil
 
 import matplotlib
 import pytest
 
 from factlab import config
 from factlab.data.types import QAItem
+from factlab.eval.alarms import ALARM_NAMES, AlarmsSection
+from factlab.eval.suites import SuiteResult
 from factlab.rewards import available
+from factlab.train import compare
 from factlab.train.compare import BASE, CompareConfig, collect, compare_rows, plot_pareto, summarize
+from factlab.train.grpo import TrainResult
 
 matplotlib.use("Agg")
 
@@ -64,3 +69,149 @@ def test_collect_summarize_and_pareto_from_run_folders(tmp_path):
         summarize(frame, "mw/f1")
     with pytest.raises(FileNotFoundError, match="no compare.json"):
         collect(tmp_path / "empty")
+
+
+def test_full_params_compare_seva_claims_and_long_form():
+    full = config.load_config("params/06_compare.yaml", CompareConfig)
+    assert any(s.name == "seva_claims" for r in full.runs for s in r.rewards)
+    assert full.longform is not None and full.longform.recall_k == 10
+
+
+# ---------------------------------------------------------------- train_and_evaluate with fakes
+
+class Calls:
+    def __init__(self):
+        self.train, self.evaluated = [], []
+
+
+def _fakes(monkeypatch, calls: Calls, trained_accuracy: float = 0.30):
+    """GRPO and the evaluation replaced: training writes a finished TrainResult whose reward
+    rises; the base scores 0.5 and every trained run ``trained_accuracy``."""
+    def fake_run(cfg, rows, rewards, out_dir, *, name=None, grpo=None, **_):
+        calls.train.append((name, grpo.seed))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        log = [{"step": s, "loss": 0.1, "reward": 0.2 * s, "frac_reward_zero_std": 0.0,
+                "completions/mean_length": 20.0, "rewards/format/mean": 0.2 * s} for s in (1, 2, 3, 4)]
+        result = TrainResult(name=name, output_dir=str(out_dir), model_dir=str(out_dir / "model"), is_adapter=True,
+                             base_model="m", log_history=log, steps=4)
+        result.save()
+        return result
+
+    def fake_evaluate(cfg, model_dir, eval_sets, resources=None, lf_prompts=()):
+        calls.evaluated.append(model_dir)
+        return {"mw/accuracy": 0.5 if model_dir is None else trained_accuracy}
+
+    monkeypatch.setattr(compare, "run", fake_run)
+    monkeypatch.setattr(compare, "_evaluate", fake_evaluate)
+
+
+class NoResources:
+    """A second run must not build a judge, a datastore or anything else."""
+
+    _built: dict = {}
+
+    def __getattr__(self, name):
+        raise AssertionError(f"re-run touched resources.{name}")
+
+
+def _snapshot(root):
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def _cfg():
+    return config.load_config("params/06_compare_smoke.yaml", CompareConfig, {
+        "runs": [{"name": "fmt", "rewards": [{"name": "format"}]},
+                 {"name": "fmt 2", "rewards": [{"name": "format", "args": {"positive": 0.5}}]}],
+        "seeds": [0, 1], "longform": None})
+
+
+def test_rerun_rebuilds_from_run_folders_without_training(tmp_path, monkeypatch):
+    cfg, items = _cfg(), [QAItem("q1", "What is the capital of Peru?", ["Lima"])]
+    calls = Calls()
+    _fakes(monkeypatch, calls)
+    first = compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    assert sorted(calls.train) == [("compare-fmt", 0), ("compare-fmt", 1), ("compare-fmt 2", 0), ("compare-fmt 2", 1)]
+    assert len(calls.evaluated) == 5 and calls.evaluated[0] is None  # the base once, then each run
+    assert [(r["run"], r["seed"]) for r in first] == [(BASE, None), ("fmt", 0), ("fmt", 1), ("fmt 2", 0), ("fmt 2", 1)]
+    before = _snapshot(tmp_path)
+
+    again = Calls()
+    _fakes(monkeypatch, again)
+    second = compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    assert again.train == [] and again.evaluated == []  # no training step, no evaluation, no judge
+    assert second == first and _snapshot(tmp_path) == before  # folders unchanged
+    assert len(collect(tmp_path)) == 5
+
+    shutil.rmtree(tmp_path / "fmt_2" / "seed1")  # one run redone; the rest read back
+    third = Calls()
+    _fakes(monkeypatch, third)
+    compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    assert third.train == [("compare-fmt 2", 1)] and len(third.evaluated) == 1
+
+
+def test_alarms_read_the_heldout_metric_before_and_after_training(tmp_path, monkeypatch):
+    cfg, items = _cfg(), [QAItem("q1", "What is the capital of Peru?", ["Lima"])]
+    _fakes(monkeypatch, Calls(), trained_accuracy=0.30)  # the reward rises, accuracy falls 0.5 -> 0.3
+    compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    frame = collect(tmp_path)
+    assert compare.heldout_series(frame, "mw/accuracy")["fmt · seed 1"] == {0: 0.5, 4: 0.3}
+    table = compare.check_alarms(frame, "mw/accuracy", AlarmsSection(window=2))
+    assert set(table["run"]) == {"fmt · seed 0", "fmt · seed 1", "fmt 2 · seed 0", "fmt 2 · seed 1"}
+    assert set(table["alarm"]) == set(ALARM_NAMES)
+    held = table[table["alarm"] == "reward_vs_heldout"]
+    assert (held["status"] == "FIRED").all() and (held["step"] == 4).all()
+    assert held["value"].tolist() == pytest.approx([0.4] * 4)  # relative drop (0.5 - 0.3) / 0.5
+    assert json.loads((tmp_path / "fmt" / "seed0" / "train" / "alarms.json").read_text())[-1]["status"] == "FIRED"
+
+    better = tmp_path / "better"
+    _fakes(monkeypatch, Calls(), trained_accuracy=0.60)
+    compare.train_and_evaluate(cfg, NoResources(), items, {}, better)
+    table = compare.check_alarms(collect(better), "mw/accuracy", AlarmsSection(window=2))
+    assert (table.loc[table["alarm"] == "reward_vs_heldout", "status"] == "ok").all()
+
+
+def test_long_form_evaluation_through_the_claim_verifier(monkeypatch):
+    cfg = config.load_config("params/06_compare_smoke.yaml", CompareConfig, {
+        "longform": {"prompts": {"eval_limit": 3}, "generation": {"max_new_tokens": 40}, "recall_k": 5}})
+    asked = []
+
+    class Res:
+        def precache(self, prompts):
+            return list(prompts)[:2]  # one prompt left with too few documents
+
+        def claim_verifier(self):
+            return "VERIFIER"
+
+    def fake_evaluate(suite, model, tok, data, generation, **kw):
+        asked.append((suite, kw.get("verifier"), kw.get("k"), generation.max_new_tokens, data))
+        if suite == "longform":
+            return SuiteResult(suite, metrics={"longform": {"precision": 0.75, "recall@5": 0.4, "f1@5": 0.52,
+                                                            "factscore": 0.6, "respond_ratio": 1.0, "n_claims": 4.0}})
+        return SuiteResult(suite, metrics={"mw": {"accuracy": 0.5}})
+
+    monkeypatch.setattr(compare, "load_model", lambda *a, **k: (object(), object()))
+    monkeypatch.setattr(compare, "evaluate", fake_evaluate)
+    prompts = compare.longform_prompts(cfg, Res())
+    assert len(prompts) == 2 and all(p.prompt.startswith("Tell me about ") for p in prompts)
+    out = compare._evaluate(cfg, None, {"mw": []}, Res(), prompts)
+    assert [a[0] for a in asked] == ["shortform", "abstention", "longform"]
+    assert asked[-1][1:4] == ("VERIFIER", 5, 40) and asked[-1][4] == prompts
+    assert out["longform/precision"] == 0.75 and out["longform/f1@5"] == 0.52 and out["longform/factscore"] == 0.6
+    assert out["longform/recall@5"] == 0.4 and out["mw/accuracy"] == 0.5
+    off = config.load_config("params/06_compare_smoke.yaml", CompareConfig, {"longform": None})
+    assert compare.longform_prompts(off, Res()) == []
+
+
+def test_reward_curves_over_seeds_with_a_band(tmp_path, monkeypatch):
+    _fakes(monkeypatch, Calls())
+    compare.train_and_evaluate(_cfg(), NoResources(), [QAItem("q1", "Q?", ["A"])], {}, tmp_path)
+    curves = compare.reward_curves(tmp_path)
+    assert len(curves) == 2 * 2 * 4 and set(curves["seed"]) == {0, 1}
+    fig = compare.plot_reward_curves(curves, collect(tmp_path), "mw/accuracy")
+    left, right = fig.axes[:2]
+    assert len(left.collections) >= 2  # one sd band per run (two seeds each)
+    assert {t.get_text() for t in left.get_legend().get_texts()} >= {"fmt", "fmt 2"}
+    assert any(line.get_label() == "base" for line in right.get_lines())
+    with pytest.raises(ValueError, match="no reward curves"):
+        compare.plot_reward_curves(curves.iloc[0:0])

@@ -56,21 +56,28 @@ def check(results: Mapping[str, TrainResult | None], cfg: AlarmsSection,
 
 
 def styled(table: pd.DataFrame):
-    """The alarm table as a pandas Styler, fired rows highlighted (text is escaped)."""
+    """The alarm table as a pandas Styler, fired rows highlighted (text is escaped, the step
+    an integer)."""
     def mark(row):
         colour = "background-color: #f8d7da" if row["status"] == "FIRED" else ""
         return [colour] * len(row)
 
+    def whole(v):
+        return "" if v is None or v != v else f"{int(v)}"
+
     return (table.reset_index(drop=True).style.apply(mark, axis=1).format(escape="html", precision=3, na_rep="")
+            .format(whole, subset=[c for c in ("step",) if c in table.columns])
             .set_caption("Reward-hacking alarms"))
 
 
-def check_folders(folders: Mapping[str, str | Path], cfg: AlarmsSection) -> pd.DataFrame:
+def check_folders(folders: Mapping[str, str | Path], cfg: AlarmsSection,
+                  heldout: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """``check`` on finished runs read back from their folders (``TrainResult.load``), e.g.
-    the comparison's run folders; a folder without a finished run is skipped with a warning."""
+    the comparison's run folders (``heldout`` as in ``check``); a folder without a finished run
+    is skipped with a warning."""
     results = {}
     for name, folder in folders.items():
         results[name] = TrainResult.load(folder)
         if results[name] is None:
             log.warning("%s: no finished training run in %s, no alarms", name, folder)
-    return check(results, cfg)
+    return check(results, cfg, heldout)

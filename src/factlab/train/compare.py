@@ -2,18 +2,31 @@
 
 No paper compares these rewards on one policy, one prompt set and one budget; factlab can,
 because every reward is a registry name (``factlab.rewards``). ``CompareConfig.runs`` names the
-runs (a reward list each; defaults: the quickstart judge + format, CorVer, Binary RAR, K2V and
-KLCF where registered), ``seeds`` repeats each. Every run trains from the same start with the
+runs (a reward list each; defaults: the quickstart judge + format, CorVer, Binary RAR, SEVA-verified
+claims, K2V and KLCF), ``seeds`` repeats each. Every run trains from the same start with the
 same ``grpo`` budget (steps, G, tokens) and is evaluated by the same suites (short-form
-accuracy / NA / hallucination rate, the abstention breakdown). Each run folder gets a
-``compare.json`` (rewards, seed, steps, reward cost per step, evaluation), so ``collect``
-rebuilds the comparison from earlier runs without retraining.
+accuracy / NA / hallucination rate, the abstention breakdown; with a ``longform:`` block also
+long-form Precision / Recall@K / F1@K / FActScore through the claim verifier, 001 §4.1). Each
+run folder gets a ``compare.json`` (rewards, seed, steps, reward cost per step, reward curve,
+evaluation), so ``collect`` rebuilds the comparison from earlier runs without retraining, and
+``train_and_evaluate`` skips (never retrains, never re-evaluates) a run whose ``compare.json``
+exists: delete the file to redo a run.
 
 The prompt set is the mini-world's short-form questions, with every column any registered
 reward reads: ``golds`` (``qa_judge``, ``corver``, ``k2v``), ``prompt_id`` and ``reference``
-(``binary_rar``: a per-prompt pre-cached datastore, 001 §3.2), ``question`` and ``checklist``
-(``k2v``: a question-specific checklist from the item's fact, §3.2). SEVA trains a verifier, not
-a policy, so it has no run here.
+(``binary_rar``, ``veriscore``, ``seva_claims``: a per-prompt pre-cached datastore, 001 §3.2),
+``question`` and ``checklist`` (``k2v``: a question-specific checklist from the item's fact,
+§3.2).
+
+SEVA (002) trains a verifier, not a policy; its verifier enters the comparison as a policy
+reward through ``seva_claims`` (``rewards.seva.SevaClaimsReward``: the answer's claims, each
+given SEVA's K.1-K.2 structured verdict against its retrieved passages, r = Attributable
+share), the issue's "SEVA-verified claims as reward". Its verifier is the run's judge unless
+``args.model`` names a trained one (a merged 03_seva checkpoint).
+
+Alarms: ``check_alarms`` runs the reward-hacking detectors on every run's training log, with
+the held-out metric before (the base model, step 0) and after training (the run's evaluation,
+its last step) as ``reward_vs_heldout``'s series.
 """
 
 from __future__ import annotations
@@ -27,23 +40,28 @@ from typing import Any, Sequence
 import pandas as pd
 from pydantic import Field, field_validator
 
-from ..config import Section
+from ..config import GenerationConfig, Section
 from ..data import TrainDataConfig
-from ..data.longform import LongformPrompt
+from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import QAItem
 from ..eval.suites import evaluate
 from ..experiment import TrainingConfig
 from ..models import load_model, release_memory
 from ..prompts import CORVER_TRAIN_SYSTEM
+from ..eval.alarms import AlarmsSection
 from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
+from .alarms import check_folders
 from .grpo import TrainResult, run
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CompareRun", "CompareConfig", "compare_rows", "train_and_evaluate", "collect", "summarize",
-           "plot_pareto", "BASE"]
+__all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_rows", "longform_prompts",
+           "train_and_evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
+           "plot_pareto", "plot_reward_curves", "BASE", "DATASTORE_REWARDS"]
 
 BASE = "base"  # the untrained start, evaluated once
+# rewards that read a per-prompt pre-cached datastore (001 §3.2): the rows are pre-cached for them
+DATASTORE_REWARDS = ("binary_rar", "rating_rar", "veriscore", "factscore", "seva_claims")
 
 
 class CompareRun(Section):
@@ -53,11 +71,23 @@ class CompareRun(Section):
     rewards: list[RewardSpec]
 
 
+class CompareLongformSection(Section):
+    """Long-form evaluation of every run's policy (001 §4.1): responses to held-out long-form
+    prompts (the mini-world's "Tell me about <country>." by default), their claims extracted and
+    verified by the run's claim verifier (``verifier:``, ``datastore:``), scored as Precision,
+    Recall@K, F1@K and FActScore."""
+
+    prompts: LongformPromptsSection = LongformPromptsSection(eval_limit=16)  # the held-out prompts are used
+    generation: GenerationConfig = GenerationConfig(max_new_tokens=512)
+    recall_k: int = Field(10, ge=1)  # K of Recall@K / F1@K
+
+
 def _default_runs() -> list[CompareRun]:
     return [CompareRun(name="qa_judge+format", rewards=[RewardSpec(name="qa_judge"), RewardSpec(name="format")]),
             CompareRun(name="CorVer", rewards=[RewardSpec(name="qa_judge"), RewardSpec(name="format"),
                                                RewardSpec(name="corver")]),
             CompareRun(name="Binary RAR", rewards=[RewardSpec(name="binary_rar")]),
+            CompareRun(name="SEVA claims", rewards=[RewardSpec(name="seva_claims"), RewardSpec(name="format")]),
             CompareRun(name="K2V", rewards=[RewardSpec(name="k2v")]),
             CompareRun(name="KLCF", rewards=[RewardSpec(name="klcf_fact"), RewardSpec(name="length_penalty"),
                                              RewardSpec(name="format", args={"positive": 0.0, "negative": -1.0})])]
@@ -69,6 +99,7 @@ class CompareConfig(TrainingConfig):
     runs: list[CompareRun] = Field(default_factory=_default_runs)
     seeds: list[int] = [0]
     train_data: TrainDataConfig = TrainDataConfig(limit=64)
+    longform: CompareLongformSection | None = None  # null: short-form suites only
     system_prompt: str = CORVER_TRAIN_SYSTEM
 
     @field_validator("runs")
@@ -114,13 +145,35 @@ def _judge_totals(resources: Resources) -> dict[str, float]:
     return {k: float(sum(j.stats.get(k, 0) for j in built)) for k in ("calls", "prompt_tokens", "completion_tokens")}
 
 
-def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets) -> dict[str, Any]:
+LONGFORM_KEYS = ("precision", "micro_precision", "factscore", "respond_ratio", "n_claims")
+
+
+def longform_prompts(cfg: CompareConfig, resources: Resources) -> list[LongformPrompt]:
+    """The held-out long-form prompts of ``cfg.longform`` ([] when it is off), the claim
+    verifier's datastore pre-cached for them (001 §3.2; prompts left with too few documents
+    are dropped, §3.3)."""
+    if cfg.longform is None:
+        return []
+    _, held = load_prompts(cfg.longform.prompts, cfg.world)
+    if not held:
+        raise ValueError("longform: no held-out long-form prompts (set longform.prompts.heldout_path)")
+    return resources.precache(held)
+
+
+def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets, resources: Resources | None = None,
+              lf_prompts: Sequence[LongformPrompt] = ()) -> dict[str, Any]:
     """The same suites and the same prompt for every model, the base included (CorVer's
-    anti-loop line for adapters, 000 §A.3, is left out so the prompt is not a difference)."""
+    anti-loop line for adapters, 000 §A.3, is left out so the prompt is not a difference);
+    with ``lf_prompts``, also the long-form suite (keys ``longform/<metric>``)."""
     model, tok = load_model(cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
                             adapter=model_dir or cfg.model.adapter)
     short = evaluate("shortform", model, tok, eval_sets, cfg.eval_generation, trained=False, progress=False)
     abst = evaluate("abstention", model, tok, eval_sets, cfg.eval_generation, progress=False)
+    lf = None
+    if lf_prompts and cfg.longform is not None and resources is not None:
+        k = cfg.longform.recall_k
+        lf = evaluate("longform", model, tok, list(lf_prompts), cfg.longform.generation,
+                      verifier=resources.claim_verifier(), k=k, progress=False).metrics["longform"]
     del model
     release_memory()
     keep = ("accuracy", "strict_accuracy", "na_rate", "format_rate")
@@ -129,6 +182,8 @@ def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets) -> dict[str,
         out.update({f"{label}/{k}": m[k] for k in keep if k in m})
     for key, m in abst.metrics.items():
         out.update({f"{key}/{k}": m[k] for k in ("hallucination_rate", "abstained", "correct") if k in m})
+    if lf is not None:
+        out.update({f"longform/{m}": lf[m] for m in (*LONGFORM_KEYS, f"recall@{k}", f"f1@{k}") if m in lf})
     return out
 
 
@@ -138,19 +193,27 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
     and write ``compare.json`` into its folder; returns the records."""
     out = Path(out_dir)
     records = []
+    folders = {(spec.name, seed): out / spec.name.replace("/", "_").replace(" ", "_") / f"seed{seed}"
+               for spec in cfg.runs for seed in cfg.seeds}
     base_file = out / BASE / "compare.json"
+    if base_file.exists() and all((f / "compare.json").exists() for f in folders.values()):
+        # every run finished: the comparison is read back, nothing is loaded, trained or judged
+        return [json.loads(base_file.read_text())] + [json.loads((f / "compare.json").read_text())
+                                                      for f in folders.values()]
+    lf_prompts = longform_prompts(cfg, resources)
     if not base_file.exists():
         base_file.parent.mkdir(parents=True, exist_ok=True)
         base_file.write_text(json.dumps({"run": BASE, "seed": None, "rewards": [], "steps": 0,
-                                         "eval": _evaluate(cfg, None, eval_sets)}, indent=1))
+                                         "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)},
+                                        indent=1, default=float))
     records.append(json.loads(base_file.read_text()))
     rows = compare_rows(items, cfg.system_prompt)
-    if any(s.name in ("binary_rar", "rating_rar", "veriscore") for r in cfg.runs for s in r.rewards):
+    if any(s.name in DATASTORE_REWARDS for r in cfg.runs for s in r.rewards):
         kept = {p.id for p in resources.precache(_longform_prompts(items))}
         rows = [r for r in rows if r["prompt_id"] in kept]
     for spec in cfg.runs:
         for seed in cfg.seeds:
-            folder = out / spec.name.replace("/", "_").replace(" ", "_") / f"seed{seed}"
+            folder = folders[(spec.name, seed)]
             done = folder / "compare.json"
             if done.exists():
                 records.append(json.loads(done.read_text()))
@@ -179,7 +242,7 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
                    "mean_length": float(frame["completions/mean_length"].mean())
                    if "completions/mean_length" in frame else float("nan"),
                    "model_dir": result.model_dir,
-                   "eval": _evaluate(cfg, result.model_dir, eval_sets)}
+                   "eval": _evaluate(cfg, result.model_dir, eval_sets, resources, lf_prompts)}
             done.write_text(json.dumps(rec, indent=1, default=float))
             records.append(rec)
     return records
@@ -198,6 +261,17 @@ def collect(out_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def reward_curves(out_dir: str | Path) -> pd.DataFrame:
+    """The training reward of every (run, seed) by step, one row each (``run``, ``seed``,
+    ``step``, ``reward``), read from the ``compare.json`` files under ``out_dir``."""
+    rows = []
+    for f in sorted(Path(out_dir).rglob("compare.json")):
+        rec = json.loads(f.read_text())
+        rows += [{"run": rec["run"], "seed": rec["seed"], "step": i, "reward": r}
+                 for i, r in enumerate(rec.get("reward_curve") or [], start=1)]
+    return pd.DataFrame(rows, columns=["run", "seed", "step", "reward"])
+
+
 def summarize(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per run: mean and spread (std over seeds, 0 for one seed) of ``metric``, its gain over
     the base model, and the mean reward cost per step."""
@@ -211,14 +285,47 @@ def summarize(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     return out
 
 
+def run_label(run: str, seed: Any) -> str:
+    """How a (run, seed) is named in the alarm table (seed 0, not 0.0)."""
+    if isinstance(seed, float) and seed.is_integer():
+        seed = int(seed)
+    return f"{run} · seed {seed}"
+
+
+def heldout_series(frame: pd.DataFrame, metric: str) -> dict[str, dict[int, float]]:
+    """Per trained (run, seed): the held-out ``metric`` at step 0 (the base model every run
+    starts from) and at its last step (its own evaluation), ``reward_vs_heldout``'s input."""
+    if metric not in frame:
+        raise KeyError(f"metric {metric!r} not in the comparison; have: {sorted(c for c in frame if '/' in c)}")
+    base = frame.loc[frame["run"] == BASE, metric].dropna()
+    if base.empty:
+        return {}
+    out = {}
+    for _, r in frame[frame["run"] != BASE].iterrows():
+        value, steps = r[metric], int(r["steps"] or 0)
+        if steps > 0 and value == value:  # not NaN
+            out[run_label(r["run"], r["seed"])] = {0: float(base.iloc[0]), steps: float(value)}
+    return out
+
+
+def check_alarms(frame: pd.DataFrame, metric: str, cfg: AlarmsSection) -> pd.DataFrame:
+    """The reward-hacking alarms of every trained (run, seed) (``train.alarms.check``), read
+    from its training folder, with ``heldout_series(frame, metric)`` as the held-out metric."""
+    trained = frame[frame["run"] != BASE]
+    folders = {run_label(r.run, r.seed): Path(r.folder) / "train" for r in trained.itertuples(index=False)}
+    return check_folders(folders, cfg, heldout_series(frame, metric))
+
+
 def plot_pareto(summary: pd.DataFrame, metric: str, cost: str = "reward_seconds_per_step"):
     """Gain over the base model vs reward cost per step, one point per run with the seed
-    spread as an error bar; the Pareto front (no run both cheaper and better) is joined."""
+    spread as an error bar; the Pareto front (no run both cheaper and better) is joined.
+    Drawn in the current seaborn theme (a report sets ``factlab.report.THEME``)."""
     import matplotlib.pyplot as plt
+    import seaborn as sns
 
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    ax.errorbar(summary[cost], summary["gain"], yerr=summary["spread"], fmt="o", capsize=3)
-    for name, r in summary.iterrows():
+    for (name, r), colour in zip(summary.iterrows(), sns.color_palette(n_colors=max(len(summary), 1))):
+        ax.errorbar(r[cost], r["gain"], yerr=r["spread"], fmt="o", capsize=3, color=colour)
         ax.annotate(str(name), (r[cost], r["gain"]), textcoords="offset points", xytext=(5, 4), fontsize=8)
     front = summary.sort_values(cost)
     best, pts = -float("inf"), []
@@ -232,6 +339,42 @@ def plot_pareto(summary: pd.DataFrame, metric: str, cost: str = "reward_seconds_
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xlabel(cost.replace("_", " "))
     ax.set_ylabel(f"gain in {metric} over base")
-    ax.set_title("Gain vs reward cost", fontsize=10)
+    ax.set_title("Gain vs reward cost (error bars: sd over seeds)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_reward_curves(curves: pd.DataFrame, metric_frame: pd.DataFrame | None = None, metric: str | None = None):
+    """Left: the training reward by step, one line per run, the mean over seeds with a band of
+    one standard deviation (seaborn ``lineplot``, ``errorbar="sd"``; one seed: no band). Right,
+    with ``metric_frame`` (``collect``) and ``metric``: the held-out metric of every seed (dots)
+    and its mean +- sd per run, the base model as a dashed line."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    data = curves[curves["run"] != BASE]
+    if data.empty:
+        raise ValueError("no reward curves (no trained run logged a reward)")
+    panels = 2 if metric_frame is not None and metric else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 3.8), squeeze=False)
+    ax = axes[0][0]
+    seeds = data.groupby("run")["seed"].nunique()
+    sns.lineplot(data=data, x="step", y="reward", hue="run", errorbar="sd", marker="o", ax=ax)
+    ax.set_title(f"Training reward, mean +- sd over {seeds.min()}-{seeds.max()} seed(s)"
+                 if seeds.min() != seeds.max() else f"Training reward, mean +- sd over {seeds.min()} seed(s)",
+                 fontsize=10)
+    ax.legend(fontsize=7)
+    if panels == 2:
+        ax2 = axes[0][1]
+        trained = metric_frame[metric_frame["run"] != BASE]
+        sns.stripplot(data=trained, x="run", y=metric, hue="run", legend=False, alpha=0.6, ax=ax2)
+        sns.pointplot(data=trained, x="run", y=metric, errorbar="sd", color="black", markers="_",
+                      capsize=0.2, linestyle="none", ax=ax2)
+        base = metric_frame.loc[metric_frame["run"] == BASE, metric]
+        if not base.empty:
+            ax2.axhline(float(base.mean()), color="gray", linestyle="--", linewidth=0.8, label="base")
+            ax2.legend(fontsize=7)
+        ax2.set_title(f"{metric} per seed (mean +- sd)", fontsize=10)
+        ax2.tick_params(axis="x", labelsize=7, rotation=20)
     fig.tight_layout()
     return fig
