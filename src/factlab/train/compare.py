@@ -351,6 +351,7 @@ def plot_reward_curves(curves: pd.DataFrame, metric_frame: pd.DataFrame | None =
     and its mean +- sd per run, the base model as a dashed line."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+    from matplotlib.ticker import MaxNLocator
 
     data = curves[curves["run"] != BASE]
     if data.empty:
@@ -360,8 +361,9 @@ def plot_reward_curves(curves: pd.DataFrame, metric_frame: pd.DataFrame | None =
     ax = axes[0][0]
     seeds = data.groupby("run")["seed"].nunique()
     sns.lineplot(data=data, x="step", y="reward", hue="run", errorbar="sd", marker="o", ax=ax)
-    ax.set_title(f"Training reward, mean +- sd over {seeds.min()}-{seeds.max()} seed(s)"
-                 if seeds.min() != seeds.max() else f"Training reward, mean +- sd over {seeds.min()} seed(s)",
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"Training reward, mean ± sd over {seeds.min()}-{seeds.max()} seed(s)"
+                 if seeds.min() != seeds.max() else f"Training reward, mean ± sd over {seeds.min()} seed(s)",
                  fontsize=10)
     ax.legend(fontsize=7)
     if panels == 2:
@@ -374,7 +376,7 @@ def plot_reward_curves(curves: pd.DataFrame, metric_frame: pd.DataFrame | None =
         if not base.empty:
             ax2.axhline(float(base.mean()), color="gray", linestyle="--", linewidth=0.8, label="base")
             ax2.legend(fontsize=7)
-        ax2.set_title(f"{metric} per seed (mean +- sd)", fontsize=10)
+        ax2.set_title(f"{metric} per seed (mean ± sd)", fontsize=10)
         ax2.tick_params(axis="x", labelsize=7, rotation=20)
     fig.tight_layout()
     return fig
