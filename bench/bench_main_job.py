@@ -82,6 +82,8 @@ def main(names: list[str]) -> None:
                               if line.strip() and not line.startswith(("import", "from", "#"))), "")
                 rows.append((nb.stem, i, end - start, sampler.peak(start, end), first.strip()[:60]))
         totals.append((nb.stem, res.ok, cell_s, wall, sampler.peak(t0, time.time())))
+        print(f"[{nb.stem}] ok={res.ok} cells {cell_s:.0f} s, wall {wall:.0f} s, "
+              f"peak {totals[-1][4] / 2**20:.0f} MB", flush=True)  # partial results survive an interrupted run
     sampler.stop()
     print(f"{'notebook':16s} {'cell':>4s} {'seconds':>8s} {'peak MB':>8s}  stage")
     for name, i, sec, peak, first in rows:

@@ -4,6 +4,7 @@ merging the adapter."""
 import shutil
 
 import pytest
+import torch
 
 from factlab import config, models
 from factlab.rewards import RewardSpec, build_rewards
@@ -72,6 +73,16 @@ def test_run_trains_saves_resumes_and_merges(tmp_path):
     full = type(res)(**{**res.__dict__, "model_dir": merged, "is_adapter": False})
     reloaded, _ = full.load_policy(device="cpu")
     assert not any("lora" in n for n, _ in reloaded.named_parameters())
+    # a notebook's `adapter=result.model_dir` on such a folder loads that model, not the base
+    marked, tok = models.load_model(cfg.model.name, device="cpu")
+    with torch.no_grad():
+        marked.model.norm.weight.add_(1.0)
+    marked.save_pretrained(tmp_path / "full")
+    tok.save_pretrained(tmp_path / "full")
+    as_adapter, _ = models.load_model(cfg.model.name, device="cpu", adapter=str(tmp_path / "full"))
+    assert torch.equal(as_adapter.model.norm.weight, marked.model.norm.weight)
+    with pytest.raises(FileNotFoundError, match="neither a PEFT adapter"):
+        models.load_model(cfg.model.name, adapter=str(tmp_path))
     assert merge_adapter(res) == merged  # built once
     with pytest.raises(ValueError, match="no training prompts left"):
         run(cfg, [], rewards, tmp_path / "empty")

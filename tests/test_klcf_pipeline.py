@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 
 import pytest
@@ -527,7 +526,6 @@ def test_small_real_run_on_the_default_model(tmp_path, model_and_tokenizer):
     from factlab.data.types import read_jsonl
 
     model, tok = model_and_tokenizer
-    t0 = time.perf_counter()
     docs = [d for d in read_jsonl(ensure_world()["corpus"])][:12]
     ds = Datastore.from_documents(docs, tok, chunk_tokens=128)
     cfg = K.KLCFPipelineSection(nu=2, max_new_tokens=12, few_shot=2, few_shot_chars=120, batch_size=4,
@@ -547,13 +545,18 @@ def test_small_real_run_on_the_default_model(tmp_path, model_and_tokenizer):
     n_claims = len({c for cs in pipe.claims_by_query().values() for c in cs})
     assert st["verification_judge"]["items"] == n_claims == sum(report["labels"].values())
     assert report["checklist"]["queries"] == 2
-    assert report["truth"]["positives"] == 2 * report["truth"]["negatives"]
-    assert all(st[s]["seconds"] >= 0 for s in st)
+    # the RM's rows come from the judge's labels, sampled 2 : 1 with negatives x 3 (Eq. 4, App. D.1)
+    tr = report["truth"]
+    assert tr["support_claims"] == report["labels"][K.SUPPORT] and tr["refute_claims"] == report["labels"][K.REFUTE]
+    assert tr["negatives"] == min(3 * tr["refute_claims"], tr["support_claims"] // 2)
+    assert tr["positives"] == 2 * tr["negatives"]
+    # the model and the judge really ran: their stages spent backend time; a resumed run spends none
+    assert st["sampling"]["backend_seconds"] > 0 and st["extraction"]["backend_seconds"] > 0
     rerun = K.KLCFPipeline(cfg, tmp_path, sampler=sampler, judge=judge, datastore=ds, examples=examples)
     calls = judge.stats["calls"]
     rerun.run(queries)
     assert judge.stats["calls"] == calls and rerun.report["stages"]["sampling"]["computed"] == 0
-    assert time.perf_counter() - t0 < 40
+    assert all(v["calls"] == 0 and v["backend_seconds"] == 0 for v in rerun.report["stages"].values())
 
 
 def test_from_resources_builds_only_the_parts_the_stages_need(tmp_path):

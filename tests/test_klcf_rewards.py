@@ -477,7 +477,10 @@ def test_checklist_reward_with_the_real_judge_choice():
     assert judge.stats["calls"] == 2  # two items of the first reply, in one call; the empty answer is not asked
     assert out[1] == 0.0 and out[0] is not None and 0.0 <= out[0] <= 1.0
     assert math.isclose(out[0] * 6, round(out[0] * 6), abs_tol=1e-9)  # Eq. 7 on two items: a multiple of 1/6
-    assert set(judge.choose(["Is Paris in France?"], LABELS)) <= set(LABELS)
+    # the choice is the best-scoring label, not a position: the options reversed give the same label
+    asked = ["Is Paris in France?", "Reply: Paris is in Germany. Fact: Paris is in France. Label:"]
+    picked = judge.choose(asked, LABELS)
+    assert picked == judge.choose(asked, tuple(reversed(LABELS))) and all(x in LABELS for x in picked)
     # a prefix is written into the answer before the choice, and keys the cache apart
     from factlab.eval.winrate import WIN_CHOICE_PREFILL
     t0 = judge.stats["prompt_tokens"]

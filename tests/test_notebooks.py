@@ -252,15 +252,24 @@ winrate: {{max_new_tokens: 24}}
         assert lf["n_responses"] + lf["unreadable"] + lf["abstained"] == 2
     wr = m["after"]["win_rate"]
     assert wr["n"] == 2 and wr["n_valid"] + wr["dropped"] == 2
+    # Table 14 analogue: two constructed answers of one query; KLCF searches nothing, FActScore
+    # retrieves per extracted claim and asks the judge per claim
+    eff = m["efficiency"]
+    assert eff["responses"] == 2 and set(eff["scores"]) == {"klcf_fact", "factscore", "veriscore"}
+    rows = eff["rows"]
+    assert rows["KLCF (klcf_fact)"]["searches"] == 0 < rows["FActScore"]["searches"]
+    assert rows["FActScore"]["judge_calls"] > 0 and rows["VeriScore"]["searches"] > 0
+    assert rows["FActScore"]["speed-up vs FActScore"] == 1.0
     for fig in ("labels", "truth_rm", "reward_table", "training_curves"):
         assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
     assert (res.run_dir / "pipeline" / "stage1_samples.jsonl").exists()
 
 
 def test_compare_notebook_end_to_end(tmp_path):
-    """06_compare on a smaller smoke: two reward families (one with an LLM judge) under one
-    budget, the base model evaluated once, costs per step, the comparison rebuilt from the run
-    folders, and a re-run that trains nothing."""
+    """06_compare on a smaller smoke: two reward families (SEVA-verified claims with the LLM
+    judge as verifier) under one budget, the base model evaluated once, costs per step, the
+    alarm rows in metrics.json, the comparison rebuilt from the run folders (a re-run that
+    trains nothing: tests/test_compare.py)."""
     params = tmp_path / "compare_tiny.yaml"
     params.write_text(f"""base: {ROOT / 'params/06_compare_smoke.yaml'}
 train_data: {{limit: 4}}
@@ -269,20 +278,30 @@ eval_generation: {{max_new_tokens: 12}}
 judge: {{cache: false}}
 runs:
   - {{name: qa_judge+format, rewards: [{{name: qa_judge}}, {{name: format}}]}}
-  - {{name: K2V, rewards: [{{name: k2v, args: {{verdict: choice}}}}]}}
+  - {{name: SEVA claims, rewards: [{{name: seva_claims, args: {{claims: sentences, verdict: choice, top_k: 1}}}}]}}
 grpo: {{max_steps: 1, max_completion_length: 12, save_steps: 1}}
+longform: null
 """)
     res = runner.run_notebook("06_compare", params=params, out=tmp_path / "runs", progress=False)
     assert res.ok, res.error
     m = res.metrics["compare"]
     assert m["metric"] == "miniworld/heldout/accuracy"
     runs = {r["run"]: r for r in m["runs"]}
-    assert set(runs) == {"base", "qa_judge+format", "K2V"}
+    assert set(runs) == {"base", "qa_judge+format", "SEVA claims"}
     assert runs["qa_judge+format"]["steps"] == 1 and runs["qa_judge+format"]["judge_calls_per_step"] == 0
-    assert runs["K2V"]["reward_seconds_per_step"] > 0
+    # one SEVA verdict per sentence claim of each of the step's completions, counted as judge calls
+    assert runs["SEVA claims"]["reward_seconds_per_step"] > 0 and runs["SEVA claims"]["judge_calls_per_step"] >= 1
     assert all(0 <= r["miniworld/heldout/accuracy"] <= 1 for r in runs.values())
-    assert {s["run"] for s in m["summary"]} == {"qa_judge+format", "K2V"}
-    assert (res.run_dir / "figures" / "pareto.png").exists()
+    assert {s["run"] for s in m["summary"]} == {"qa_judge+format", "SEVA claims"}
+    for fig in ("pareto", "seeds"):
+        assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
+    from factlab.eval.alarms import ALARM_NAMES
+
+    rows = res.metrics["alarms"]["rows"]
+    assert {r["alarm"] for r in rows} == set(ALARM_NAMES)
+    assert {r["run"] for r in rows} == {"qa_judge+format · seed 0", "SEVA claims · seed 0"}
+    held = [r for r in rows if r["alarm"] == "reward_vs_heldout"]
+    assert held and all("no held-out metric" not in r["note"] for r in held)  # before / after reached it
     from factlab.train.compare import collect
 
     assert len(collect(res.run_dir / "runs")) == 3

@@ -135,11 +135,19 @@ def load_model(name: str | None = None, dtype: str = "float32", device: str = "a
                adapter: str | None = None):
     """Load ``(model, tokenizer)`` by alias, HF id or local path, in eval mode.
 
-    ``adapter``: a PEFT adapter folder applied on top (trained checkpoints).
+    ``adapter``: a PEFT adapter folder applied on top (trained checkpoints). A folder holding
+    a full model instead (what a ``lora: null`` run saves) is loaded in place of ``name``, so a
+    trained checkpoint loads the same way whichever the run's ``lora:``.
     """
     import torch
     from transformers import AutoModelForCausalLM
 
+    if adapter and not (Path(adapter) / "adapter_config.json").exists():
+        if not (Path(adapter) / "config.json").exists():
+            raise FileNotFoundError(f"{adapter}: neither a PEFT adapter (adapter_config.json) nor a saved model "
+                                    f"(config.json)")
+        log.info("%s holds a full model (no adapter_config.json): loading it instead of %s", adapter, name)
+        name, adapter = adapter, None
     path = resolve_model(name)
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)

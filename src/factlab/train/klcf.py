@@ -40,7 +40,7 @@ from datasets import Dataset
 from pydantic import Field, model_validator
 
 from .. import prompts as P
-from ..config import GenerationConfig, ParamError, Section, SFTSection
+from ..config import GenerationConfig, LoraSection, ParamError, Section, SFTSection
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.cost import compare_rewards
@@ -48,7 +48,7 @@ from ..eval.suites import evaluate
 from ..eval.winrate import judge_win_rate
 from ..experiment import TrainingConfig
 from ..judges import make_judge
-from ..models import chat_prompt, generate, load_model, release_memory
+from ..models import chat_prompt, generate, load_model, release_memory, resolve_model
 from ..rewards import Resources, RewardSpec, build_rewards
 from ..rewards.klcf import (TABLE2_WEIGHTS, ChecklistVerifier, KLCFTruthArgs, LengthPenalty, LengthPenaltyArgs,
                             TruthfulnessScorer, checklist_scores, claim_truth, format_reward, length_penalty)
@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
            "classification_metrics", "truth_rm", "constructed_responses", "reward_table", "with_truth_model",
-           "efficiency_table",
+           "efficiency_table", "warm_up", "layer_modules",
            "train_run", "longform_eval", "win_rate"]
 
 TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read the truthfulness RM
@@ -69,15 +69,49 @@ TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read 
 class TruthRMSection(Section):
     """The truthfulness reward model (004 §2.3.1, Appendix D.1, Table 13): SFT of ``model``
     (None: ``model.name``, the paper SFTs its base model) on Prompt 6 rows; Table 8's
-    "Truthfulness Reward Model" row: lr 1e-5, 3 epochs, cosine with 10% warm-up, wd 0.01."""
+    "Truthfulness Reward Model" row: lr 1e-5, 3 epochs, cosine with 10% warm-up, wd 0.01.
+
+    ``ratio`` / ``negative_copies``: Eq. 4's sampling of the RM's training rows (None: the
+    pipeline's, App. D.1's 2 : 1 with negatives x 3). ``lora``: ``policy`` trains with the run's
+    ``lora:`` section, ``none`` every parameter (the paper), or an adapter of its own;
+    ``lora_from_layer`` puts that adapter on decoder layers from this index up only (ours, for
+    CPU: the claim's truth is linearly readable from the frozen mid-layer states, so the upper
+    layers suffice and the backward pass stops halfway)."""
 
     enabled: bool = True
     model: str | None = None
     sft: SFTSection = SFTSection(learning_rate=1.0e-5, num_train_epochs=3.0, warmup_ratio=0.1, max_length=4096,
                                  per_device_train_batch_size=8, gradient_accumulation_steps=8)
+    ratio: float | None = Field(None, gt=0.0)
+    negative_copies: int | None = Field(None, ge=1)
+    lora: LoraSection | Literal["policy", "none"] = "policy"
+    lora_from_layer: int | None = Field(None, ge=0)
     few_shot: int = Field(4, ge=1)  # Table 13's "base few-shot" baseline: examples from the train set
     eval_batch_size: int = Field(16, ge=1)
     use_in_rewards: bool = True  # klcf_truth / klcf_fact without an rm_model read the trained RM
+
+
+def layer_modules(model: str, target_modules: Sequence[str], first: int) -> list[str]:
+    """Full names of the ``target_modules`` projections in decoder layers ``first`` and up of
+    ``model`` (built on the meta device from its config: no weights are read), for a peft
+    target list (an entry matches the module of that exact name)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(resolve_model(model))
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config)
+    found = []
+    for full, _ in skeleton.named_modules():
+        parts = full.split(".")
+        if parts[-1] in target_modules and "layers" in parts[:-1]:
+            index = parts[parts.index("layers") + 1]
+            if index.isdigit() and int(index) >= first:
+                found.append(full)
+    if not found:
+        raise ParamError("truth_rm.lora_from_layer", f"{model} has no {', '.join(target_modules)} in decoder layers "
+                                                     f"{first} and up ({config.num_hidden_layers} layers)")
+    return found
 
 
 class WinRateSection(Section):
@@ -100,15 +134,27 @@ class KLCFConfig(TrainingConfig):
     truth_rm: TruthRMSection = TruthRMSection()
     system_prompt: str = P.KLCF_SYSTEM  # Prompt 5
     constructed_queries: int = Field(4, ge=1)  # held-out queries in the constructed-response table
+    # held-out queries whose two constructed answers the efficiency table scores (§3.7, Table 14:
+    # 50 responses; 0 = no table)
+    efficiency_queries: int = Field(2, ge=0)
     longform_generation: GenerationConfig = GenerationConfig(max_new_tokens=1024)
     longform_recall_k: int = Field(10, ge=1)  # K of Recall@K / F1@K (004 App. C.4 leaves K to the benchmark)
     winrate: WinRateSection = WinRateSection()
 
     @model_validator(mode="after")
+    def _truth_rm_adapter(self) -> "KLCFConfig":
+        rm = self.truth_rm
+        if rm.lora_from_layer is not None and (rm.lora == "none" or (rm.lora == "policy" and self.lora is None)):
+            raise ParamError("truth_rm.lora_from_layer", "restricts an adapter to the upper layers, but the reward "
+                                                         "model trains every parameter (truth_rm.lora / lora: none)")
+        return self
+
+    @model_validator(mode="after")
     def _klcf_rewards_have_checklists(self) -> "KLCFConfig":
-        if self.checklist_fallback == "miniworld" and (self.queries.path or self.queries.heldout_path):
+        if self.checklist_fallback == "miniworld" and self.queries.external:
             raise ParamError("checklist_fallback", "'miniworld' fills checklists from the mini-world's facts; "
-                                                   "it needs the mini-world queries (queries.path unset)")
+                                                   "it needs the mini-world queries (queries.path / hf / "
+                                                   "heldout_path / heldout_hf unset)")
         return self
 
 
@@ -211,14 +257,13 @@ def truth_rm(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
     """Table 13 on this run: (trained reward model folder or None, report with the data counts
     and accuracy / F1 of the base model zero-shot, few-shot and after SFT on the held-out 1 : 1
     set). Resumable: a finished SFT is loaded, not retrained."""
-    p = cfg.pipeline
-    train, heldout, data = synth.miniworld_truth_data(resources.world(), pipeline_claims=pipeline_labels,
-                                                      ratio=p.ratio, negative_copies=p.negative_copies,
-                                                      heldout_size=p.heldout_size, seed=p.data_seed)
+    p, rm = cfg.pipeline, cfg.truth_rm
+    train, heldout, data = synth.miniworld_truth_data(
+        resources.world(), pipeline_claims=pipeline_labels, ratio=rm.ratio or p.ratio,
+        negative_copies=rm.negative_copies or p.negative_copies, heldout_size=p.heldout_size, seed=p.data_seed)
     if not heldout or not train:
         raise ValueError(f"truthfulness data: {len(train)} train and {len(heldout)} held-out rows")
     report: dict[str, Any] = {"data": data}
-    rm = cfg.truth_rm
     name = rm.model or cfg.model.name
     base, tok = load_model(name, dtype=cfg.model.dtype, device=cfg.model.device)
     zero = TruthfulnessScorer(name, model_obj=base, tokenizer=tok, batch_size=rm.eval_batch_size)
@@ -233,14 +278,19 @@ def truth_rm(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
         return None, report
     rows = [{"prompt": P.KLCF_TRUTH_PROMPT.format(claim=r["claim"]),
              "completion": " True" if r["label"] else " False"} for r in train]
+    lora = cfg.lora if rm.lora == "policy" else None if rm.lora == "none" else rm.lora
+    if lora is not None and rm.lora_from_layer is not None:
+        lora = lora.model_copy(update={"target_modules": layer_modules(name, lora.target_modules,
+                                                                       rm.lora_from_layer)})
     t0 = time.perf_counter()
-    result = run_sft(cfg, Dataset.from_list(rows), Path(run_dir) / "truth_rm", model=name, sft=rm.sft,
-                     name="klcf-truth-rm")
+    result = run_sft(cfg.model_copy(update={"lora": lora}), Dataset.from_list(rows), Path(run_dir) / "truth_rm",
+                     model=name, sft=rm.sft, name="klcf-truth-rm")
     folder = merge_adapter(result)
     trained = TruthfulnessScorer(folder, dtype=cfg.model.dtype, device=cfg.model.device, batch_size=rm.eval_batch_size)
     report["SFT"] = _score(trained, heldout)
-    report["sft"] = {"examples": len(rows), "seconds": time.perf_counter() - t0, "resumed": result.resumed,
-                     "model": folder}
+    report["sft"] = {"examples": len(rows), "steps": result.steps, "seconds": time.perf_counter() - t0,
+                     "resumed": result.resumed, "model": folder,
+                     "adapter": "none" if lora is None else f"r={lora.r}, {len(lora.target_modules)} modules"}
     del trained
     release_memory()
     return folder, report
@@ -350,18 +400,38 @@ EFFICIENCY_KINDS = ("complete and true", "one false claim")  # the constructed r
 EFFICIENCY_BASELINES = ("factscore", "veriscore")
 
 
+def warm_up(funcs: Sequence[Any]) -> int:
+    """Load every in-process model the reward functions reach (local judges, the truthfulness
+    RM) before anything is timed; returns how many were loaded. Table 14 times deployed
+    models (App. D.3: served by vLLM), so a lazy first load must not land on whichever reward
+    happens to be measured first (the judge is shared, the RM is KLCF's alone)."""
+    seen: dict[int, Any] = {}
+    for fn in funcs:
+        truth = getattr(fn, "truth", None)
+        parts = [getattr(fn, "judge", None), getattr(getattr(fn, "verifier", None), "judge", None),
+                 getattr(getattr(truth, "extractor", None), "judge", None), getattr(truth, "scorer", None)]
+        for part in parts:
+            if part is not None and callable(getattr(part, "load", None)):
+                seen.setdefault(id(part), part)
+    for part in seen.values():
+        part.load()
+    return len(seen)
+
+
 def efficiency_table(cfg: KLCFConfig, resources: Resources, prompts: Sequence[LongformPrompt],
                      checklists: dict[str, list[str]], truth_folder: str | None, max_queries: int | None = None):
     """004 §3.7 / Table 14 (App. D.3) on this run: per response, the seconds, judge calls,
     searches and input / output tokens of the run's ``klcf_fact`` (as configured, truthfulness RM
     = ``truth_folder``) and of the FActScore-style and VeriScore rewards, all on the same
     ``EFFICIENCY_KINDS`` responses of up to ``max_queries`` held-out queries (default
-    ``constructed_queries``). Judges skip the answer cache so every call counts; "serial" is
-    the run's judge as configured (its own batching). Returns (costs table with speed-up
-    columns like Table 14's, scores per reward)."""
+    ``constructed_queries``). Judges skip the answer cache so every call counts, and every
+    in-process model is loaded before the clock starts (``warm_up``); "serial" is the run's
+    judge as configured (its own batching). Returns (costs table with speed-up columns like
+    Table 14's, scores per reward)."""
     fact = next((s for s in with_truth_model(cfg.rewards, truth_folder) if s.name == "klcf_fact"), None)
     specs = [fact or RewardSpec(name="klcf_fact")] + [RewardSpec(name=n) for n in EFFICIENCY_BASELINES]
     built = build_rewards(specs, resources.uncached_judges())
+    warm_up(built.funcs)
     false = _false_facts(resources)
     chosen = [p for p in prompts if checklists.get(p.id)][:max_queries or cfg.constructed_queries]
     if not chosen:
