@@ -280,8 +280,9 @@ def plot_grouped_bars(rows: Sequence[Mapping], x: str, hue: str, y: str, title: 
     xs = list(dict.fromkeys(frame[x]))
     fig, ax = plt.subplots(figsize=(2.0 + 1.6 * len(xs), 3.6))
     sns.barplot(frame, x=x, y=y, hue=hue, order=xs, errorbar=None, ax=ax)
+    counts = all(float(v).is_integer() for v in frame[y])  # counts read 3, not 3.00
     for bars in ax.containers:
-        ax.bar_label(bars, fmt="%.2f", fontsize=6)
+        ax.bar_label(bars, fmt="%d" if counts else "%.2f", fontsize=6)
     ax.set_xticks(range(len(xs)), wrap_labels(xs, 14), fontsize=8)
     ax.set_xlabel("")
     ax.set_ylabel(ylabel or y)
