@@ -68,13 +68,17 @@ def test_reader_notebook_drops_stderr_and_folds_long_prints():
     cell = new_code_cell("print(cfg)")
     cell.outputs = [new_output("stream", name="stderr", text="Loading weights: 100%|####|\n"),
                     new_output("stream", name="stdout", text="".join(f"line {i}\n" for i in range(40))),
-                    new_output("stream", name="stdout", text="short\n")]
+                    new_output("stream", name="stdout", text="short\n"),
+                    # transformers' NotebookProgressCallback: a live bar and its loss table
+                    new_output("display_data", data={"text/html": "<div><progress value='2' max='2'></progress>"
+                                                                  " [2/2 00:05]</div><table><tr><td>1</td></tr></table>",
+                                                     "text/plain": "<IPython.core.display.HTML object>"})]
     nb.cells = [cell]
     out = runner.reader_notebook(nb).cells[0].outputs
-    assert len(out) == 2 and "Loading weights" not in json.dumps(out)
+    assert len(out) == 2 and "Loading weights" not in json.dumps(out) and "<progress" not in json.dumps(out)
     assert "<details><summary>printed output (40 lines)" in out[0]["data"]["text/html"]
     assert out[1]["text"] == "short\n"
-    assert len(nb.cells[0].outputs) == 3  # the executed notebook itself is untouched
+    assert len(nb.cells[0].outputs) == 4  # the executed notebook itself is untouched
 
 
 def test_write_index_escapes_lists_newest_first_with_headlines(tmp_path):

@@ -200,6 +200,14 @@ def _fold_long_stream(out):
         "text/plain": text})
 
 
+def _is_progress_widget(output) -> bool:
+    """transformers' notebook progress display (``NotebookProgressCallback``: an HTML
+    ``<progress>`` bar with its running loss table), which a run's own tables already show."""
+    html_out = (output.get("data") or {}).get("text/html", "")
+    html_out = "".join(html_out) if isinstance(html_out, list) else str(html_out)
+    return output.get("output_type") in ("display_data", "update_display_data") and "<progress" in html_out
+
+
 def reader_notebook(nb, with_code: bool = False):
     """A copy of an executed notebook as its report shows it: stderr streams (progress bars,
     warnings) dropped, active HTML made inert, and, unless ``with_code``, no code (the
@@ -208,7 +216,8 @@ def reader_notebook(nb, with_code: bool = False):
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = [_fold_long_stream(o) for o in cell.get("outputs", [])
-                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+                            and not _is_progress_widget(o)]
     n = inert_outputs(nb)
     if n:
         log.warning("report: %d output(s) carried active HTML (script, event handler, javascript: link); "
