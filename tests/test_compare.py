@@ -65,6 +65,11 @@ def test_collect_summarize_and_pareto_from_run_folders(tmp_path):
     front = [line for line in ax.get_lines() if line.get_label() == "Pareto front"]
     assert len(front) == 1 and list(front[0].get_xdata()) == [0.1, 2.0]  # 'dominated' is off the front
     assert {t.get_text() for t in ax.texts} == {"cheap", "costly", "dominated"}
+    # runs at the same cost and gain (nothing learned, no judge) get stacked, readable labels
+    same = s.copy()
+    same[["gain", "reward_seconds_per_step"]] = 0.0
+    offsets = sorted(t.xyann[1] for t in plot_pareto(same, "mw/accuracy").axes[0].texts)
+    assert len(set(offsets)) == 3
     with pytest.raises(KeyError, match="metric 'mw/f1' not in the comparison"):
         summarize(frame, "mw/f1")
     with pytest.raises(FileNotFoundError, match="no compare.json"):

@@ -324,9 +324,18 @@ def plot_pareto(summary: pd.DataFrame, metric: str, cost: str = "reward_seconds_
     import seaborn as sns
 
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    xs, ys = summary[cost].astype(float), summary["gain"].astype(float)
+    near_x = 0.06 * ((xs.max() - xs.min()) or 1.0)
+    near_y = 0.06 * ((ys.max() - ys.min()) or 1.0)
+    placed: list[tuple[float, float]] = []
     for (name, r), colour in zip(summary.iterrows(), sns.color_palette(n_colors=max(len(summary), 1))):
-        ax.errorbar(r[cost], r["gain"], yerr=r["spread"], fmt="o", capsize=3, color=colour)
-        ax.annotate(str(name), (r[cost], r["gain"]), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        x, y = float(r[cost]), float(r["gain"])
+        ax.errorbar(x, y, yerr=r["spread"], fmt="o", capsize=3, color=colour)
+        # stack the labels of points that (nearly) coincide instead of printing them on each other
+        stacked = sum(abs(x - px) < near_x and abs(y - py) < near_y for px, py in placed)
+        placed.append((x, y))
+        ax.annotate(str(name), (x, y), textcoords="offset points", xytext=(5, 4 + 11 * stacked), fontsize=8,
+                    color=colour)
     front = summary.sort_values(cost)
     best, pts = -float("inf"), []
     for _, r in front.iterrows():
