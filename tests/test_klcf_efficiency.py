@@ -16,7 +16,7 @@ import pytest
 from factlab import config
 from factlab import prompts as P
 from factlab.corpus.retrieval import Chunk, Datastore
-from factlab.eval.cost import compare_rewards
+from factlab.eval.cost import compare_rewards, warm_up
 from factlab.judges import Judge
 from factlab.rewards import Resources, RewardSpec, available, build_rewards
 from factlab.rewards.rar import FACTSCORE_TOP_K, ClaimVerifier, FActScoreReward, VeriScoreReward
@@ -245,6 +245,6 @@ def test_warm_up_loads_each_shared_model_once_before_timing():
                                 truth=SimpleNamespace(extractor=SimpleNamespace(judge=judge), scorer=rm))
     factscore = SimpleNamespace(verifier=SimpleNamespace(judge=judge, datastore=None))
     binary = SimpleNamespace(judge=other)
-    assert klcf.warm_up([klcf_fact, factscore, binary, lambda **_: []]) == 3
+    assert warm_up([klcf_fact, factscore, binary, lambda **_: []]) == 3
     assert (judge.loads, rm.loads, other.loads) == (1, 1, 1)
-    assert klcf.warm_up([SimpleNamespace(judge=SimpleNamespace())]) == 0  # an HTTP judge: nothing to load
+    assert warm_up([SimpleNamespace(judge=SimpleNamespace())]) == 0  # an HTTP judge: nothing to load

@@ -129,6 +129,21 @@ def _judges_of(reward) -> list:
     return _parts_of(reward, "judge")
 
 
+def warm_up(rewards) -> int:
+    """Load every in-process model the reward functions reach (local judges, KLCF's
+    truthfulness RM) before anything is timed; returns how many were loaded. Costs compare
+    deployed models (004 App. D.3: served by vLLM), so a lazy first load must not land on
+    whichever reward happens to be measured first (a judge is often shared)."""
+    parts: dict[int, Any] = {}
+    for fn in rewards:
+        for part in _judges_of(fn) + [getattr(getattr(fn, "truth", None), "scorer", None)]:
+            if part is not None and callable(getattr(part, "load", None)):
+                parts.setdefault(id(part), part)
+    for part in parts.values():
+        part.load()
+    return len(parts)
+
+
 def compare_rewards(rewards: Mapping[str, Callable], responses: Sequence[Mapping[str, Any]]
                     ) -> tuple[dict[str, list[float | None]], dict[str, dict[str, float]]]:
     """Score ``responses`` (dicts with ``prompt``, ``response``, optional ``prompt_id`` and
@@ -140,7 +155,8 @@ def compare_rewards(rewards: Mapping[str, Callable], responses: Sequence[Mapping
     (datastore queries, 004 Table 14's "# Searches"), ``prompt_tokens``,
     ``completion_tokens``, and the ``unreadable`` fraction. Judges are
     read through ``reward.judge`` / ``reward.verifier.judge``; run with uncached judges
-    for honest costs.
+    for honest costs. Every in-process model is loaded before the first reward is timed
+    (``warm_up``).
     """
     n = len(responses)
     if n == 0:
@@ -153,6 +169,7 @@ def compare_rewards(rewards: Mapping[str, Callable], responses: Sequence[Mapping
         if all(r.get(key) for r in responses):
             cols[key] = [r[key] for r in responses]
     scores, costs = {}, {}
+    warm_up(rewards.values())
     for name, fn in rewards.items():
         judges, stores = _judges_of(fn), _parts_of(fn, "datastore")
         before = [dict(j.stats) for j in judges]

@@ -71,10 +71,9 @@ class TrainResult:
 
     def load_policy(self, dtype: str = "float32", device: str = "auto"):
         """The trained policy and its tokenizer: the adapter on its base model (LoRA), or the
-        saved full model (``lora: null``); what notebooks evaluate after training."""
-        if self.is_adapter:
-            return load_model(self.base_model, dtype=dtype, device=device, adapter=self.model_dir)
-        return load_model(self.model_dir, dtype=dtype, device=device)
+        saved full model (``lora: null``; ``load_model`` tells them apart); what notebooks
+        evaluate after training."""
+        return load_model(self.base_model, dtype=dtype, device=device, adapter=self.model_dir)
 
     def save(self) -> None:
         (Path(self.output_dir) / _DONE).write_text(json.dumps(asdict(self), default=float, indent=1))

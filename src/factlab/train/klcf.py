@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
            "classification_metrics", "truth_rm", "constructed_responses", "reward_table", "with_truth_model",
-           "efficiency_table", "warm_up", "layer_modules",
+           "efficiency_table", "layer_modules",
            "train_run", "longform_eval", "win_rate"]
 
 TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read the truthfulness RM
@@ -400,24 +400,6 @@ EFFICIENCY_KINDS = ("complete and true", "one false claim")  # the constructed r
 EFFICIENCY_BASELINES = ("factscore", "veriscore")
 
 
-def warm_up(funcs: Sequence[Any]) -> int:
-    """Load every in-process model the reward functions reach (local judges, the truthfulness
-    RM) before anything is timed; returns how many were loaded. Table 14 times deployed
-    models (App. D.3: served by vLLM), so a lazy first load must not land on whichever reward
-    happens to be measured first (the judge is shared, the RM is KLCF's alone)."""
-    seen: dict[int, Any] = {}
-    for fn in funcs:
-        truth = getattr(fn, "truth", None)
-        parts = [getattr(fn, "judge", None), getattr(getattr(fn, "verifier", None), "judge", None),
-                 getattr(getattr(truth, "extractor", None), "judge", None), getattr(truth, "scorer", None)]
-        for part in parts:
-            if part is not None and callable(getattr(part, "load", None)):
-                seen.setdefault(id(part), part)
-    for part in seen.values():
-        part.load()
-    return len(seen)
-
-
 def efficiency_table(cfg: KLCFConfig, resources: Resources, prompts: Sequence[LongformPrompt],
                      checklists: dict[str, list[str]], truth_folder: str | None, max_queries: int | None = None):
     """004 §3.7 / Table 14 (App. D.3) on this run: per response, the seconds, judge calls,
@@ -425,13 +407,12 @@ def efficiency_table(cfg: KLCFConfig, resources: Resources, prompts: Sequence[Lo
     = ``truth_folder``) and of the FActScore-style and VeriScore rewards, all on the same
     ``EFFICIENCY_KINDS`` responses of up to ``max_queries`` held-out queries (default
     ``constructed_queries``). Judges skip the answer cache so every call counts, and every
-    in-process model is loaded before the clock starts (``warm_up``); "serial" is the run's
+    in-process model is loaded before the clock starts (``eval.cost.warm_up``); "serial" is the run's
     judge as configured (its own batching). Returns (costs table with speed-up columns like
     Table 14's, scores per reward)."""
     fact = next((s for s in with_truth_model(cfg.rewards, truth_folder) if s.name == "klcf_fact"), None)
     specs = [fact or RewardSpec(name="klcf_fact")] + [RewardSpec(name=n) for n in EFFICIENCY_BASELINES]
     built = build_rewards(specs, resources.uncached_judges())
-    warm_up(built.funcs)
     false = _false_facts(resources)
     chosen = [p for p in prompts if checklists.get(p.id)][:max_queries or cfg.constructed_queries]
     if not chosen:

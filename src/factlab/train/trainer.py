@@ -18,6 +18,7 @@ test fails before any training run does.
 
 from __future__ import annotations
 
+import abc
 import random
 import time
 from dataclasses import dataclass
@@ -54,11 +55,12 @@ class ScoredBatch:
     response_returns: torch.Tensor | None = None  # this process's R^r: weighted reward sum (NaN: unscored)
 
 
-class TrainerExtension:
-    """A hook on every scored batch. Subclasses override ``on_scored``."""
+class TrainerExtension(abc.ABC):
+    """A hook on every scored batch. Subclasses implement ``on_scored``."""
 
-    def on_scored(self, trainer: "FactlabGRPOTrainer", batch: ScoredBatch) -> None:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def on_scored(self, trainer: "FactlabGRPOTrainer", batch: ScoredBatch) -> None:
+        """Called once per scored batch; may edit ``batch.output`` in place."""
 
 
 def completion_advantages(advantages: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
