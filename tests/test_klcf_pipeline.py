@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ from factlab import prompts as P
 from factlab.corpus.retrieval import Chunk, Datastore
 from factlab.eval.winrate import judge_win_rate, parse_win_judgment, win_prompts, win_rate
 from factlab.synth import klcf as K
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------- config
 
@@ -606,3 +609,76 @@ def test_truth_rm_classification_metrics_by_hand():
     assert flat["accuracy"] == 0.5 and flat["auc"] == 0.5
     with pytest.raises(ValueError):
         classification_metrics([0.5], [True, False])
+
+
+# ---------------------------------------------------------------- truth_rm.method: readout
+
+
+def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back():
+    import torch
+    from factlab.train.klcf import classification_metrics, fit_answer_readout
+
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(16, generator=g)
+    h = torch.randn(300, 16, generator=g)
+    labels = (h @ u > 0).tolist()
+    zero = torch.zeros(16)
+    w_t, w_f = fit_answer_readout(h[:200], labels[:200], zero, zero, l2=1e-4)
+    p_true = torch.sigmoid(h[200:] @ (w_t - w_f)).tolist()  # what TruthfulnessScorer reads from the two rows
+    assert classification_metrics(p_true, labels[200:])["accuracy"] > 0.9
+    flipped = fit_answer_readout(h[:200], [not y for y in labels[:200]], zero, zero, l2=1e-4)
+    assert classification_metrics(torch.sigmoid(h[200:] @ (flipped[0] - flipped[1])).tolist(),
+                                  labels[200:])["accuracy"] < 0.1
+    held = fit_answer_readout(h[:200], labels[:200], zero, zero, l2=1e6)  # pulled onto the base rows
+    assert float((held[0] - held[1]).abs().max()) < 1e-3
+    with pytest.raises(ValueError, match="states for"):
+        fit_answer_readout(h[:3], labels[:2], zero, zero)
+
+
+def test_readout_model_is_read_by_the_scorer_through_its_new_rows(model_and_tokenizer, tmp_path):
+    import torch
+    from factlab.rewards.klcf import TruthfulnessScorer
+    from factlab.train.klcf import save_readout_model
+
+    model, tok = model_and_tokenizer
+    base = TruthfulnessScorer(model_obj=model, tokenizer=tok, batch_size=2)
+    claims = ["The capital of Kenya is Nairobi.", "The capital of Kenya is Lima.", "Chad borders Niger."]
+    states = base.answer_states(claims)
+    t_id, f_id = base.answer_ids()
+    head = model.get_output_embeddings().weight.detach()
+    # the states times the two rows are the logits pair_probabilities normalises
+    expect = torch.softmax((states @ head[[t_id, f_id]].T).double(), -1)[:, 0].tolist()
+    assert base.probabilities(claims) == pytest.approx(expect, abs=1e-4)
+    w_t, w_f = head[t_id] + 0.3 * states[0], head[f_id] - 0.3 * states[1]
+    folder = save_readout_model(model, tok, (t_id, f_id), (w_t, w_f), tmp_path / "rm")
+    assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    assert torch.equal(model.get_output_embeddings().weight[t_id], head[t_id])  # the shared model is untouched
+    trained = TruthfulnessScorer(folder, device="cpu")
+    want = torch.sigmoid(states @ (w_t - w_f)).tolist()
+    got = trained.probabilities(claims)
+    assert got == pytest.approx(want, abs=1e-4) and got != pytest.approx(base.probabilities(claims), abs=1e-3)
+    saved = trained.load()[0]
+    assert torch.equal(saved.get_input_embeddings().weight, model.get_input_embeddings().weight)
+    assert torch.equal(saved.get_output_embeddings().weight[100], head[100])
+
+
+def test_readout_rm_resumes_from_its_folder_without_a_model(tmp_path, monkeypatch):
+    from factlab.train import klcf
+
+    cfg = config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig)
+    folder = tmp_path / "readout"
+    folder.mkdir()
+    (folder / "readout.json").write_text(json.dumps({"examples": 7, "steps": 1, "seconds": 1.0}))
+    monkeypatch.setattr(klcf, "load_model", lambda *a, **k: pytest.fail("a finished readout is not refitted"))
+    got = klcf.readout_rm("smollm2-135m-instruct", cfg, [], folder)
+    assert got["resumed"] is True and got["examples"] == 7
+
+
+def test_readout_method_rejects_an_sft_adapter_key_at_load():
+    from factlab.train.klcf import KLCFConfig
+
+    with pytest.raises(config.ConfigError, match="truth_rm.lora_from_layer"):
+        config.validate({"model": {"name": "smollm2-135m-instruct"},
+                         "truth_rm": {"method": "readout", "lora_from_layer": 12}}, KLCFConfig)
+    with pytest.raises(config.ConfigError, match="method"):
+        config.validate({"truth_rm": {"method": "probe"}}, KLCFConfig)

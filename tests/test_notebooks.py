@@ -217,7 +217,7 @@ def test_klcf_notebook_end_to_end(tmp_path):
     params.write_text(f"""base: {ROOT / 'params/05_klcf_smoke.yaml'}
 queries: {{train_limit: 3, eval_limit: 2}}
 pipeline: {{nu: 2, max_new_tokens: 24}}
-truth_rm: {{sft: {{max_steps: 2, save_steps: 2}}}}
+truth_rm: {{readout_examples: 400}}
 constructed_queries: 1
 judge: {{cache: false}}
 grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
@@ -233,12 +233,14 @@ winrate: {{max_new_tokens: 24}}
     assert sum(p["labels"].values()) > 0  # claims were extracted and labelled
     assert sum(p["checklist_sources"].values()) == 5 and p["checklist_sources"]["none"] == 0
     rm = m["truth_rm"]
-    assert rm["data"]["heldout"] == 40 and rm["data"]["heldout_true"] == 20
+    assert rm["data"]["heldout"] == 200 and rm["data"]["heldout_true"] == 100
     for who in ("base zero-shot", "base few-shot", "SFT"):
-        assert rm[who]["n"] == 40 and 0.0 <= rm[who]["accuracy"] <= 1.0
-    # two SFT steps move p(True) (a gain needs the full smoke's steps; README states what it measured)
-    assert abs(rm["SFT"]["mean_p_true|true"] - rm["base zero-shot"]["mean_p_true|true"]) > 1e-3
-    assert rm["sft"]["examples"] == rm["data"]["train"] > 0
+        assert rm[who]["n"] == 200 and 0.0 <= rm[who]["accuracy"] <= 1.0
+    # the readout on 400 rows beats the base model on held-out countries (Table 13's direction;
+    # the main job's 1,200 rows measured 0.53 -> 0.79)
+    assert rm["SFT"]["accuracy"] >= rm["base zero-shot"]["accuracy"] + 0.1
+    assert rm["SFT"]["auc"] >= rm["base zero-shot"]["auc"] + 0.1
+    assert rm["sft"]["examples"] == 400 and rm["sft"]["method"].startswith("readout")
     table = {(r["response"], r["reward"]): r["mean"] for r in m["reward_table"]["rows"]}
     assert table[("complete and true", "recall")] > table[("short and true", "recall")]
     assert table[("padded", "length penalty")] < table[("complete and true", "length penalty")] <= 0.0

@@ -484,38 +484,64 @@ class TruthfulnessScorer:
     def prompt(self, claim: str) -> str:
         return self.template.format(claim=claim)
 
-    def pair_probabilities(self, claims: Sequence[str]) -> list[tuple[float, float]]:
-        """(p(True | c), p(False | c)) per claim, each pair summing to 1."""
+    def _forward(self, claims: Sequence[str], *, states: bool = False):
+        """(p(True), p(False)) per distinct claim in first-seen order, the distinct claims, and
+        (``states``) the output layer's input at the answer position, (distinct claims, hidden)."""
         import torch
 
-
-        claims = [str(c) for c in claims]
-        if not claims:
-            return []
+        unique = list(dict.fromkeys(str(c) for c in claims))
         model, tok = self.load()
         t_id, f_id = self.answer_ids()
-        unique = list(dict.fromkeys(claims))
         rows = [tok(self.prompt(c))["input_ids"] for c in unique]
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))  # similar lengths batch together
-        got: dict[int, tuple[float, float]] = {}
+        pairs: list[tuple[float, float]] = [(0.0, 0.0)] * len(unique)
+        hidden: list[Any] = [None] * len(unique)
+        seen: list[Any] = []
+        # the output layer's last call is the rows' own pass (a shared prefix runs before it)
+        hook = (model.get_output_embeddings().register_forward_hook(lambda m, inp, out: seen.append(inp[0][:, -1]))
+                if states else None)
         was_training = model.training
         model.eval()
         t0 = time.perf_counter()
         try:
             for s in range(0, len(order), self.batch_size):
                 idx = order[s:s + self.batch_size]
+                seen.clear()
                 logits = next_token_logits(model, [rows[j] for j in idx], pad)
                 pair = torch.softmax(logits[:, [t_id, f_id]].double(), dim=-1).tolist()
-                for j, (pt, pf) in zip(idx, pair):
-                    got[j] = (pt, pf)
+                for k, j in enumerate(idx):
+                    pairs[j] = (pair[k][0], pair[k][1])
+                    if states:
+                        hidden[j] = seen[-1][k].float().cpu()
         finally:
+            if hook is not None:
+                hook.remove()
             model.train(was_training)
             self.seconds += time.perf_counter() - t0
         self.stats["claims"] += len(claims)
         self.stats["forward_rows"] += len(unique)
-        by_claim = {c: got[j] for j, c in enumerate(unique)}
+        return pairs, unique, (torch.stack(hidden) if states and unique else None)
+
+    def pair_probabilities(self, claims: Sequence[str]) -> list[tuple[float, float]]:
+        """(p(True | c), p(False | c)) per claim, each pair summing to 1."""
+        claims = [str(c) for c in claims]
+        if not claims:
+            return []
+        pairs, unique, _ = self._forward(claims)
+        by_claim = dict(zip(unique, pairs))
         return [by_claim[c] for c in claims]
+
+    def answer_states(self, claims: Sequence[str]):
+        """(claims, hidden) float tensor: the output layer's input at the answer position of
+        each claim's prompt, the vector whose products with the " True" / " False" rows of the
+        output layer are the two logits p(True) reads."""
+        claims = [str(c) for c in claims]
+        if not claims:
+            raise ValueError("answer_states needs at least one claim")
+        _, unique, hidden = self._forward(claims, states=True)
+        where = {c: i for i, c in enumerate(unique)}
+        return hidden[[where[c] for c in claims]]
 
     def probabilities(self, claims: Sequence[str]) -> list[float]:
         """p(True | c) per claim (Eq. 8's summands)."""

@@ -28,6 +28,7 @@ module wires them from a ``KLCFConfig``:
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
@@ -76,7 +77,14 @@ class TruthRMSection(Section):
     ``lora:`` section, ``none`` every parameter (the paper), or an adapter of its own;
     ``lora_from_layer`` puts that adapter on decoder layers from this index up only (ours, for
     CPU: the claim's truth is linearly readable from the frozen mid-layer states, so the upper
-    layers suffice and the backward pass stops halfway)."""
+    layers suffice and the backward pass stops halfway).
+
+    ``method``: ``sft`` is the paper's (TRL SFT with ``sft``); ``readout`` (ours, the CPU
+    default) trains only the " True" and " False" rows of the output layer, with the same
+    Prompt 6 rows and the same cross-entropy over the two answers, fitted to convergence on the
+    frozen model's answer-position states (``readout_examples`` rows at most, an L2 pull of
+    ``readout_l2`` toward the base rows): a 135M model on 2 cores needs an epoch of SFT
+    (~20 min) to move p(True) beyond the label prior, this fit takes under a minute."""
 
     enabled: bool = True
     model: str | None = None
@@ -86,6 +94,9 @@ class TruthRMSection(Section):
     negative_copies: int | None = Field(None, ge=1)
     lora: LoraSection | Literal["policy", "none"] = "policy"
     lora_from_layer: int | None = Field(None, ge=0)
+    method: Literal["sft", "readout"] = "sft"
+    readout_l2: float = Field(1.0e-3, ge=0.0)
+    readout_examples: int | None = Field(None, ge=2)
     few_shot: int = Field(4, ge=1)  # Table 13's "base few-shot" baseline: examples from the train set
     eval_batch_size: int = Field(16, ge=1)
     use_in_rewards: bool = True  # klcf_truth / klcf_fact without an rm_model read the trained RM
@@ -147,6 +158,9 @@ class KLCFConfig(TrainingConfig):
         if rm.lora_from_layer is not None and (rm.lora == "none" or (rm.lora == "policy" and self.lora is None)):
             raise ParamError("truth_rm.lora_from_layer", "restricts an adapter to the upper layers, but the reward "
                                                          "model trains every parameter (truth_rm.lora / lora: none)")
+        if rm.method == "readout" and rm.lora_from_layer is not None:
+            raise ParamError("truth_rm.lora_from_layer", "places an SFT adapter, but truth_rm.method 'readout' trains "
+                                                         "only the output layer's True / False rows")
         return self
 
     @model_validator(mode="after")
@@ -252,6 +266,85 @@ def _score(scorer: TruthfulnessScorer, rows: Sequence[dict[str, Any]]) -> dict[s
     return classification_metrics(probs, [bool(r["label"]) for r in rows])
 
 
+def fit_answer_readout(states, labels: Sequence[bool], w_true, w_false, *, l2: float = 1.0e-3,
+                       max_iter: int = 300):
+    """New " True" / " False" output rows (``method: readout``): minimise the SFT loss of
+    Prompt 6's answer, the cross-entropy of softmax(h.w_True, h.w_False) against each claim's
+    label, over the answer-position states ``states`` (n, hidden), plus ``l2`` times the squared
+    distance to the base rows; full batch, L-BFGS. p(True) = sigmoid(h.(w_True - w_False)), as
+    ``TruthfulnessScorer`` reads it (004 §2.3.1, Eq. 8)."""
+    import torch
+
+    if len(states) != len(labels) or not len(labels):
+        raise ValueError(f"{len(states)} states for {len(labels)} labels")
+    h = torch.as_tensor(states, dtype=torch.float64)
+    y = torch.tensor([0 if bool(v) else 1 for v in labels])  # index 0 = True, 1 = False
+    base = torch.stack([torch.as_tensor(w_true), torch.as_tensor(w_false)]).double()
+    w = base.clone().requires_grad_(True)
+    opt = torch.optim.LBFGS([w], max_iter=max_iter, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(h @ w.T, y) + l2 * (w - base).pow(2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    w = w.detach().float()
+    return w[0], w[1]
+
+
+def save_readout_model(model, tokenizer, ids: tuple[int, int], rows, folder: str | Path) -> str:
+    """Save a copy of ``model`` as a full causal LM whose output rows ``ids`` (True, False) are
+    ``rows``, its output layer untied from the input embeddings so the prompt reads as before;
+    ``model`` itself is left as it was."""
+    import copy
+
+    import torch
+
+    out = copy.deepcopy(model)
+    head = out.get_output_embeddings()
+    weight = head.weight.detach().clone()
+    for i, r in zip(ids, rows):
+        weight[i] = torch.as_tensor(r).to(weight.dtype)
+    head.weight = torch.nn.Parameter(weight, requires_grad=False)
+    out.config.tie_word_embeddings = False
+    out.config.get_text_config().tie_word_embeddings = False
+    out.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    del out
+    return str(folder)
+
+
+def readout_rm(name: str, cfg: KLCFConfig, train: Sequence[dict[str, Any]], folder: Path) -> dict[str, Any]:
+    """``truth_rm.method: readout``: the base model ``name`` with new True / False output rows
+    fitted on ``train`` (``fit_answer_readout``), saved as a full model in ``folder``;
+    resumable (a saved folder is kept). Returns the fit's report."""
+    rm = cfg.truth_rm
+    done = folder / "readout.json"
+    if done.exists():
+        return {**json.loads(done.read_text(encoding="utf-8")), "resumed": True}
+    rows = list(train)
+    if rm.readout_examples is not None and len(rows) > rm.readout_examples:
+        rows = random.Random(cfg.pipeline.data_seed).sample(rows, rm.readout_examples)
+    model, tok = load_model(name, dtype=cfg.model.dtype, device=cfg.model.device)
+    scorer = TruthfulnessScorer(name, model_obj=model, tokenizer=tok, batch_size=rm.eval_batch_size)
+    t0 = time.perf_counter()
+    states = scorer.answer_states([r["claim"] for r in rows])
+    t_id, f_id = scorer.answer_ids()
+    head = model.get_output_embeddings().weight.detach()
+    w_true, w_false = fit_answer_readout(states, [bool(r["label"]) for r in rows], head[t_id].float(),
+                                         head[f_id].float(), l2=rm.readout_l2)
+    seconds = time.perf_counter() - t0
+    save_readout_model(model, tok, (t_id, f_id), (w_true, w_false), folder)
+    report = {"examples": len(rows), "steps": 1, "seconds": seconds, "l2": rm.readout_l2,
+              "row_shift": float((w_true - head[t_id].float()).norm() + (w_false - head[f_id].float()).norm())}
+    done.write_text(json.dumps(report), encoding="utf-8")  # last: a folder without it is refitted
+    del model, scorer
+    release_memory()
+    return {**report, "resumed": False}
+
+
 def truth_rm(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
              pipeline_labels: dict[str, str | None] | None = None) -> tuple[str | None, dict[str, Any]]:
     """Table 13 on this run: (trained reward model folder or None, report with the data counts
@@ -276,6 +369,16 @@ def truth_rm(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
     release_memory()
     if not rm.enabled:
         return None, report
+    if rm.method == "readout":
+        folder = Path(run_dir) / "truth_rm" / "readout"
+        fit = readout_rm(name, cfg, train, folder)
+        trained = TruthfulnessScorer(str(folder), dtype=cfg.model.dtype, device=cfg.model.device,
+                                     batch_size=rm.eval_batch_size)
+        report["SFT"] = _score(trained, heldout)
+        report["sft"] = {**fit, "model": str(folder), "method": "readout (the True / False output rows only)"}
+        del trained
+        release_memory()
+        return str(folder), report
     rows = [{"prompt": P.KLCF_TRUTH_PROMPT.format(claim=r["claim"]),
              "completion": " True" if r["label"] else " False"} for r in train]
     lora = cfg.lora if rm.lora == "policy" else None if rm.lora == "none" else rm.lora
@@ -289,7 +392,7 @@ def truth_rm(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
     trained = TruthfulnessScorer(folder, dtype=cfg.model.dtype, device=cfg.model.device, batch_size=rm.eval_batch_size)
     report["SFT"] = _score(trained, heldout)
     report["sft"] = {"examples": len(rows), "steps": result.steps, "seconds": time.perf_counter() - t0,
-                     "resumed": result.resumed, "model": folder,
+                     "resumed": result.resumed, "model": folder, "method": "sft",
                      "adapter": "none" if lora is None else f"r={lora.r}, {len(lora.target_modules)} modules"}
     del trained
     release_memory()
