@@ -11,8 +11,9 @@ module wires them from a ``KLCFConfig``:
   checklist is empty its article's true mini-world facts instead (counted, labelled
   ``checklist_source``), since a 135M sampler + judge leaves most checklists empty.
 - ``truth_rm``: Table 13 on the CPU default: the truthfulness reward model (Prompt 6) is the
-  policy's base model SFT'd on Eq. 4 data (mini-world true facts and their entity swaps, plus the
-  pipeline's SUPPORT / REFUTE claims), scored by accuracy and F1 of p(True | c) > 0.5 on a
+  policy's base model trained on Eq. 4 data (mini-world true facts and their entity swaps, plus
+  the pipeline's SUPPORT / REFUTE claims): TRL SFT (``method: sft``, the paper's) or its True /
+  False output rows fitted on frozen states (``readout``, ours, the CPU smoke's), scored by accuracy and F1 of p(True | c) > 0.5 on a
   held-out 1 : 1 set against the same base model zero-shot and few-shot.
 - ``reward_table``: the rewards on constructed responses (complete and true, short and true,
   long with one false claim, padded): recall, precision, truth, Eq. 13 under Table 2's weight
