@@ -3,6 +3,7 @@ rebuilt from run folders (collect / summarize / Pareto) without retraining."""
 
 import json
 import shutil
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -220,3 +221,34 @@ def test_reward_curves_over_seeds_with_a_band(tmp_path, monkeypatch):
     assert any(line.get_label() == "base" for line in right.get_lines())
     with pytest.raises(ValueError, match="no reward curves"):
         compare.plot_reward_curves(curves.iloc[0:0])
+
+
+def test_a_run_whose_adapter_stayed_zero_takes_the_base_evaluation(tmp_path, monkeypatch):
+    """Every group with zero reward spread leaves LoRA's B at zero: that policy is the base model,
+    so its evaluation is the base's (marked), and a run that moved B is evaluated itself."""
+    import torch
+    from safetensors.torch import save_file
+
+    cfg, items = _cfg(), [QAItem("q1", "What is the capital of Peru?", ["Lima"])]
+    calls = Calls()
+    _fakes(monkeypatch, calls)
+    fake_run = compare.run
+
+    def run_writing_adapters(cfg, rows, rewards, out_dir, **kw):
+        result = fake_run(cfg, rows, rewards, out_dir, **kw)
+        Path(result.model_dir).mkdir(parents=True)
+        (Path(result.model_dir) / "adapter_config.json").write_text("{}")
+        b = torch.zeros(4, 2) if kw["name"] == "compare-fmt" else torch.full((4, 2), 0.01)
+        save_file({"m.q_proj.lora_A.weight": torch.ones(2, 4), "m.q_proj.lora_B.weight": b},
+                  str(Path(result.model_dir) / "adapter_model.safetensors"))
+        return result
+
+    monkeypatch.setattr(compare, "run", run_writing_adapters)
+    records = compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    by_run = {(r["run"], r["seed"]): r for r in records}
+    assert calls.evaluated == [None, str(tmp_path / "fmt_2" / "seed0" / "train" / "model"),
+                               str(tmp_path / "fmt_2" / "seed1" / "train" / "model")]
+    assert by_run[("fmt", 0)]["eval"] == by_run[(BASE, None)]["eval"] == {"mw/accuracy": 0.5}
+    assert by_run[("fmt", 0)]["evaluated"] == "as base (adapter unchanged)"
+    assert by_run[("fmt 2", 1)]["evaluated"] == "own" and by_run[("fmt 2", 1)]["eval"] == {"mw/accuracy": 0.30}
+    assert set(collect(tmp_path)["evaluated"]) == {"own", "as base (adapter unchanged)"}

@@ -112,3 +112,25 @@ def test_generate_leaves_the_callers_random_state_and_mode_alone(model_and_token
     model.eval()
     again = models.generate(model, tok, prompt, max_new_tokens=6, temperature=1.0, seed=7, progress=False)
     assert first[0][0].token_ids == again[0][0].token_ids and not model.training  # same seed, same sample
+
+
+def test_adapter_adds_nothing_only_while_every_lora_b_is_zero(tmp_path):
+    import torch
+    from peft import get_peft_model
+
+    model, tok = models.load_model(device="cpu")  # a fresh copy: peft edits the model it wraps
+    peft_model = get_peft_model(model, models.lora_config(r=2, alpha=4, target_modules=("q_proj", "v_proj")))
+    peft_model.save_pretrained(str(tmp_path / "fresh"))
+    assert models.adapter_adds_nothing(tmp_path / "fresh")  # peft starts B at zero
+    fresh, _ = models.load_model(adapter=str(tmp_path / "fresh"), device="cpu")
+    ids = tok("The capital of Peru is", return_tensors="pt")["input_ids"]
+    base, _ = models.load_model(device="cpu")
+    with torch.no_grad():
+        assert torch.equal(fresh(ids).logits, base(ids).logits)  # what the compare notebook relies on
+    with torch.no_grad():
+        next(p for n, p in peft_model.named_parameters() if "lora_B" in n)[0, 0] = 1e-3
+    peft_model.save_pretrained(str(tmp_path / "moved"))
+    assert not models.adapter_adds_nothing(tmp_path / "moved")
+    assert not models.adapter_adds_nothing(tmp_path)  # no adapter here
+    base.save_pretrained(str(tmp_path / "full"))
+    assert not models.adapter_adds_nothing(tmp_path / "full")  # a full model is not an adapter

@@ -159,6 +159,29 @@ def load_model(name: str | None = None, dtype: str = "float32", device: str = "a
     return model, load_tokenizer(name)
 
 
+def adapter_adds_nothing(adapter: str | Path) -> bool:
+    """True when ``adapter`` is a LoRA adapter folder whose every B matrix is zero, so base + B A
+    is the base model exactly (a GRPO run whose every group had zero reward spread, hence zero
+    advantages and zero gradients, leaves peft's zero-initialised B as it was). Anything
+    else (a full model, modules_to_save, a missing file) is False."""
+    from safetensors import safe_open
+
+    folder = Path(adapter)
+    weights = folder / "adapter_model.safetensors"
+    if not (folder / "adapter_config.json").exists() or not weights.exists():
+        return False
+    saw_b = False
+    with safe_open(str(weights), framework="pt") as f:
+        for key in f.keys():
+            if "lora_B" in key:
+                saw_b = True
+                if f.get_tensor(key).any():
+                    return False
+            elif "lora_A" not in key:  # a trained full module (modules_to_save, embeddings): not a no-op
+                return False
+    return saw_b
+
+
 def release_memory() -> None:
     """Collect garbage and hand freed heap pages back to the operating system (glibc's
     ``malloc_trim``; a no-op elsewhere). A training run or a model freed inside a long notebook

@@ -46,7 +46,7 @@ from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import QAItem
 from ..eval.suites import evaluate
 from ..experiment import TrainingConfig
-from ..models import load_model, release_memory
+from ..models import adapter_adds_nothing, load_model, release_memory
 from ..prompts import CORVER_TRAIN_SYSTEM
 from ..eval.alarms import AlarmsSection
 from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
@@ -190,7 +190,9 @@ def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets, resources: R
 def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence[QAItem], eval_sets,
                        out_dir: str | Path) -> list[dict[str, Any]]:
     """Every (run, seed) and the base model: train (resumable, skipped when finished), evaluate,
-    and write ``compare.json`` into its folder; returns the records."""
+    and write ``compare.json`` into its folder; returns the records. A run whose LoRA adapter
+    adds nothing (no step had reward spread: ``models.adapter_adds_nothing``) is the base model
+    and takes the base evaluation, marked ``evaluated: as base``, instead of generating it again."""
     out = Path(out_dir)
     records = []
     folders = {(spec.name, seed): out / spec.name.replace("/", "_").replace(" ", "_") / f"seed{seed}"
@@ -203,7 +205,7 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
     lf_prompts = longform_prompts(cfg, resources)
     if not base_file.exists():
         base_file.parent.mkdir(parents=True, exist_ok=True)
-        base_file.write_text(json.dumps({"run": BASE, "seed": None, "rewards": [], "steps": 0,
+        base_file.write_text(json.dumps({"run": BASE, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
                                          "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)},
                                         indent=1, default=float))
     records.append(json.loads(base_file.read_text()))
@@ -241,8 +243,12 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
                    if "frac_reward_zero_std" in frame else float("nan"),
                    "mean_length": float(frame["completions/mean_length"].mean())
                    if "completions/mean_length" in frame else float("nan"),
-                   "model_dir": result.model_dir,
-                   "eval": _evaluate(cfg, result.model_dir, eval_sets, resources, lf_prompts)}
+                   "model_dir": result.model_dir}
+            if result.is_adapter and adapter_adds_nothing(result.model_dir):
+                # every B is still zero: the policy is the base model exactly, so is its evaluation
+                rec.update(evaluated="as base (adapter unchanged)", eval=records[0]["eval"])
+            else:
+                rec.update(evaluated="own", eval=_evaluate(cfg, result.model_dir, eval_sets, resources, lf_prompts))
             done.write_text(json.dumps(rec, indent=1, default=float))
             records.append(rec)
     return records
