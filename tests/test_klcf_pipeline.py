@@ -662,15 +662,19 @@ def test_readout_model_is_read_by_the_scorer_through_its_new_rows(model_and_toke
     assert torch.equal(saved.get_output_embeddings().weight[100], head[100])
 
 
-def test_readout_rm_resumes_from_its_folder_without_a_model(tmp_path, monkeypatch):
+def test_readout_rm_resumes_from_its_folder_without_a_model(tmp_path):
     from factlab.train import klcf
 
     cfg = config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig)
     folder = tmp_path / "readout"
     folder.mkdir()
     (folder / "readout.json").write_text(json.dumps({"examples": 7, "steps": 1, "seconds": 1.0}))
-    monkeypatch.setattr(klcf, "load_model", lambda *a, **k: pytest.fail("a finished readout is not refitted"))
-    got = klcf.readout_rm("smollm2-135m-instruct", cfg, [], folder)
+
+    class Untouchable:
+        def __getattr__(self, name):
+            pytest.fail(f"a finished readout is not refitted (scorer.{name} used)")
+
+    got = klcf.readout_rm(Untouchable(), cfg.truth_rm, [], folder)
     assert got["resumed"] is True and got["examples"] == 7
 
 
@@ -682,3 +686,19 @@ def test_readout_method_rejects_an_sft_adapter_key_at_load():
                          "truth_rm": {"method": "readout", "lora_from_layer": 12}}, KLCFConfig)
     with pytest.raises(config.ConfigError, match="method"):
         config.validate({"truth_rm": {"method": "probe"}}, KLCFConfig)
+
+
+def test_truth_rm_sft_method_trains_with_trl_and_scores_the_merged_model(tmp_path):
+    """``method: sft`` (the paper's, the full params'): one TRL SFT step on Prompt 6 rows, the
+    adapter merged, the held-out set scored by the merged model (p(True) moved)."""
+    from factlab.rewards import Resources
+    from factlab.train import klcf
+
+    cfg = config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig, {
+        "truth_rm": {"method": "sft", "sft": {"max_steps": 1, "save_steps": 1}},
+        "pipeline": {"heldout_size": 20}})
+    folder, rm = klcf.truth_rm(cfg, Resources(cfg), tmp_path)
+    assert rm["sft"]["method"] == "sft" and rm["sft"]["steps"] == 1 and rm["sft"]["resumed"] is False
+    assert (Path(folder) / "config.json").exists() and rm["sft"]["model"] == folder
+    assert rm["SFT"]["n"] == rm["base zero-shot"]["n"] == 20
+    assert abs(rm["SFT"]["mean_p_true|true"] - rm["base zero-shot"]["mean_p_true|true"]) > 1e-3

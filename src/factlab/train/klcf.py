@@ -317,22 +317,22 @@ def save_readout_model(model, tokenizer, ids: tuple[int, int], rows, folder: str
     return str(folder)
 
 
-def readout_rm(name: str, cfg: KLCFConfig, train: Sequence[dict[str, Any]], folder: Path) -> dict[str, Any]:
-    """``truth_rm.method: readout``: the base model ``name`` with new True / False output rows
-    fitted on ``train`` (``fit_answer_readout``), saved as a full model in ``folder``;
-    resumable (a saved folder is kept). Returns the fit's report."""
-    rm = cfg.truth_rm
+def readout_rm(scorer: TruthfulnessScorer, rm: TruthRMSection, train: Sequence[dict[str, Any]], folder: Path,
+               seed: int = 0) -> dict[str, Any]:
+    """``truth_rm.method: readout``: ``scorer``'s model (the base, Prompt 6) with new True / False
+    output rows fitted on ``train`` (``fit_answer_readout``), saved as a full model in
+    ``folder``; resumable (a saved folder is kept, the model is not touched). Returns the fit's
+    report."""
     done = folder / "readout.json"
     if done.exists():
         return {**json.loads(done.read_text(encoding="utf-8")), "resumed": True}
     rows = list(train)
     if rm.readout_examples is not None and len(rows) > rm.readout_examples:
-        rows = random.Random(cfg.pipeline.data_seed).sample(rows, rm.readout_examples)
-    model, tok = load_model(name, dtype=cfg.model.dtype, device=cfg.model.device)
-    scorer = TruthfulnessScorer(name, model_obj=model, tokenizer=tok, batch_size=rm.eval_batch_size)
+        rows = random.Random(seed).sample(rows, rm.readout_examples)
     t0 = time.perf_counter()
     states = scorer.answer_states([r["claim"] for r in rows])
     t_id, f_id = scorer.answer_ids()
+    model, tok = scorer.load()
     head = model.get_output_embeddings().weight.detach()
     w_true, w_false = fit_answer_readout(states, [bool(r["label"]) for r in rows], head[t_id].float(),
                                          head[f_id].float(), l2=rm.readout_l2)
@@ -341,8 +341,6 @@ def readout_rm(name: str, cfg: KLCFConfig, train: Sequence[dict[str, Any]], fold
     report = {"examples": len(rows), "steps": 1, "seconds": seconds, "l2": rm.readout_l2,
               "row_shift": float((w_true - head[t_id].float()).norm() + (w_false - head[f_id].float()).norm())}
     done.write_text(json.dumps(report), encoding="utf-8")  # last: a folder without it is refitted
-    del model, scorer
-    release_memory()
     return {**report, "resumed": False}
 
 
@@ -366,35 +364,32 @@ def truth_rm(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
                              template=few_shot_template(shots))
     report["base zero-shot"] = _score(zero, heldout)
     report["base few-shot"] = _score(few, heldout)
+    fit = None
+    if rm.enabled and rm.method == "readout":  # fitted on the base model already loaded here
+        folder = str(Path(run_dir) / "truth_rm" / "readout")
+        fit = {**readout_rm(zero, rm, train, Path(folder), seed=p.data_seed),
+               "method": "readout (the True / False output rows only)"}
     del base, zero, few
     release_memory()
     if not rm.enabled:
         return None, report
-    if rm.method == "readout":
-        folder = Path(run_dir) / "truth_rm" / "readout"
-        fit = readout_rm(name, cfg, train, folder)
-        trained = TruthfulnessScorer(str(folder), dtype=cfg.model.dtype, device=cfg.model.device,
-                                     batch_size=rm.eval_batch_size)
-        report["SFT"] = _score(trained, heldout)
-        report["sft"] = {**fit, "model": str(folder), "method": "readout (the True / False output rows only)"}
-        del trained
-        release_memory()
-        return str(folder), report
-    rows = [{"prompt": P.KLCF_TRUTH_PROMPT.format(claim=r["claim"]),
-             "completion": " True" if r["label"] else " False"} for r in train]
-    lora = cfg.lora if rm.lora == "policy" else None if rm.lora == "none" else rm.lora
-    if lora is not None and rm.lora_from_layer is not None:
-        lora = lora.model_copy(update={"target_modules": layer_modules(name, lora.target_modules,
-                                                                       rm.lora_from_layer)})
-    t0 = time.perf_counter()
-    result = run_sft(cfg.model_copy(update={"lora": lora}), Dataset.from_list(rows), Path(run_dir) / "truth_rm",
-                     model=name, sft=rm.sft, name="klcf-truth-rm")
-    folder = merge_adapter(result)
+    if fit is None:
+        rows = [{"prompt": P.KLCF_TRUTH_PROMPT.format(claim=r["claim"]),
+                 "completion": " True" if r["label"] else " False"} for r in train]
+        lora = cfg.lora if rm.lora == "policy" else None if rm.lora == "none" else rm.lora
+        if lora is not None and rm.lora_from_layer is not None:
+            lora = lora.model_copy(update={"target_modules": layer_modules(name, lora.target_modules,
+                                                                           rm.lora_from_layer)})
+        t0 = time.perf_counter()
+        result = run_sft(cfg.model_copy(update={"lora": lora}), Dataset.from_list(rows), Path(run_dir) / "truth_rm",
+                         model=name, sft=rm.sft, name="klcf-truth-rm")
+        folder = merge_adapter(result)
+        fit = {"examples": len(rows), "steps": result.steps, "seconds": time.perf_counter() - t0,
+               "resumed": result.resumed, "method": "sft",
+               "adapter": "none" if lora is None else f"r={lora.r}, {len(lora.target_modules)} modules"}
     trained = TruthfulnessScorer(folder, dtype=cfg.model.dtype, device=cfg.model.device, batch_size=rm.eval_batch_size)
     report["SFT"] = _score(trained, heldout)
-    report["sft"] = {"examples": len(rows), "steps": result.steps, "seconds": time.perf_counter() - t0,
-                     "resumed": result.resumed, "model": folder, "method": "sft",
-                     "adapter": "none" if lora is None else f"r={lora.r}, {len(lora.target_modules)} modules"}
+    report["sft"] = {**fit, "model": folder}
     del trained
     release_memory()
     return folder, report
