@@ -272,7 +272,7 @@ def reward_ablation(questions: Sequence[K2VQuestion], judge, *, alpha: float, ab
         penalty = OverlongPenalty(overlong)(completion_ids=[[0] * n for n in lengths])
     table: dict[tuple[str, str], list[float]] = {}
     for (q, kind, resp), p in zip(cases, rates):
-        ok = text.grade_answer(text.extract_answer(resp), q.golds) == text.GOOD
+        ok = text.grade_answer_exact(text.extract_answer(resp), q.golds) == text.GOOD
         for ab in ablations:
             if p is None and (ab in ("no_answer", "no_gate") or (ab is None and ok)):
                 continue  # unreadable judge answers: left out and counted in the stats
@@ -304,8 +304,8 @@ def answer_accuracy(model, tokenizer, questions: Sequence[K2VQuestion], cfg: K2V
     outs = generate(model, tokenizer, prompts, max_new_tokens=g.max_new_tokens, batch_size=g.batch_size,
                     desc="k2v eval")
     texts = [o[0].text for o in outs]
-    strict = [text.grade_answer(text.extract_answer(t), q.golds) == text.GOOD for t, q in zip(texts, questions)]
-    lenient = [text.grade_answer(text.lenient_answer(t)[0], q.golds) == text.GOOD for t, q in zip(texts, questions)]
+    strict = [text.grade_answer_exact(text.extract_answer(t), q.golds) == text.GOOD for t, q in zip(texts, questions)]
+    lenient = [text.grade_answer_exact(text.lenient_answer(t)[0], q.golds) == text.GOOD for t, q in zip(texts, questions)]
     n = len(questions)
     return {"n": n, "accuracy": sum(strict) / n if n else float("nan"),
             "lenient_accuracy": sum(lenient) / n if n else float("nan"),
