@@ -181,7 +181,12 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if resume else None)
     result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, resume, time.perf_counter() - t0,
-                                {"prompts": len(kept), "dropped_prompts": dropped, "rewards": rewards.describe()})
+                                {"prompts": len(kept), "dropped_prompts": dropped, "rewards": rewards.describe(),
+                                 "left_out_completions": trainer.left_out_completions})
+    if grpo.dynamic_sampling.enabled and grpo.max_steps > 0 and result.steps < grpo.max_steps:
+        log.warning("%s: %d of grpo.max_steps = %d steps ran: dynamic sampling's refills consumed the epochs "
+                    "(transformers plans epochs from max_steps without them); add prompts or lower max_steps",
+                    name, result.steps, grpo.max_steps)
     del trainer, policy
     release_memory()
     return result
