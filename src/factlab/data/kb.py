@@ -478,9 +478,18 @@ def label_sentences(text: str, world: KnowledgeBase | Sequence[CountryFacts] | N
     """One row per sentence of ``text`` (``text.split_sentences``: both the ``<think>`` and
     ``<answer>`` blocks): ``sentence``, ``country``, ``relation``, ``value``, ``label``
     (``supported`` / ``contradicted`` / ``unverifiable``), checked against the world's facts
-    (the default mini-world, or ``world``); ``context`` as in ``label_sentence``."""
+    (the default mini-world, or ``world``); ``context`` as in ``label_sentence``. Without one,
+    a sentence that opens with a pronoun ("Its capital is Paris.") takes the last sentence that
+    named a country as its context."""
     kb = knowledge_base(world)
-    return [label_sentence(text[a:b], kb, context) for a, b in T.split_sentences(text or "")]
+    rows, previous = [], None
+    for a, b in T.split_sentences(text or ""):
+        sentence = text[a:b]
+        # "Its capital is Paris." continues the sentence before it
+        lent = context if context is not None or not _PRONOUN.match(sentence) else previous
+        rows.append(label_sentence(sentence, kb, lent))
+        previous = sentence if _find(_norm(sentence), kb.names) else previous
+    return rows
 
 
 def label_response(response: str, golds: Sequence[str], question: str,

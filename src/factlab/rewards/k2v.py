@@ -39,6 +39,7 @@ from pydantic import Field
 from .. import prompts as P
 from .. import text
 from ..config import Section
+from . import kb
 from .base import completion_text
 from .registry import register
 
@@ -90,8 +91,8 @@ class ChecklistJudge:
     """Eq. 4-5 with one judge: the pass rate of each reasoning process against its checklist."""
 
     def __init__(self, judge, verdict: str = "generate", pass_rate_over: str = "k"):
-        if verdict not in ("generate", "choice"):
-            raise ValueError(f"verdict must be 'generate' or 'choice', got {verdict!r}")
+        if verdict not in ("generate", "choice", "kb"):
+            raise ValueError(f"verdict must be 'generate', 'choice' or 'kb', got {verdict!r}")
         if pass_rate_over not in ("k", "readable"):
             raise ValueError(f"pass_rate_over must be 'k' or 'readable', got {pass_rate_over!r}")
         self.judge, self.verdict, self.pass_rate_over = judge, verdict, pass_rate_over
@@ -104,14 +105,17 @@ class ChecklistJudge:
         prompts = [P.K2V_JUDGE_PROMPT.format(question=questions[i], answer=answers[i], criterion=c,
                                              reasoning=reasonings[i]) for i, c in jobs]
         t0 = time.perf_counter()
-        if not prompts:
+        if self.verdict == "kb":  # the knowledge base answers each criterion (rewards.kb); no judge call
+            verdicts = [kb.criterion_verdict(c, reasonings[i], checklists[i]) for i, c in jobs]
+            replies = ["" if v is None else ("yes" if v else "NO") for v in verdicts]
+        elif not prompts:
             replies = []
         elif self.verdict == "choice":  # constrained to yes / no (``Judge.choose``)
             replies = self.judge.choose(prompts, ("yes", "no"))
         else:
             replies = self.judge.judge(prompts)
         self.seconds += time.perf_counter() - t0
-        self.stats["judge_calls"] += len(prompts)
+        self.stats["judge_calls" if self.verdict != "kb" else "kb_verdicts"] += len(prompts)
         yes, readable = Counter(), Counter()
         for (i, _), reply in zip(jobs, replies):
             verdict = parse_yes_no(reply)
@@ -136,9 +140,10 @@ class ChecklistArgs(Section):
     """``k2v_checklist`` arguments: how the judge gives its verdict. ``generate``: a free answer
     read by ``parse_yes_no`` (the paper's judge); ``choice``: constrained to yes / no
     (``Judge.choose``; ours, for judges too small to answer in the format, like the CPU
-    default's 135M model)."""
+    default's 135M model); ``kb``: the mini-world's truth answers each template criterion
+    (``rewards.kb.criterion_verdict``; no judge)."""
 
-    verdict: Literal["generate", "choice"] = "generate"
+    verdict: Literal["generate", "choice", "kb"] = "generate"
     # Eq. 5: p = (1/k) sum v_i, an unreadable answer counting as not passed (the paper's); "readable":
     # over the readable answers only (ours)
     pass_rate_over: Literal["k", "readable"] = "k"
@@ -232,9 +237,9 @@ class ChecklistReward:
 
 @register("k2v", args=K2VArgs, summary="answer-gated checklist reward, Eq. 8 (003 §3.3)")
 def _build_k2v(args: K2VArgs, resources) -> K2VReward:
-    return K2VReward(resources.judge(), args)
+    return K2VReward(None if args.verdict == "kb" else resources.judge(), args)
 
 
 @register("k2v_checklist", args=ChecklistArgs, summary="checklist pass rate p, Eq. 4-5 (003 §3.2)")
 def _build_k2v_checklist(args: ChecklistArgs, resources) -> ChecklistReward:
-    return ChecklistReward(resources.judge(), args)
+    return ChecklistReward(None if args.verdict == "kb" else resources.judge(), args)
