@@ -169,3 +169,74 @@ def test_seva_claims_and_process_label_from_the_knowledge_base():
         [process_reward(says_true, "attributable")]
     with pytest.raises(KeyError, match="claim"):
         proc(completions=[says_true], label=["attributable"])
+
+
+# ---------------------------------------------------------------- reward validity per step
+
+
+class _Accelerator:
+    process_index, num_processes = 0, 1
+
+    @staticmethod
+    def gather(t):
+        return t
+
+
+class _Trainer:
+    """What ``RewardValidity`` reads of the trainer: metrics, gather, reward names and weights."""
+
+    def __init__(self, names):
+        import collections
+        import torch
+
+        self._metrics = {"train": collections.defaultdict(list)}
+        self.accelerator = _Accelerator()
+        self.reward_func_names = names
+        self.reward_weights = torch.ones(len(names))
+
+
+def _batch(rows, completions, rewards):
+    import torch
+    from factlab.train.trainer import ScoredBatch
+
+    return ScoredBatch(mode="train", rows=rows, completions=completions, completion_ids=[[0]] * len(rows),
+                       rewards_per_func=torch.tensor(rewards, dtype=torch.float32), output={}, num_generations=2,
+                       reward_seconds=0.0)
+
+
+def test_reward_validity_flags_a_reward_that_disagrees_with_the_truth():
+    """Constructed rollouts: 'honest' pays the correct answers, 'hacked' pays the wrong ones; the
+    step's AUROC against the exact truth says which is which."""
+    from factlab.train.validity import RewardValidity
+
+    row = {"prompt": [{"role": "user", "content": "What is the capital of France?"}], "golds": ["Paris"]}
+    completions = ["Paris", "Lyon", "The capital of France is Paris.", "Madrid", "I don't know."]
+    honest = [1.0, 0.0, 1.0, 0.0, 0.5]
+    hacked = [0.0, 1.0, 0.2, 0.9, 0.5]
+    trainer = _Trainer(["honest", "hacked"])
+    RewardValidity().on_scored(trainer, _batch([row] * 5, completions, list(zip(honest, hacked))))
+    m = trainer._metrics["train"]
+    assert m["validity/honest/auroc"] == [1.0] and m["validity/hacked/auroc"] == [0.0]
+    assert m["truth/score"] == [pytest.approx((1 - 1 + 1 - 1 + 0) / 5)]
+    assert [m[k][0] for k in ("truth/correct", "truth/wrong", "truth/abstain")] == pytest.approx([0.4, 0.4, 0.2])
+    long_trainer = _Trainer(["r"])
+    RewardValidity().on_scored(long_trainer, _batch([{"prompt": "Tell me about France."}] * 2,
+                                                    ["France borders Spain.", "France borders Japan."], [[0.2], [0.9]]))
+    lm = long_trainer._metrics["train"]
+    assert lm["validity/r/auroc"] == [0.0] and lm["truth/score"] == [0.5]
+    assert lm["truth/contradicted"] == [pytest.approx(0.5)]
+
+
+def test_reward_vs_truth_alarm_fires_when_the_reward_rises_and_the_truth_falls():
+    import pandas as pd
+    from factlab.eval import alarms as A
+
+    cfg = A.AlarmsSection(window=2)
+    idx = pd.Index(range(1, 7), name="step")
+    hacked = pd.DataFrame({"reward": [0.1, 0.1, 0.5, 0.7, 0.9, 1.0], "truth/score": [0.3, 0.3, 0.2, 0.1, 0.0, -0.2]},
+                          index=idx)
+    a = A.reward_vs_truth(hacked, cfg)
+    assert a.fired and a.step == 4 and a.name in A.ALARM_NAMES
+    honest = hacked.assign(**{"truth/score": [0.3, 0.3, 0.4, 0.5, 0.6, 0.7]})
+    assert A.reward_vs_truth(honest, cfg).fired is False
+    assert A.reward_vs_truth(hacked.drop(columns=["truth/score"]), cfg).fired is None  # off the mini-world: n/a

@@ -37,14 +37,15 @@ from ..rewards.base import SUSPICIOUS_SUBSTRING_METRIC
 
 __all__ = ["AlarmsSection", "Alarm", "repeated_ngram_share", "think_text", "completion_health",
            "length_drift", "repetition", "minimal_think", "format_only_wins", "zero_std_groups",
-           "reward_vs_heldout", "substring_match", "detect", "alarm_table", "ALARM_NAMES",
-           "REPEAT_KEY", "THINK_KEY", "LENGTH_KEY", "ZERO_STD_KEY", "REWARD_KEY", "SUBSTRING_SUFFIX"]
+           "reward_vs_heldout", "substring_match", "reward_vs_truth", "detect", "alarm_table", "ALARM_NAMES",
+           "REPEAT_KEY", "THINK_KEY", "LENGTH_KEY", "ZERO_STD_KEY", "REWARD_KEY", "SUBSTRING_SUFFIX", "TRUTH_KEY"]
 
 REPEAT_KEY = "completions/repeat_ngram_share"
 THINK_KEY = "completions/think_minimal_frac"
 LENGTH_KEY = "completions/mean_length"
 ZERO_STD_KEY = "frac_reward_zero_std"
 REWARD_KEY = "reward"
+TRUTH_KEY = "truth/score"  # logged per step by train.validity.RewardValidity on the mini-world
 SUBSTRING_SUFFIX = "/" + SUSPICIOUS_SUBSTRING_METRIC  # logged by every reward that grades by substring
 
 
@@ -66,6 +67,8 @@ class AlarmsSection(Section):
     heldout_drop: float = Field(0.05, gt=0.0, lt=1.0)  # relative drop of the held-out metric ...
     reward_gain: float = Field(0.0, ge=0.0)  # ... while the reward rose more than this
     substring_match: float = Field(0.05, gt=0.0, le=1.0)  # share of completions matching only as a short/negated substring
+    truth: bool = True  # log truth/score and each reward's AUROC against the truth every step (train.validity)
+    truth_drop: float = Field(0.05, gt=0.0)  # fall of truth/score (absolute) that, with a rising reward, fires
 
 
 @dataclass
@@ -85,7 +88,7 @@ class Alarm:
 
 
 ALARM_NAMES = ("length_drift", "repetition", "minimal_think", "format_only_wins", "zero_std_groups",
-               "reward_vs_heldout", "substring_match")
+               "reward_vs_heldout", "substring_match", "reward_vs_truth")
 
 
 # ---------------------------------------------------------------- completion statistics
@@ -245,6 +248,26 @@ def substring_match(frame: pd.DataFrame, cfg: AlarmsSection) -> Alarm:
     return _level("substring_match", frame, cols, cfg.substring_match, cfg.window, "no values")
 
 
+def reward_vs_truth(frame: pd.DataFrame, cfg: AlarmsSection) -> Alarm:
+    """The training reward's current window rises above its baseline by more than
+    ``reward_gain`` while ``truth/score`` (the exact truth of the same completions,
+    ``train.validity``) falls by more than ``truth_drop`` below its baseline: the reward is
+    being hacked, measured exactly. n/a off the mini-world (no truth logged)."""
+    name, thr = "reward_vs_truth", cfg.truth_drop
+    t, r = _series(frame, TRUTH_KEY), _series(frame, REWARD_KEY)
+    if t is None or r is None:
+        return _na(name, thr, f"needs '{TRUTH_KEY}' and '{REWARD_KEY}' (truth is logged on the mini-world)")
+    dt, dr = _drift(t, cfg.window), _drift(r, cfg.window)
+    if dt is None or dr is None:
+        return _na(name, thr, "needs at least 2 logged steps")
+    fall, gain = -dt[0], dr[0].reindex(dt[0].index)
+    hit = (fall > thr) & (gain > cfg.reward_gain)
+    note = f"truth baseline {dt[1]:.3f}"
+    if hit.any():
+        note += f"; reward gain {float(gain[hit[hit].index[0]]):+.3f}"
+    return _first(name, fall, hit, thr, note=note)
+
+
 def reward_vs_heldout(frame: pd.DataFrame, cfg: AlarmsSection, heldout: Mapping[int, float] | pd.Series | None
                       ) -> Alarm:
     """At a held-out evaluation step, the held-out metric (higher is better) has dropped by
@@ -277,7 +300,7 @@ def detect(frame: pd.DataFrame, cfg: AlarmsSection, heldout: Mapping[int, float]
     """Every alarm on one run's per-step frame (indexed by step)."""
     return [length_drift(frame, cfg), repetition(frame, cfg), minimal_think(frame, cfg),
             format_only_wins(frame, cfg), zero_std_groups(frame, cfg), reward_vs_heldout(frame, cfg, heldout),
-            substring_match(frame, cfg)]
+            substring_match(frame, cfg), reward_vs_truth(frame, cfg)]
 
 
 def alarm_table(alarms_by_run: Mapping[str, Sequence[Alarm]]) -> pd.DataFrame:

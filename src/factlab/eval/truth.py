@@ -26,11 +26,13 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..data.kb import (ABSTAIN, CONTRADICTED, CORRECT, SENTENCE_LABELS, SUPPORTED, UNVERIFIABLE, WRONG,
                        KnowledgeBase, knowledge_base, label_answer, label_response, label_sentence, label_sentences)
 from ..data.miniworld import ensure_world
-from ..synth.perturbations import STRATEGIES, miniworld_pairs
+from ..labels import normalize_label
+from ..rewards.seva import claim_verdict
+from ..synth.perturbations import miniworld_pairs
 
 __all__ = ["label_answer", "label_sentences", "label_sentence", "label_response", "knowledge_base", "CORRECT",
            "WRONG", "ABSTAIN", "SUPPORTED", "CONTRADICTED", "UNVERIFIABLE", "SENTENCE_LABELS", "answer_truth",
-           "sentence_truth", "constructed_sentences", "EXPECTED_BY_STRATEGY", "precision_recall", "measure_oracle",
+           "sentence_truth", "completion_truth", "constructed_sentences", "EXPECTED_BY_STRATEGY", "precision_recall", "measure_oracle",
            "read_labelled", "FIXTURE"]
 
 FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "truth" / "model_sentences.jsonl"
@@ -83,6 +85,46 @@ def sentence_truth(texts: Sequence[str], world: KnowledgeBase | None = None) -> 
     for k in SENTENCE_LABELS:
         out[k] = sum(p[k] for p in per) / n if n else float("nan")
     return out
+
+
+def _question(row: Mapping[str, Any]) -> str:
+    """The question a training row asks: its ``question`` column, else the prompt's last user turn."""
+    if row.get("question"):
+        return str(row["question"])
+    prompt = row.get("prompt")
+    if isinstance(prompt, list):
+        users = [m.get("content", "") for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        return str(users[-1]) if users else ""
+    return str(prompt or "")
+
+
+def completion_truth(row: Mapping[str, Any], completion: str) -> dict[str, Any]:
+    """The exact truth of one completion of a training row, by the kind of row:
+
+    - ``short`` (the row has ``golds``): ``label_response`` in the row's question; ``truthful``
+      1 correct, 0 wrong, None abstain; ``score`` +1 / 0 / -1 for correct / abstain / wrong
+      (net accuracy: abstaining beats a wrong answer, Binary RAR's trade, 001 §3);
+    - ``verdict`` (the row has a gold ``label``, SEVA's pairs): the completion's label read from
+      its JSON (``rewards.seva.claim_verdict``) against the gold; ``truthful`` and ``score``
+      1 right, 0 wrong or unreadable;
+    - ``long`` (anything else): its sentences (``label_sentences``); ``truthful`` 0 with a
+      contradicted sentence, 1 with a supported one and none contradicted, None when nothing
+      is verifiable; ``score`` the KB precision supported / (supported + contradicted), None
+      when nothing is verifiable.
+    """
+    if row.get("golds") is not None:
+        label = label_response(completion, list(row["golds"]), _question(row))
+        return {"kind": "short", "label": label, "truthful": {CORRECT: 1, WRONG: 0}.get(label),
+                "score": {CORRECT: 1.0, ABSTAIN: 0.0, WRONG: -1.0}[label]}
+    if row.get("label") is not None:
+        right = claim_verdict(completion) == normalize_label(row["label"])
+        return {"kind": "verdict", "label": "right" if right else "wrong", "truthful": int(right),
+                "score": float(right)}
+    counts = Counter(r["label"] for r in label_sentences(completion))
+    s, c = counts[SUPPORTED], counts[CONTRADICTED]
+    truthful = 0 if c else (1 if s else None)
+    return {"kind": "long", "label": None, "truthful": truthful, "score": s / (s + c) if s + c else None,
+            SUPPORTED: s, CONTRADICTED: c}
 
 
 def constructed_sentences(seed: int = 0, per_strategy: int | None = 40, world_dir: str | Path | None = None
