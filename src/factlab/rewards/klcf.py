@@ -23,6 +23,10 @@ Model and judge plumbing:
 - ``ChecklistVerifier``: Prompt 7 through the run's judge, one batched judge call for every
   (response, fact) pair (``unit="item"``, a one-fact list per prompt: what a small judge can
   answer) or one prompt per response with its whole fact list (``unit="list"``, as printed).
+- ``KLCFClaimExtractor``: R_truth's claims C(A_i) with KLCF's Prompt 2 (Appendix E.1), read by
+  ``parse_claim_list``; ``extraction_prompt: rar_figure8`` uses 001's Figure 8 instead.
+- ``checklist_verifier`` / ``claim_truth``: build them on the judge the reward's args name
+  (``verifier_judge`` / ``extractor_judge``: the paper's 14B SFTs, Appendix D.1), else the run's.
 - ``TruthfulnessScorer``: Prompt 6 on a causal LM; p(True | c) is the next-token probability of
   " True" after "Factual correctness:", normalised over " True" and " False" (§2.2 Eq. 4 trains
   the reward model on exactly these two answers), read through ``decoding.next_token_logits``.
