@@ -940,7 +940,8 @@ _cut_at_next_question = cut_at_next_question
 
 def corpus_path(resources) -> Path:
     """The run's corpus: ``datastore.corpus``, else the mini-world's."""
-    return Path(resources.cfg.datastore.corpus or resources.world()["corpus"])
+    datastore = getattr(resources.cfg, "datastore", None)
+    return Path(getattr(datastore, "corpus", None) or resources.world()["corpus"])
 
 
 def from_resources(cfg: KLCFPipelineSection, resources, run_dir: str | Path, *, model=None, tokenizer=None,
@@ -960,7 +961,7 @@ def from_resources(cfg: KLCFPipelineSection, resources, run_dir: str | Path, *, 
     verifiers = {cfg.verify} | ({"judge", "cooccurrence"} if cfg.compare_verifiers else set())
     if examples is None:
         examples = fewshot_examples(cfg, corpus_path(resources), queries,
-                                    text_field=resources.cfg.datastore.text_field)
+                                    text_field=getattr(getattr(resources.cfg, "datastore", None), "text_field", "text"))
     # Stage 2 always extracts with the judge
     return KLCFPipeline(cfg, run_dir, sampler=sampler, judge=resources.judge(),
                         datastore=resources.datastore("veriscore") if "judge" in verifiers else None,

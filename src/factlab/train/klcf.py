@@ -10,11 +10,13 @@ module wires them from a ``KLCFConfig``:
   with its checklist Lambda(q); ``checklist_fallback: miniworld`` gives a query whose pipeline
   checklist is empty its article's true mini-world facts instead (counted, labelled
   ``checklist_source``), since a 135M sampler + judge leaves most checklists empty.
-- ``truth_rm``: Table 13 on the CPU default: the truthfulness reward model (Prompt 6) is the
-  policy's base model trained on Eq. 4 data (mini-world true facts and their entity swaps, plus
-  the pipeline's SUPPORT / REFUTE claims): TRL SFT (``method: sft``, the paper's) or its True /
-  False output rows fitted on frozen states (``readout``, ours, the CPU smoke's), scored by accuracy and F1 of p(True | c) > 0.5 on a
-  held-out 1 : 1 set against the same base model zero-shot and few-shot.
+- ``truth_rm``: Table 13: the truthfulness reward model (Prompt 6) is the policy's own base
+  model (App. D.1: one RM per size; ``truth_rm.model`` overrides) trained on Eq. 4 data
+  (``truth_rm.data``: the pipeline's SUPPORT / REFUTE claims only, the paper's; or, on the CPU
+  smoke, those plus the mini-world's true facts and their entity swaps): TRL SFT (``method:
+  sft``, the paper's) or its True / False output rows fitted on frozen states (``readout``,
+  ours, the CPU smoke's), scored by accuracy and F1 of p(True | c) > 0.5 on a held-out 1 : 1 set
+  against the same base model zero-shot and few-shot.
 - ``reward_table``: the rewards on constructed responses (complete and true, short and true,
   long with one false claim, padded): recall, precision, truth, Eq. 13 under Table 2's weight
   rows, the length penalty (Eq. 11) and the format reward (Eq. 10).
@@ -24,7 +26,8 @@ module wires them from a ``KLCFConfig``:
   judge's concurrency).
 - ``train_run``: GRPO with ``cfg.rewards`` (Table 8: no KL, from the base model), the
   truthfulness rewards pointed at the trained reward model.
-- ``longform_eval`` / ``win_rate``: §4.1 before / after training.
+- ``longform_eval`` / ``win_rate``: §4.1 before / after training: the base model 10-shot (App.
+  C.3, Prompt 1), the trained policy under Prompt 5; the win-rate judge reads answer parts only.
 """
 
 from __future__ import annotations
