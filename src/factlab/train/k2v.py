@@ -35,7 +35,7 @@ from .. import text
 from ..config import ParamError, Section
 from ..corpus.retrieval import chunk_documents
 from ..data.types import read_jsonl, write_jsonl
-from ..eval.mcq import MCQSection
+from ..eval.mcq import GeneralSection, MCQSection
 from ..experiment import TrainingConfig
 from ..judges import make_judge
 from ..models import chat_prompt, generate
@@ -75,6 +75,7 @@ class K2VConfig(TrainingConfig):
     ablations: list[str | None] = list(ABLATIONS)  # the constructed-response table's rows
     ablation_questions: int = Field(4, ge=1)  # held-out questions in that table (4 responses each)
     mcq: MCQSection = MCQSection()
+    general: GeneralSection = GeneralSection()  # 003 §4.1, Tables 2-5: BBH, MATH-500, GSM8K, AIME24, GPQA-D
     leakage_ns: list[int] = [22, 26, 30]  # Appendix E, Table 10
 
     @model_validator(mode="after")
