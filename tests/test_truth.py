@@ -135,9 +135,37 @@ def test_every_judged_reward_builds_with_verdict_kb_and_no_judge():
 
     specs = [RewardSpec(name=n, args={"verdict": "kb", **extra}) for n, extra in
              [("binary_rar", {}), ("rating_rar", {}), ("k2v", {}), ("k2v_checklist", {}),
-              ("seva_claims", {"claims": "sentences"}), ("seva_process", {})]]
+              ("seva_claims", {"claims": "sentences"}), ("seva_process", {}), ("klcf_checklist", {}),
+              ("klcf_truth", {"claim_extraction": "sentences"}), ("klcf_fact", {"claim_extraction": "sentences"})]]
     rs = build_rewards(specs, NoJudge())
-    assert rs.names == ["binary_rar", "rating_rar", "k2v", "k2v_checklist", "seva_claims", "seva_process"]
+    assert rs.names == ["binary_rar", "rating_rar", "k2v", "k2v_checklist", "seva_claims", "seva_process",
+                        "klcf_checklist", "klcf_truth", "klcf_fact"]
+
+
+def test_klcf_checklist_and_truth_from_the_knowledge_base():
+    """Prompt 7's labels per checklist fact and the truthfulness RM's p(True) per claim, read off
+    the mini-world: the complete true answer scores highest, a contradicting one lowest."""
+    from factlab.rewards.klcf import (ChecklistVerifier, ClaimTruth, KBTruthScorer, KLCFFactArgs, FactReward,
+                                      SentenceClaims)
+
+    facts = ["The capital of France is Paris.", "France borders Spain.", "The official language of France is French."]
+    complete = "<answer>The capital of France is Paris. France borders Spain. Its official language is French.</answer>"
+    partial = "<answer>The capital of France is Paris. France is a lovely country with good food.</answer>"
+    wrong = "<answer>The capital of France is Lyon. France borders Japan.</answer>"
+    labels = ChecklistVerifier(None, "kb").labels(["Tell me about France."] * 3,
+                                                  [complete[8:-9], partial[8:-9], wrong[8:-9]], [facts] * 3)
+    assert labels == [["Consistent"] * 3, ["Consistent", "Missing", "Missing"],
+                      ["Contradictory", "Contradictory", "Missing"]]
+    assert KB.checklist_label("France is famous for cheese.", complete) is None  # not a world fact
+    truth = ClaimTruth(SentenceClaims(8), KBTruthScorer())
+    got = truth.truths(None, [complete, partial, wrong], ["Tell me about France."] * 3, [facts] * 3)
+    assert got == [1.0, 1.0, 0.0]  # "a lovely country ..." is left out of the mean, not scored false
+    # "a lovely country ..." and, cut from its context, "Its official language is French."
+    assert truth.stats["claims_unscored"] == 2
+    reward = FactReward(ChecklistVerifier(None, "kb"), truth, KLCFFactArgs(verdict="kb", claim_extraction="sentences"))
+    r_complete, r_partial, r_wrong = reward(completions=[complete, partial, wrong], question=["Tell me about France."] * 3,
+                                            checklist=[facts] * 3)
+    assert r_complete > r_partial > r_wrong
 
 
 def test_k2v_checklist_verdicts_from_the_knowledge_base():

@@ -80,6 +80,7 @@ from ..config import Dtype, JudgeSection, ParamError, Section
 from ..decoding import next_token_logits
 from ..models import load_model
 from ..parsing import parse_json
+from . import kb
 from .base import completion_text, prompt_text
 from .qa import answer_of
 from .rar import ClaimVerifier, ClaimVerifierSection, _JudgeReward, parse_claims
@@ -439,12 +440,13 @@ class ChecklistVerifier:
     ``verdict="choice"`` constrains each one-fact answer to the three labels
     (``Judge.choose``, for judges too small to answer in the format); ``prefill`` starts a
     generated answer with ``VERDICT_PREFILL``; ``verdict="overlap"`` asks no judge
-    (``overlap_label``). An empty reply is labelled all Missing without
+    (``overlap_label``); ``verdict="kb"`` neither: the mini-world's truth labels each fact
+    (``rewards.kb.checklist_label``; a fact the world does not hold is unreadable, counted). An empty reply is labelled all Missing without
     asking the judge (it can neither state nor contradict a fact)."""
 
     def __init__(self, judge, verdict: str = "generate", unit: str = "item", prefill: bool = False):
-        if verdict not in ("generate", "choice", "overlap"):
-            raise ValueError(f"verdict must be 'generate', 'choice' or 'overlap', got {verdict!r}")
+        if verdict not in ("generate", "choice", "overlap", "kb"):
+            raise ValueError(f"verdict must be 'generate', 'choice', 'overlap' or 'kb', got {verdict!r}")
         if unit not in ("item", "list"):
             raise ValueError(f"unit must be 'item' or 'list', got {unit!r}")
         if verdict == "choice" and unit == "list":
@@ -474,9 +476,11 @@ class ChecklistVerifier:
                                        for r, fs in zip(replies, facts)]
         self.stats["empty_replies"] += sum(1 for r, fs in zip(replies, facts) if fs and not r.strip())
         asked = [i for i, (r, fs) in enumerate(zip(replies, facts)) if fs and r.strip()]
-        if self.verdict == "overlap":  # no judge: overlap_label per (reply, fact)
+        if self.verdict in ("overlap", "kb"):  # no judge: a lexical match, or the mini-world's truth
+            label = overlap_label if self.verdict == "overlap" else kb.checklist_label
             for i in asked:
-                out[i] = [overlap_label(f, replies[i]) for f in facts[i]]
+                out[i] = [label(f, replies[i]) for f in facts[i]]
+                self.stats["unreadable"] += sum(lab is None for lab in out[i])  # kb: not a world fact
             self.stats["facts"] += sum(len(fs) for fs in facts)
             return out
         if self.unit == "item":
@@ -632,7 +636,7 @@ class KLCFChecklistArgs(_AnswerArgs):
     and the verification unit (``item``: one fact per prompt; ``list``: the reply's whole
     checklist in one prompt, as printed)."""
 
-    verdict: Literal["generate", "choice", "overlap"] = "generate"
+    verdict: Literal["generate", "choice", "overlap", "kb"] = "generate"
     unit: Literal["item", "list"] = "item"
     # the Prompt 7 judge: None = the run's ``judge:``; the paper's is its own model, an SFT of
     # Qwen2.5-14B-Instruct (004 Appendix D.1 "Checklist Verifier Training"), e.g. served by
@@ -795,6 +799,21 @@ class SentenceClaims:
         return [text.sentence_claims(a)[:self.max_claims] for a in answers]
 
 
+class KBTruthScorer:
+    """The truthfulness RM of ``verdict: kb``: p(True | claim) is 1.0 for a claim the mini-world
+    supports, 0.0 for one it contradicts, None for one it cannot check (``rewards.kb``)."""
+
+    stats: Counter
+
+    def __init__(self):
+        self.stats = Counter()
+        self.seconds = 0.0
+
+    def probabilities(self, claims: Sequence[str]) -> list[float | None]:
+        self.stats["claims"] += len(claims)
+        return [kb.truth_probability(c) for c in claims]
+
+
 class ClaimTruth:
     """Eq. 8 / Eq. 9 per response: claims of the answer (``KLCFClaimExtractor``, KLCF's Prompt 2,
     by default; ``ClaimVerifier.extract``, 001 Figure 8, or ``SentenceClaims`` as options),
@@ -821,11 +840,15 @@ class ClaimTruth:
         self.stats["no_claims"] += sum(c == [] for c in claims)
         flat = [(i, c) for i, cs in enumerate(claims) for c in (cs or [])]
         probs = self.scorer.probabilities([c for _, c in flat])
+        # a KB scorer gives None for a claim the world cannot check: left out of the mean (counted)
+        self.stats["claims_unscored"] += sum(p is None for p in probs)
+        flat, probs = [f for f, p in zip(flat, probs) if p is not None], [p for p in probs if p is not None]
+        claims = [None if cs is None else [c for (j, c) in flat if j == i] for i, cs in enumerate(claims)]
         per: list[list[float]] = [[] for _ in answers]
         for (i, _), p in zip(flat, probs):
             per[i].append(p)
         self.stats["claims"] += len(flat)
-        self.claims = claims  # the last batch's claims, for inspection
+        self.claims = claims  # the last batch's scored claims, for inspection
         if self.verifier is None:
             return [None if cs is None else truth_reward(ps) for cs, ps in zip(claims, per)]
         pseudo = ["\n".join(facts) for facts in lists]  # "all items ... concatenated into a pseudo-response"
@@ -934,7 +957,10 @@ def _judge(section: JudgeSection | None, resources, max_new_tokens: int | None =
 
 
 def checklist_verifier(args: KLCFChecklistArgs, resources) -> ChecklistVerifier:
-    """Prompt 7 through ``args.verifier_judge`` (the run's judge when unset)."""
+    """Prompt 7 through ``args.verifier_judge`` (the run's judge when unset); no judge for the
+    judge-free verdicts (``overlap``, ``kb``)."""
+    if args.verdict in ("overlap", "kb"):
+        return ChecklistVerifier(None, args.verdict, args.unit)
     judge, prefill = _judge(args.verifier_judge, resources)
     return ChecklistVerifier(judge, args.verdict, args.unit, prefill=prefill)
 
@@ -951,6 +977,9 @@ def claim_truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
         judge, prefill = _judge(args.extractor_judge, resources, v.max_new_tokens)
         extractor = (KLCFClaimExtractor(judge, v.max_claims, prefill) if args.extraction_prompt == "klcf_prompt2"
                      else ClaimVerifier(judge, None, max_claims=v.max_claims, prefill=prefill))
+    verifier = checklist_verifier(args, resources) if args.missing_only else None
+    if args.verdict == "kb":  # the perfect truthfulness RM: the mini-world's truth per claim
+        return ClaimTruth(extractor, KBTruthScorer(), verifier, args.answer_parsing)
     name = args.rm_model or (cfg.model.name if cfg is not None else None)
     key = ("klcf_truth_scorer", name, args.rm_dtype, args.rm_device, args.rm_batch_size)
 
@@ -959,7 +988,6 @@ def claim_truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
 
     memo = getattr(resources, "_memo", None)
     scorer = memo(key, build) if memo is not None else build()
-    verifier = checklist_verifier(args, resources) if args.missing_only else None
     return ClaimTruth(extractor, scorer, verifier, args.answer_parsing)
 
 
