@@ -103,6 +103,26 @@ def test_oracle_on_constructed_true_and_perturbed_sentences():
         assert m[label]["precision"] >= 0.97 and m[label]["recall"] >= 0.97, (label, m[label], m["disagreements"])
 
 
+def test_oracle_on_hand_labelled_sentences_of_the_embedded_model():
+    """246 sentences SmolLM2-135M wrote about 60 countries, each labelled by hand against the
+    world's facts (tests/fixtures/truth/README.md). Measured 2026-11-25: accuracy 0.878;
+    precision / recall supported 0.82 / 0.83, contradicted 0.80 / 0.84, unverifiable 0.92 / 0.90
+    (README "The mini-world's truth"); the bounds leave room for a rule change, not a regression."""
+    rows = T.read_labelled()
+    assert len(rows) >= 100 and {r["label"] for r in rows} == set(T.SENTENCE_LABELS)
+    m = T.measure_oracle(rows, expected_key="label")
+    assert m["accuracy"] >= 0.85, m
+    for label in T.SENTENCE_LABELS:
+        assert m[label]["precision"] >= 0.75 and m[label]["recall"] >= 0.75, (label, m[label])
+
+
+def test_read_labelled_names_a_bad_row(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"sentence": "x", "label": "supported"}\n{"sentence": "y", "label": "true"}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:2"):
+        T.read_labelled(bad)
+
+
 # ---------------------------------------------------------------- verdict: kb on the rewards
 
 Q = [[{"role": "user", "content": "What is the capital of France?"}]] * 3

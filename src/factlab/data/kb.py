@@ -100,8 +100,26 @@ _REGION_SYNONYMS = {  # how a writer names a region that countryinfo spells othe
     "western africa": "Sub-Saharan Africa", "eastern africa": "Sub-Saharan Africa",
     "middle africa": "Sub-Saharan Africa", "west europe": "Western Europe", "east europe": "Eastern Europe",
     "north europe": "Northern Europe", "south europe": "Southern Europe", "scandinavia": "Northern Europe",
-    "the pacific": "Oceania", "pacific": "Oceania", "australasia": "Australia and New Zealand",
+    "australasia": "Australia and New Zealand",
+    # adjectives: "a European country", "the North African state of Egypt"
+    "european": "Europe", "african": "Africa", "asian": "Asia", "american": "Americas", "oceanian": "Oceania",
+    "north african": "Northern Africa", "middle eastern": "Western Asia", "caribbean": "Latin America and the Caribbean",
+    "latin american": "Latin America and the Caribbean", "south american": "Latin America and the Caribbean",
+    "central american": "Latin America and the Caribbean", "north american": "Northern America",
+    "southeast asian": "South-eastern Asia", "east asian": "Eastern Asia", "south asian": "Southern Asia",
+    "central asian": "Central Asia", "west african": "Sub-Saharan Africa", "east african": "Sub-Saharan Africa",
+    "southern african": "Sub-Saharan Africa", "central african": "Sub-Saharan Africa",
+    "scandinavian": "Northern Europe", "eastern european": "Eastern Europe", "western european": "Western Europe",
+    "southern european": "Southern Europe", "northern european": "Northern Europe",
 }
+# aliases countryinfo lists that are ordinary words, a demonym or a language in running text
+_NOT_NAMES = {"island", "mann", "maurice", "thai", "togolese", "montenegrin"}
+# a name that follows one of these is a place of another kind: "the Gulf of Guinea", "South Georgia" handled by the
+# longer name
+# "a European country", "an African nation": a region word naming what the country is
+_PLACE_NOUN = re.compile(r"\b(?:european|african|asian|american|caribbean|oceanian|middle eastern|scandinavian)\s+"
+                         r"(?:\w+\s+)?(?:country|nation|state|island|archipelago|territory|kingdom|republic)\b", re.I)
+_WATER = re.compile(r"\b(?:gulf|bay|sea|strait|straits|channel|bight|ocean) of (?:the )?$")
 # countries of the "Latin America and the Caribbean" subregion a writer may place in North America
 _NORTH_AMERICAN = {"Mexico", "Guatemala", "Belize", "Honduras", "El Salvador", "Nicaragua", "Costa Rica", "Panama",
                    "Cuba", "Jamaica", "Haiti", "Dominican Republic", "Bahamas", "Puerto Rico"}
@@ -127,7 +145,8 @@ class KnowledgeBase:
         for c in kb.countries:
             kb.by_name[c.name] = c
             for n in (c.name, *c.aliases):
-                kb.names.setdefault(_norm(n), c.name)
+                if _norm(n) not in _NOT_NAMES:
+                    kb.names.setdefault(_norm(n), c.name)
             for cap in _capital_forms(c.capital):
                 kb.capitals.setdefault(_norm(cap), c.capital)
             for r in (c.region, c.subregion):
@@ -216,7 +235,8 @@ _CUES: list[tuple[str, re.Pattern]] = [
     ("borders", re.compile(r"\bborder(?:s|ed|ing)?\b|\bneighbou?r(?:s|ing)?\b|\bshares? (?:a )?(?:land )?border", re.I)),
     ("population", re.compile(r"\bpopulation\b|\binhabitants\b|\bresidents\b|\bpeople live\b", re.I)),
     ("area", re.compile(r"\bsquare (?:kilomet|km|mile)|\bkm2\b|\bkm²|\bsq\.? ?(?:km|mi)\b|\barea of\b|\bcovers\b", re.I)),
-    ("location", re.compile(r"\blocated\b|\bsituated\b|\blies\b|\blying\b|\bcontinent\b|\bregion\b|\bpart of\b"
+    ("location", re.compile(r"\blocated\b|\bsituated\b|\bnestled\b|\bcrossroads\b|\blies\b|\blying\b|\bcontinent\b"
+                            r"|\bregion\b|\bpart of\b"
                             r"|\bis (?:a|an) (?:\w+ )?(?:country|nation|island|state) in\b|\bis in\b|\bin the\b", re.I)),
 ]
 _IS_PROPER = re.compile(r"\b(?:is|was|are|remains|called|named)\s+(?:the\s+)?(?:city\s+of\s+)?"
@@ -242,13 +262,16 @@ def _row(sentence: str, country: str | None, relation: str | None, value: str | 
     return {"sentence": sentence, "country": country, "relation": relation, "value": value, "label": label}
 
 
-_PRONOUN = re.compile(r"\s*(?:it|its|they|their|this|there)\b", re.I)
+_PRONOUN = re.compile(r"\s*(?:it|its|they|their|(?:the|this) (?:country|nation|island|state|territory|archipelago))\b",
+                      re.I)
 _CLAUSE = re.compile(r",?\s+(?:and|but|while|whereas)\s+(?=(?:it|its|this|they|their|there)\b|the\s+(?:capital|"
                      r"currenc|official|population|area|demonym|country|nation|people)\w*\b)|;\s+", re.I)
 _NEGATION = re.compile(r"\bnot\b|n't\b|\bnever\b|\boutside\b|\bno (?:official|land|border|status)\b"
                        r"|\bshares? no\b|\bneither\b|\bnor\b", re.I)
 _ONLY = re.compile(r"\b(?:only|sole|single|exclusive)\b", re.I)
-_SUPERLATIVE = re.compile(r"\b(largest|biggest|most populous|smallest|least populous)\b", re.I)
+# a superlative about the country itself: "the most populous country", "the largest area of any country"
+_SUPERLATIVE = re.compile(r"\b(largest|biggest|smallest|most populous|least populous)\b(?=[\w\s]{0,25}?\b(?:countr|"
+                          r"nation|population|area|by area|by population))|\b(most populous|least populous)\b", re.I)
 
 
 def label_sentence(sentence: str, world: KnowledgeBase | Sequence[CountryFacts] | None = None,
@@ -268,8 +291,9 @@ def label_sentence(sentence: str, world: KnowledgeBase | Sequence[CountryFacts] 
         pick = (next((r for r in rows if r["label"] == CONTRADICTED), None)
                 or next((r for r in rows if r["label"] == SUPPORTED), rows[0]))
         return {**pick, "sentence": sentence}
-    row = _positive(sentence, kb)
-    if row["label"] == UNVERIFIABLE and context:
+    lent = _in_context(sentence, context, kb) if context and _PRONOUN.match(sentence) else None
+    row = lent or _positive(sentence, kb)  # "It is bordered by Kenya, ...": "it" is the context's country
+    if row["label"] == UNVERIFIABLE and context and lent is None:
         row = _in_context(sentence, context, kb) or row
     if row["label"] == UNVERIFIABLE:
         return row
@@ -289,7 +313,8 @@ def label_sentence(sentence: str, world: KnowledgeBase | Sequence[CountryFacts] 
 def _superlative_false(sentence: str, kb: KnowledgeBase, c: CountryFacts) -> bool:
     """A superlative about ``c`` that the world's numbers refute, within the first region or
     subregion the sentence names (the world without one)."""
-    word = _SUPERLATIVE.search(sentence).group(1).lower()
+    m = _SUPERLATIVE.search(sentence)
+    word = (m.group(1) or m.group(2)).lower()
     by_population = "populous" in word or "population" in sentence.lower()
     metric = (lambda x: x.population) if by_population else (lambda x: x.area)
     places = _find(_norm(sentence), kb.regions)
@@ -301,13 +326,26 @@ def _superlative_false(sentence: str, kb: KnowledgeBase, c: CountryFacts) -> boo
 
 
 def _in_context(sentence: str, context: str, kb: KnowledgeBase) -> dict | None:
-    """The sentence read as the continuation of ``context``: the context's country when the
-    sentence names none, its relation when the sentence has no cue; the row keeps the
-    sentence's own text."""
-    norm = _norm(sentence)
-    ctx_norm = _norm(context)
-    own, lent = _find(norm, kb.names), _find(ctx_norm, kb.names)
-    country = (lent or own) if _PRONOUN.match(sentence) else (own or lent)  # "it borders Japan": it is the context's
+    """The sentence read as the continuation of ``context`` (the row keeps the sentence's own
+    text). A sentence that opens with a pronoun ("It borders Japan.", "Its capital is Paris.",
+    "The country is ...") is about the context's country: the pronoun is replaced by its name.
+    A short answer to a question ("Paris." after "What is the capital of France?") takes the
+    question's country and relation; only a question (ending in "?") lends a relation: a
+    long-form prompt that lists topics does not."""
+    lent = _countries(_norm(context), kb)
+    pronoun = _PRONOUN.match(sentence)
+    if pronoun is not None and lent:
+        name = lent[0][2]
+        word = pronoun.group(0).strip().lower()
+        swapped = f"{name}'s" if word in ("its", "their") else name
+        row = _positive(swapped + sentence[pronoun.end():], kb)
+        if row["label"] != UNVERIFIABLE:
+            row["sentence"] = sentence
+            return row
+    if not context.rstrip().endswith("?"):
+        return None
+    own = _countries(_norm(sentence), kb)
+    country = own or lent
     relation = _relation_of(sentence) or _relation_of(context)
     if not country or relation is None:
         return None
@@ -326,6 +364,12 @@ _VOCABULARY = {"capital": "capitals", "currency": "currencies", "language": "lan
                "location": "regions"}
 
 
+def _countries(norm: str, kb: KnowledgeBase) -> list[tuple[int, int, str]]:
+    """Country mentions in a normalized sentence, except a name that names a sea ("the Gulf of
+    Guinea")."""
+    return [m for m in _find(norm, kb.names) if not _WATER.search(norm[:m[0]])]
+
+
 def _inside(span: tuple, spans: Sequence[tuple]) -> bool:
     return any(a <= span[0] and span[1] <= b for a, b, *_ in spans)
 
@@ -338,7 +382,9 @@ def _positive(sentence: str, kb: KnowledgeBase) -> dict:
     not a value ("French" in "French Polynesia", "Polynesia" in it too)."""
     norm = _norm(sentence)
     relation = _relation_of(sentence)
-    mentions = _find(norm, kb.names)
+    mentions = _countries(norm, kb)
+    if relation is None and mentions and _PLACE_NOUN.search(sentence) and _find(norm, kb.regions):
+        relation = "location"  # "a European country", "a Caribbean nation": the place is the cue
     if relation is None or not mentions:
         return _row(sentence, mentions[0][2] if mentions else None, relation, None, UNVERIFIABLE)
     values = _find(norm, getattr(kb, _VOCABULARY[relation])) if relation in _VOCABULARY else []
@@ -348,7 +394,8 @@ def _positive(sentence: str, kb: KnowledgeBase) -> dict:
     subject = kb.by_name[free[0][2]]
     values = [v for v in values if not _inside(v, free[:1])]
     if relation == "borders":
-        others = list(dict.fromkeys(m[2] for m in free[1:] if m[2] != subject.name))
+        # a country named again in its own list of neighbours does not border itself
+        others = list(dict.fromkeys(m[2] for m in free[1:]))
         if not others:
             return _row(sentence, subject.name, relation, None, UNVERIFIABLE)
         wrong = [o for o in others if o not in subject.borders]
@@ -358,7 +405,7 @@ def _positive(sentence: str, kb: KnowledgeBase) -> dict:
     if relation in ("currency", "language", "demonym"):
         return _vocabulary(sentence, norm, subject, relation, [v[2] for v in values])
     # population, area
-    number = _stated_number(sentence, subject.name)
+    number = _stated_number(sentence, subject.name, relation)
     true = subject.population if relation == "population" else subject.area
     if number is None or not true:
         return _row(sentence, subject.name, relation, None, UNVERIFIABLE)
@@ -367,11 +414,15 @@ def _positive(sentence: str, kb: KnowledgeBase) -> dict:
     return _row(sentence, subject.name, relation, f"{number:,.0f}", SUPPORTED if _close(number, true) else CONTRADICTED)
 
 
-def _stated_number(sentence: str, country: str) -> float | None:
-    """The first number after the country is named (a bare year such as "In 2020" is not the
-    figure: a four-digit number from 1000 to 2100 without separators or a scale word)."""
+def _stated_number(sentence: str, country: str, relation: str) -> float | None:
+    """The first number after the relation's cue ("population of about 66 million": not "home
+    to 100 islands ... a diverse population") and after the country is named; a bare year such
+    as "In 2020" is not the figure (a four-digit number from 1000 to 2100 without separators or
+    a scale word)."""
+    cue = dict(_CUES)[relation].search(sentence)
     m = re.search(re.escape(country), sentence, re.I)
-    rest = sentence[m.end():] if m is not None else sentence
+    start = max(cue.start() if cue is not None else 0, m.end() if m is not None else 0)
+    rest = sentence[start:]
     for m in _NUMBER.finditer(rest):
         value = parse_number(m.group(0))
         if value is not None and not (m.group(2) is None and 1000 <= value <= 2100 and "," not in m.group(1)):
@@ -461,16 +512,17 @@ def _currency_phrase(sentence: str, norm: str, subject: CountryFacts) -> dict:
     for cur in subject.currencies:
         cw = _norm(cur).split()
         if head in cw or (head + "s") in cw:
-            if qualifier is None or qualifier in cw or _qualifier_matches(qualifier, subject, cur):
+            if qualifier is None or qualifier in cw or _same_country_word(qualifier, subject, cw):
                 return _row(sentence, subject.name, "currency", phrase, SUPPORTED)
     return _row(sentence, subject.name, "currency", phrase, CONTRADICTED)
 
 
-def _qualifier_matches(qualifier: str, subject: CountryFacts, currency: str) -> bool:
-    """"Canadian dollar" for Canada's "Canadian Dollar", "us dollar" for "US Dollar": the
-    qualifier is the country's demonym or name, or an abbreviation the currency's name uses."""
-    demonyms = {_norm(d) for d in (subject.demonym or "").split(",") if d.strip()}
-    return qualifier in demonyms or qualifier in _norm(subject.name).split()
+def _same_country_word(qualifier: str, subject: CountryFacts, currency_words: list[str]) -> bool:
+    """"Barbadian Dollar" for the world's "Barbados Dollar": the qualifier and a word of the
+    currency's name are both the country's (its name or its demonym). "Kiribati Dollar" for
+    Kiribati's "Australian Dollar" is not: the currency's name holds no word of Kiribati's."""
+    own = {_norm(d) for d in (subject.demonym or "").split(",") if d.strip()} | set(_norm(subject.name).split())
+    return qualifier in own and any(w in own for w in currency_words)
 
 
 def label_sentences(text: str, world: KnowledgeBase | Sequence[CountryFacts] | None = None,
@@ -488,7 +540,7 @@ def label_sentences(text: str, world: KnowledgeBase | Sequence[CountryFacts] | N
         # "Its capital is Paris." continues the sentence before it
         lent = context if context is not None or not _PRONOUN.match(sentence) else previous
         rows.append(label_sentence(sentence, kb, lent))
-        previous = sentence if _find(_norm(sentence), kb.names) else previous
+        previous = sentence if _countries(_norm(sentence), kb) else previous
     return rows
 
 

@@ -183,11 +183,12 @@ def read_labelled(path: str | Path = FIXTURE) -> list[dict[str, Any]]:
 
 def measure_oracle(rows: Sequence[Mapping[str, Any]], world: KnowledgeBase | None = None,
                    expected_key: str = "expected") -> dict[str, Any]:
-    """The oracle (``label_sentence``) against ``rows`` of known labels (``expected_key``):
-    ``precision_recall`` overall, accuracy per ``kind`` when rows carry one, and the
-    disagreements (sentence, expected, predicted)."""
+    """The oracle (``label_sentence``) against ``rows`` of known labels (``expected_key``),
+    each sentence read with its row's ``prompt`` as context when it has one (as a completion's
+    sentences are: "It borders Japan." is about the country asked about): ``precision_recall``
+    overall, accuracy per ``kind`` when rows carry one, and the disagreements."""
     kb = knowledge_base(world)
-    predicted = [label_sentence(r["sentence"], kb)["label"] for r in rows]
+    predicted = [label_sentence(r["sentence"], kb, r.get("prompt"))["label"] for r in rows]
     expected = [r[expected_key] for r in rows]
     out = precision_recall(expected, predicted)
     kinds = [r.get("kind") for r in rows]
