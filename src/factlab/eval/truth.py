@@ -32,7 +32,7 @@ from ..synth.perturbations import miniworld_pairs
 
 __all__ = ["label_answer", "label_sentences", "label_sentence", "label_response", "knowledge_base", "CORRECT",
            "WRONG", "ABSTAIN", "SUPPORTED", "CONTRADICTED", "UNVERIFIABLE", "SENTENCE_LABELS", "answer_truth",
-           "sentence_truth", "completion_truth", "constructed_sentences", "EXPECTED_BY_STRATEGY", "precision_recall", "measure_oracle",
+           "sentence_truth", "completion_truth", "question_of", "constructed_sentences", "EXPECTED_BY_STRATEGY", "precision_recall", "measure_oracle",
            "read_labelled", "FIXTURE"]
 
 FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "truth" / "model_sentences.jsonl"
@@ -87,7 +87,7 @@ def sentence_truth(texts: Sequence[str], world: KnowledgeBase | None = None) -> 
     return out
 
 
-def _question(row: Mapping[str, Any]) -> str:
+def question_of(row: Mapping[str, Any]) -> str:
     """The question a training row asks: its ``question`` column, else the prompt's last user turn."""
     if row.get("question"):
         return str(row["question"])
@@ -113,13 +113,14 @@ def completion_truth(row: Mapping[str, Any], completion: str) -> dict[str, Any]:
       when nothing is verifiable.
     """
     if row.get("golds") is not None:
-        label = label_response(completion, list(row["golds"]), _question(row))
+        label = label_response(completion, list(row["golds"]), question_of(row))
         return {"kind": "short", "label": label, "truthful": {CORRECT: 1, WRONG: 0}.get(label),
                 "score": {CORRECT: 1.0, ABSTAIN: 0.0, WRONG: -1.0}[label]}
     if row.get("label") is not None:
-        right = claim_verdict(completion) == normalize_label(row["label"])
+        said = claim_verdict(completion)
+        right = said is not None and said == normalize_label(row["label"])
         return {"kind": "verdict", "label": "right" if right else "wrong", "truthful": int(right),
-                "score": float(right)}
+                "score": float(right), "readable": said is not None}
     counts = Counter(r["label"] for r in label_sentences(completion))
     s, c = counts[SUPPORTED], counts[CONTRADICTED]
     truthful = 0 if c else (1 if s else None)

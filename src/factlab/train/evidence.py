@@ -31,11 +31,14 @@ from typing import Any, Callable, Sequence
 from pydantic import Field, field_validator
 
 from ..config import Section
+from ..eval.truth import completion_truth, label_sentences, question_of
+from ..models import generate, load_model, release_memory
 from ..rewards import RewardSpec, build_rewards
 from ..rewards.registry import check_reward_list
 from .grpo import TrainResult, run
 
-__all__ = ["EvidenceArm", "EvidenceSection", "BASE_ARM", "run_arms", "EVIDENCE_FILE"]
+__all__ = ["EvidenceArm", "EvidenceSection", "BASE_ARM", "run_arms", "EVIDENCE_FILE", "truth_evaluator",
+           "generate_for_rows"]
 
 BASE_ARM = "base"
 EVIDENCE_FILE = "evidence.json"
@@ -132,4 +135,54 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
                                           "wall_seconds": got["wall_seconds"]})
     done.write_text(json.dumps(record, indent=1, default=float))
     return record
+
+
+
+# ---------------------------------------------------------------- per-question truth of a policy
+
+
+def generate_for_rows(cfg: Any, result: TrainResult | None, rows: Sequence[dict], *, max_new_tokens: int,
+                      batch_size: int = 16, start_model: str | None = None) -> list[str]:
+    """Greedy answers of a policy to training-style rows (``prompt``: chat messages, rendered
+    with the policy's chat template): the trained one (``result``), else the start model."""
+    if result is None:
+        model, tok = load_model(start_model or cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device)
+    else:
+        model, tok = result.load_policy(dtype=cfg.model.dtype, device=cfg.model.device)
+    prompts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
+    outs = generate(model, tok, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=False,
+                    desc="evidence eval")
+    del model
+    release_memory()
+    return [o[0].text for o in outs]
+
+
+def truth_evaluator(cfg: Any, rows: Sequence[dict], *, max_new_tokens: int, batch_size: int = 16,
+                    start_model: str | None = None) -> Callable[[TrainResult | None], list[dict[str, Any]]]:
+    """``evaluate`` for ``run_arms``: each held-out row answered greedily, then its exact truth
+    (``eval.truth.completion_truth``) as the per-question metrics: short answers ``correct``,
+    ``wrong``, ``abstain`` (0 / 1), ``truth`` (+1 / 0 / -1) and ``contradicted`` (contradicted
+    sentences, read in the question); verdicts ``correct`` and ``format_ok`` (a readable label);
+    long answers ``kb_precision`` (None when nothing is verifiable), ``supported`` and
+    ``contradicted`` sentence counts."""
+    def evaluate(result: TrainResult | None) -> list[dict[str, Any]]:
+        texts = generate_for_rows(cfg, result, rows, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                                  start_model=start_model)
+        out = []
+        for row, text in zip(rows, texts):
+            t = completion_truth(row, text)
+            rec: dict[str, Any] = {"question": str(row.get("id") or row.get("prompt_id") or len(out))}
+            if t["kind"] == "short":
+                rec.update(correct=float(t["label"] == "correct"), wrong=float(t["label"] == "wrong"),
+                           abstain=float(t["label"] == "abstain"), truth=t["score"],
+                           contradicted=float(sum(r["label"] == "contradicted"
+                                                  for r in label_sentences(text, context=question_of(row)))))
+            elif t["kind"] == "verdict":
+                rec.update(correct=float(t["truthful"]), format_ok=float(t["readable"]))
+            else:
+                rec.update(kb_precision=t["score"], supported=float(t["supported"]),
+                           contradicted=float(t["contradicted"]), truth=t["score"])
+            out.append(rec)
+        return out
+    return evaluate
 
