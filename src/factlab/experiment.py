@@ -12,7 +12,9 @@ notebook -> config map lives in ``factlab.runner``.
 
 from __future__ import annotations
 
-from pydantic import field_validator
+from typing import Any
+
+from pydantic import Field, field_validator
 
 from .config import (GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError, Section,
                      SweepSection)
@@ -25,7 +27,7 @@ from .rewards.rar import ClaimVerifierSection
 from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
 
-__all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig"]
+__all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig", "EvidenceArm", "EvidenceSection", "BASE_ARM"]
 
 
 class ExperimentConfig(Section):
@@ -36,6 +38,51 @@ class ExperimentConfig(Section):
     eval: list[EvalDataConfig] = [EvalDataConfig()]
     eval_generation: GenerationConfig = GenerationConfig()
     sweep: SweepSection | None = None  # read by `factlab sweep` only (factlab.sweep); a run ignores it
+
+
+BASE_ARM = "base"  # the untrained start of an evidence run (factlab.evidence)
+
+
+class EvidenceArm(Section):
+    """One arm: a name and its reward list (any registered rewards); ``grpo`` overrides the
+    run's GRPO section for this arm only (e.g. a longer run for a slower family is not the
+    same budget: use it only when the hypothesis says so)."""
+
+    name: str
+    rewards: list[RewardSpec]
+    grpo: dict[str, Any] = {}
+
+    @field_validator("rewards")
+    @classmethod
+    def _reward_list(cls, specs: list[RewardSpec]) -> list[RewardSpec]:
+        check_reward_list(specs)
+        return specs
+
+
+class EvidenceSection(Section):
+    """``evidence:`` of a notebook's ``*_evidence.yaml``: the hypothesis it tests (a name of
+    ``factlab.evidence.HYPOTHESES``), the arms trained, the seeds (3 or more: an interval over
+    one seed says nothing about seeds) and how many held-out questions each arm answers."""
+
+    hypothesis: str
+    arms: list[EvidenceArm]
+    seeds: list[int] = [0, 1, 2]
+    heldout: int = Field(48, ge=4)
+
+    @field_validator("seeds")
+    @classmethod
+    def _three_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(seeds) < 3 or len(set(seeds)) < len(seeds):
+            raise ValueError(f"an evidence run needs 3 or more distinct seeds, got {seeds}")
+        return seeds
+
+    @field_validator("arms")
+    @classmethod
+    def _named_arms(cls, arms: list[EvidenceArm]) -> list[EvidenceArm]:
+        names = [a.name for a in arms]
+        if not arms or len(set(names)) < len(names) or BASE_ARM in names:
+            raise ValueError(f"arm names must be unique, non-empty and not '{BASE_ARM}': {names}")
+        return arms
 
 
 class TrainingConfig(ExperimentConfig):
@@ -53,6 +100,9 @@ class TrainingConfig(ExperimentConfig):
     extractor: ExtractorSection = ExtractorSection()
     verifier: ClaimVerifierSection = ClaimVerifierSection()
     alarms: AlarmsSection = AlarmsSection()  # reward-hacking alarm thresholds (factlab.eval.alarms)
+    # a pre-registered hypothesis's arms and seeds (params/<notebook>_evidence.yaml; factlab.evidence); None: no
+    # evidence cell runs
+    evidence: EvidenceSection | None = None
 
     @field_validator("rewards")
     @classmethod

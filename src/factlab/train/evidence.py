@@ -28,62 +28,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pydantic import Field, field_validator
-
-from ..config import Section
 from ..eval.truth import completion_truth, label_sentences, question_of
 from ..models import generate, load_model, release_memory
-from ..rewards import RewardSpec, build_rewards
-from ..rewards.registry import check_reward_list
+from ..experiment import BASE_ARM, EvidenceArm, EvidenceSection
+from ..rewards import build_rewards
 from .grpo import TrainResult, run
 
 __all__ = ["EvidenceArm", "EvidenceSection", "BASE_ARM", "run_arms", "EVIDENCE_FILE", "truth_evaluator",
            "generate_for_rows"]
 
-BASE_ARM = "base"
 EVIDENCE_FILE = "evidence.json"
-
-
-class EvidenceArm(Section):
-    """One arm: a name and its reward list (any registered rewards); ``grpo`` overrides the
-    run's GRPO section for this arm only (e.g. a longer run for a slower family is not the
-    same budget: use it only when the hypothesis says so)."""
-
-    name: str
-    rewards: list[RewardSpec]
-    grpo: dict[str, Any] = {}
-
-    @field_validator("rewards")
-    @classmethod
-    def _reward_list(cls, specs: list[RewardSpec]) -> list[RewardSpec]:
-        check_reward_list(specs)
-        return specs
-
-
-class EvidenceSection(Section):
-    """``evidence:`` of a notebook's ``*_evidence.yaml``: the hypothesis it tests (a name of
-    ``factlab.evidence.HYPOTHESES``), the arms trained, the seeds (3 or more: an interval over
-    one seed says nothing about seeds) and how many held-out questions each arm answers."""
-
-    hypothesis: str
-    arms: list[EvidenceArm]
-    seeds: list[int] = [0, 1, 2]
-    heldout: int = Field(48, ge=4)
-
-    @field_validator("seeds")
-    @classmethod
-    def _three_seeds(cls, seeds: list[int]) -> list[int]:
-        if len(seeds) < 3 or len(set(seeds)) < len(seeds):
-            raise ValueError(f"an evidence run needs 3 or more distinct seeds, got {seeds}")
-        return seeds
-
-    @field_validator("arms")
-    @classmethod
-    def _named_arms(cls, arms: list[EvidenceArm]) -> list[EvidenceArm]:
-        names = [a.name for a in arms]
-        if not arms or len(set(names)) < len(names) or BASE_ARM in names:
-            raise ValueError(f"arm names must be unique, non-empty and not '{BASE_ARM}': {names}")
-        return arms
 
 
 def _folder(out: Path, arm: str, seed: int | None) -> Path:
