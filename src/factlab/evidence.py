@@ -40,7 +40,8 @@ from .manifest import git_state, hardware, package_versions
 from .runner import project_root, run_notebook
 from .train.evidence import BASE_ARM, EVIDENCE_FILE
 
-__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "run", "write_table", "main"]
+__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "plot_curves", "run",
+           "write_table", "main"]
 
 Direction = Literal["higher", "lower", "not lower"]
 
@@ -198,6 +199,17 @@ def plot_curves(record: dict, title: str):
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def report_frame(record: dict, name: str | None = None, replicates: int = 2000) -> pd.DataFrame:
+    """What a notebook's evidence cell shows: every comparison of the record's hypothesis with
+    its effect, interval and verdict, the hypothesis' verdict in the caption (``attrs``)."""
+    h = HYPOTHESES[name or record["hypothesis"]]
+    effects = analyze(record, h, replicates=replicates)
+    frame = pd.DataFrame(effects)[["comparison", "direction", "mean", "lo", "hi", "seeds", "questions", "verdict"]]
+    frame.attrs["verdict"] = overall(effects)
+    frame.attrs["claim"] = h.claim
+    return frame
 
 
 # ---------------------------------------------------------------- running and writing results
