@@ -30,7 +30,8 @@ def test_rewards_log_their_rates_and_read_chat_completions():
     out = JudgeReward()(completions=[[{"role": "assistant", "content": GOOD_FORMAT}], ""], golds=[["Paris"], ["x"]],
                         log_metric=lambda k, v: logged.__setitem__(k, v))
     assert out == [2.0, -1.0] and logged == {"qa_judge/good_rate": 0.5, "qa_judge/bad_rate": 0.0,
-                                             "qa_judge/na_rate": 0.5}
+                                             "qa_judge/na_rate": 0.5,
+                                             "qa_judge/suspicious_substring_rate": 0.0}
     fmt = FormatReward(0.5, -2.0)
     assert fmt(completions=[GOOD_FORMAT, UNTAGGED], log_metric=lambda k, v: logged.__setitem__(k, v)) == [0.5, -2.0]
     assert logged["format/success_rate"] == 0.5
