@@ -36,6 +36,50 @@ def test_default_model_is_a_cached_plain_hf_folder():
     assert (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists()
 
 
+def test_tiny_random_model_shares_the_tokenizer_and_template_with_its_source(tmp_path):
+    """tiny-random-smollm2: the embedded model's architecture, vocabulary, tokenizer and chat
+    template at 2 layers x 64, random weights from a fixed seed, cached under its spec's folder."""
+    import torch
+    from transformers import AutoConfig
+
+    from factlab.paths import cache_dir
+
+    spec = models.TINY_MODELS[models.TINY_MODEL]
+    real = Path(models.resolve_model(models.DEFAULT_MODEL))
+    tiny = Path(models.resolve_model(models.TINY_MODEL))
+    assert tiny == cache_dir() / "models" / spec.folder()
+    cfg, src = AutoConfig.from_pretrained(tiny), AutoConfig.from_pretrained(real)
+    assert (cfg.model_type, cfg.vocab_size, cfg.tie_word_embeddings) == (src.model_type, src.vocab_size,
+                                                                        src.tie_word_embeddings)
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.head_dim) == (2, 64, 16)
+    model, tok = models.load_model(models.TINY_MODEL, device="cpu")
+    real_tok = models.load_tokenizer(models.DEFAULT_MODEL)
+    assert tok.get_vocab() == real_tok.get_vocab()
+    assert models.chat_prompt(tok, "Capital of Peru?", "SYS") == models.chat_prompt(real_tok, "Capital of Peru?", "SYS")
+    assert models.stop_token_ids(tok) == models.stop_token_ids(real_tok)
+    assert sum(p.numel() for p in model.parameters()) < 5_000_000  # the 135M model has 135M
+    # a cached model is not rebuilt; the same seed gives the same weights elsewhere, and building
+    # leaves the caller's random state alone
+    stamp = (tiny / "model.safetensors").stat().st_mtime_ns
+    assert models.resolve_model(models.TINY_MODEL) == str(tiny) and (tiny / "model.safetensors").stat().st_mtime_ns == stamp
+    before = torch.random.get_rng_state()
+    other = models.build_tiny_model(spec, tmp_path / "again")
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert not any(p.name.startswith("again.tmp-") for p in tmp_path.iterdir())
+    again, _ = models.load_model(str(other), device="cpu")
+    a, b = model.state_dict(), again.state_dict()
+    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["model.layers.0.self_attn.q_proj.weight"], a["model.layers.1.self_attn.q_proj.weight"])
+    gens = models.generate(model, tok, ["Hi", "Hello there"], max_new_tokens=5, progress=False)
+    assert [len(g[0].token_ids) for g in gens] == [5, 5]  # it runs through the decoding path
+
+
+def test_tiny_model_spec_changes_its_folder():
+    spec = models.TINY_MODELS[models.TINY_MODEL]
+    assert models.TinySpec(source=spec.source, hidden_size=32).folder() != spec.folder()
+    assert models.TinySpec(source=spec.source, seed=1).folder() != spec.folder()
+
+
 @pytest.mark.slow  # two de-quantizations (~40 s); CI converts once on its first load, which every model test uses
 def test_conversion_into_fresh_folder_matches_gguf_weights(tmp_path):
     """The GGUF load path itself: convert again into tmp and compare with a direct GGUF load."""

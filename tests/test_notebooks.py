@@ -37,6 +37,39 @@ def test_quickstart_smoke_writes_report_with_accuracy_table(tmp_path):
     assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
 
 
+@pytest.mark.parametrize("notebook", sorted(runner.NOTEBOOK_CONFIGS))
+def test_retarget_models_points_every_embedded_model_name_at_the_tiny_model(tmp_path, notebook):
+    """What the tiny notebook runs rely on: no model name of the resolved params still names the
+    135M model, and nothing else changed."""
+    import yaml
+
+    from factlab import models
+    from factlab.config import dump_config
+
+    smoke = ROOT / "params" / f"{notebook}_smoke.yaml"
+    out = runner.retarget_models(notebook, smoke, tmp_path / "tiny.yaml", models.TINY_MODEL)
+    tiny = yaml.safe_load(out.read_text())
+    original = yaml.safe_load(dump_config(runner.load_params(notebook, smoke)))
+
+    def values(node):
+        if isinstance(node, dict):
+            return [x for v in node.values() for x in values(v)]
+        if isinstance(node, list):
+            return [x for v in node for x in values(v)]
+        return [node]
+
+    def back(node):  # the tiny name read as the default again
+        if isinstance(node, dict):
+            return {k: back(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [back(v) for v in node]
+        return models.DEFAULT_MODEL if node == models.TINY_MODEL else node
+
+    assert models.DEFAULT_MODEL not in values(tiny) and tiny["model"]["name"] == models.TINY_MODEL
+    assert back(tiny) == original
+    assert runner.load_params(notebook, out).model.name == models.TINY_MODEL  # it validates
+
+
 def test_bad_params_fail_before_a_kernel_starts(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("base: %s\neval_generation:\n  max_tokens: 3\n" % (ROOT / "params/00_quickstart_smoke.yaml"))
