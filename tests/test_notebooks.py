@@ -83,16 +83,15 @@ def test_unknown_notebook_lists_known(tmp_path):
         runner.run_notebook("nope", out=tmp_path)
 
 
-def test_corver_notebook_end_to_end(tmp_path):
+def test_corver_notebook_end_to_end(tmp_path, tiny_params):
     """01_corver on a smaller smoke: real index, counts, self-filter, two runs, eval, cost, traces."""
-    params = tmp_path / "corver_tiny.yaml"
-    params.write_text(f"""base: {ROOT / 'params/01_corver_smoke.yaml'}
-train_data: {{limit: 12}}
-self_filter: {{num_samples: 2, max_new_tokens: 24}}
-grpo: {{max_steps: 2, max_completion_length: 24, save_steps: 1}}
-eval: [{{name: miniworld, split: heldout, limit: 8}}]
-eval_generation: {{max_new_tokens: 32}}
-calibration: {{limit: 120}}
+    params = tiny_params("01_corver", """\
+train_data: {limit: 12}
+self_filter: {num_samples: 2, max_new_tokens: 24}
+grpo: {max_steps: 2, max_completion_length: 24, save_steps: 1}
+eval: [{name: miniworld, split: heldout, limit: 8}]
+eval_generation: {max_new_tokens: 32}
+calibration: {limit: 120}
 trace_completions: 2
 """)
     res = runner.run_notebook("01_corver", params=params, out=tmp_path / "runs", progress=False)
@@ -117,20 +116,19 @@ trace_completions: 2
     assert "P(correct | count bucket)" in html and "Short-form QA: raw vs trained" in html
 
 
-def test_binary_rar_notebook_end_to_end(tmp_path):
+def test_binary_rar_notebook_end_to_end(tmp_path, tiny_params):
     """02_binary_rar on a smaller smoke: real datastore and retrieval, the embedded model as
     policy and judge, every reward on the same responses, one GRPO step, evaluations."""
-    params = tmp_path / "rar_tiny.yaml"
-    params.write_text(f"""base: {ROOT / 'params/02_binary_rar_smoke.yaml'}
-judge: {{cache: false, max_new_tokens: 6}}
-verifier: {{max_claims: 2, max_new_tokens: 16}}
-prompts: {{train_limit: 4, eval_limit: 2}}
-compare: {{prompts: 1, policy_samples: 0}}
-grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
-early_stopping: {{eval_every: 1, qa_limit: 4}}
-eval: [{{name: miniworld, split: heldout, limit: 4}}]
-eval_generation: {{max_new_tokens: 16}}
-longform_generation: {{max_new_tokens: 24}}
+    params = tiny_params("02_binary_rar", """\
+judge: {cache: false, max_new_tokens: 6}
+verifier: {max_claims: 2, max_new_tokens: 16}
+prompts: {train_limit: 4, eval_limit: 2}
+compare: {prompts: 1, policy_samples: 0}
+grpo: {max_steps: 1, max_completion_length: 16, save_steps: 1}
+early_stopping: {eval_every: 1, qa_limit: 4}
+eval: [{name: miniworld, split: heldout, limit: 4}]
+eval_generation: {max_new_tokens: 16}
+longform_generation: {max_new_tokens: 24}
 """)
     res = runner.run_notebook("02_binary_rar", params=params, out=tmp_path / "runs", progress=False)
     assert res.ok, res.error
@@ -158,18 +156,17 @@ longform_generation: {{max_new_tokens: 24}}
     assert "Every reward on the same responses" in res.report.read_text()
 
 
-def test_seva_notebook_end_to_end(tmp_path):
+def test_seva_notebook_end_to_end(tmp_path, tiny_params):
     """03_seva on a smaller smoke: landscape, teacher annotation, real SFT, process and binary
     GRPO from the same SFT checkpoint, evaluation, one self-evolution round."""
-    params = tmp_path / "seva_tiny.yaml"
-    params.write_text(f"""base: {ROOT / 'params/03_seva_smoke.yaml'}
-train_data: {{limit: 8}}
-eval: [{{name: miniworld, split: heldout, limit: 2}}]
-teacher: {{limit: 2, max_attempts: 1, judge: {{max_new_tokens: 8, cache: false}}}}
-sft: {{max_steps: 2, save_steps: 2, max_length: 768, per_device_train_batch_size: 2}}
-grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
-eval_generation: {{max_new_tokens: 16}}
-self_evolution: {{rounds: 1, probe_budget: 2, refine_steps: 1}}
+    params = tiny_params("03_seva", """\
+train_data: {limit: 8}
+eval: [{name: miniworld, split: heldout, limit: 2}]
+teacher: {limit: 2, max_attempts: 1, judge: {max_new_tokens: 8, cache: false}}
+sft: {max_steps: 2, save_steps: 2, max_length: 768, per_device_train_batch_size: 2}
+grpo: {max_steps: 1, max_completion_length: 16, save_steps: 1}
+eval_generation: {max_new_tokens: 16}
+self_evolution: {rounds: 1, probe_budget: 2, refine_steps: 1}
 """)
     res = runner.run_notebook("03_seva", params=params, out=tmp_path / "runs", progress=False)
     assert res.ok, res.error
@@ -189,24 +186,23 @@ self_evolution: {{rounds: 1, probe_budget: 2, refine_steps: 1}}
     assert (res.run_dir / "figures" / "advantage_diagnostics.png").exists()
 
 
-def test_k2v_notebook_end_to_end(tmp_path):
+def test_k2v_notebook_end_to_end(tmp_path, tiny_params):
     """04_k2v on a smaller smoke: the gold graph and the extractor scored against it, template
     questions and checklists, Eq. 8 and its ablations by the real judge and by reference rules,
     leakage, one DAPO step with dynamic sampling, held-out accuracy and MCQ avg@k through
     lm-evaluation-harness before and after."""
-    params = tmp_path / "k2v_tiny.yaml"
-    params.write_text(f"""base: {ROOT / 'params/04_k2v_smoke.yaml'}
-kg: {{extractor: {{max_new_tokens: 24}}}}
-extraction_check: {{chunks: 1}}
-synthesis: {{questions: 24}}
+    params = tiny_params("04_k2v", """\
+kg: {extractor: {max_new_tokens: 24}}
+extraction_check: {chunks: 1}
+synthesis: {questions: 24}
 ablation_questions: 1
-judge: {{cache: false}}
+judge: {cache: false}
 rewards:
-  - {{name: k2v, args: {{alpha: 6.0, verdict: choice}}}}
-  - {{name: overlong, args: {{max_len: 16, buffer: 8}}}}
-grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
-eval_generation: {{max_new_tokens: 16}}
-mcq: {{questions: 4, k: 1}}
+  - {name: k2v, args: {alpha: 6.0, verdict: choice}}
+  - {name: overlong, args: {max_len: 16, buffer: 8}}
+grpo: {max_steps: 1, max_completion_length: 16, save_steps: 1}
+eval_generation: {max_new_tokens: 16}
+mcq: {questions: 4, k: 1}
 """)
     res = runner.run_notebook("04_k2v", params=params, out=tmp_path / "runs", progress=False)
     assert res.ok, res.error
@@ -241,21 +237,20 @@ mcq: {{questions: 4, k: 1}}
     assert f">{g['graph']['entities']:,}<" in html and f">{g['graph']['entities']}.000" not in html
 
 
-def test_klcf_notebook_end_to_end(tmp_path):
+def test_klcf_notebook_end_to_end(tmp_path, tiny_params):
     """05_klcf on a smaller smoke: the offline pipeline (sampling, claims, co-occurrence labels,
     checklists with the mini-world fallback counted), the truthfulness RM before / after SFT,
     the rewards on constructed responses, one GRPO step with the dual-fact reward, long-form
     evaluation before / after and the win rate."""
-    params = tmp_path / "klcf_tiny.yaml"
-    params.write_text(f"""base: {ROOT / 'params/05_klcf_smoke.yaml'}
-queries: {{train_limit: 3, eval_limit: 2}}
-pipeline: {{nu: 2, max_new_tokens: 24}}
-truth_rm: {{readout_examples: 400}}
+    params = tiny_params("05_klcf", """\
+queries: {train_limit: 3, eval_limit: 2}
+pipeline: {nu: 2, max_new_tokens: 24}
+truth_rm: {readout_examples: 400}
 constructed_queries: 1
-judge: {{cache: false}}
-grpo: {{max_steps: 1, max_completion_length: 16, save_steps: 1}}
-longform_generation: {{max_new_tokens: 24}}
-winrate: {{max_new_tokens: 24}}
+judge: {cache: false}
+grpo: {max_steps: 1, max_completion_length: 16, save_steps: 1}
+longform_generation: {max_new_tokens: 24}
+winrate: {max_new_tokens: 24}
 """)
     res = runner.run_notebook("05_klcf", params=params, out=tmp_path / "runs", progress=False)
     assert res.ok, res.error
@@ -300,21 +295,20 @@ winrate: {{max_new_tokens: 24}}
     assert (res.run_dir / "pipeline" / "stage1_samples.jsonl").exists()
 
 
-def test_compare_notebook_end_to_end(tmp_path):
+def test_compare_notebook_end_to_end(tmp_path, tiny_params):
     """06_compare on a smaller smoke: two reward families (SEVA-verified claims with the LLM
     judge as verifier) under one budget, the base model evaluated once, costs per step, the
     alarm rows in metrics.json, the comparison rebuilt from the run folders (a re-run that
     trains nothing: tests/test_compare.py)."""
-    params = tmp_path / "compare_tiny.yaml"
-    params.write_text(f"""base: {ROOT / 'params/06_compare_smoke.yaml'}
-train_data: {{limit: 4}}
-eval: [{{name: miniworld, split: heldout, limit: 4}}]
-eval_generation: {{max_new_tokens: 12}}
-judge: {{cache: false}}
+    params = tiny_params("06_compare", """\
+train_data: {limit: 4}
+eval: [{name: miniworld, split: heldout, limit: 4}]
+eval_generation: {max_new_tokens: 12}
+judge: {cache: false}
 runs:
-  - {{name: qa_judge+format, rewards: [{{name: qa_judge}}, {{name: format}}]}}
-  - {{name: SEVA claims, rewards: [{{name: seva_claims, args: {{claims: sentences, verdict: choice, top_k: 1}}}}]}}
-grpo: {{max_steps: 1, max_completion_length: 12, save_steps: 1}}
+  - {name: qa_judge+format, rewards: [{name: qa_judge}, {name: format}]}
+  - {name: SEVA claims, rewards: [{name: seva_claims, args: {claims: sentences, verdict: choice, top_k: 1}}]}
+grpo: {max_steps: 1, max_completion_length: 12, save_steps: 1}
 longform: null
 """)
     res = runner.run_notebook("06_compare", params=params, out=tmp_path / "runs", progress=False)

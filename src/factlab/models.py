@@ -51,12 +51,16 @@ class TinySpec:
     intermediate_size: int = 128
     num_attention_heads: int = 4
     num_key_value_heads: int = 2
+    # transformers' 0.02 leaves a 64-wide model's greedy output the same for every prompt (a
+    # run of newlines); at 0.3 it depends on the prompt, so a test comparing two decoding paths
+    # or two prompts' answers can fail
+    initializer_range: float = 0.3
     seed: int = 0
 
     def folder(self) -> str:
         """The cache folder name; it changes with every size, so a changed spec rebuilds."""
         return (f"{TINY_MODEL}-l{self.num_hidden_layers}-h{self.hidden_size}-i{self.intermediate_size}"
-                f"-a{self.num_attention_heads}-kv{self.num_key_value_heads}-s{self.seed}")
+                f"-a{self.num_attention_heads}-kv{self.num_key_value_heads}-r{self.initializer_range:g}-s{self.seed}")
 
 
 # name -> spec of the random models built from an embedded one
@@ -135,7 +139,7 @@ def build_tiny_model(spec: TinySpec, out_dir: Path) -> Path:
     source = Path(resolve_model(spec.source))
     config = AutoConfig.from_pretrained(source)
     for key in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
-                "num_key_value_heads"):
+                "num_key_value_heads", "initializer_range"):
         setattr(config, key, getattr(spec, key))
     config.head_dim = spec.hidden_size // spec.num_attention_heads
     config.max_position_embeddings = min(config.max_position_embeddings, 8192)
