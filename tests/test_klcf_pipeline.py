@@ -635,12 +635,12 @@ def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back(
         fit_answer_readout(h[:3], labels[:2], zero, zero)
 
 
-def test_readout_model_is_read_by_the_scorer_through_its_new_rows(model_and_tokenizer, tmp_path):
+def test_readout_model_is_read_by_the_scorer_through_its_new_rows(tiny_model_and_tokenizer, tmp_path):
     import torch
     from factlab.rewards.klcf import TruthfulnessScorer
     from factlab.train.klcf import save_readout_model
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     base = TruthfulnessScorer(model_obj=model, tokenizer=tok, batch_size=2)
     claims = ["The capital of Kenya is Nairobi.", "The capital of Kenya is Lima.", "Chad borders Niger."]
     states = base.answer_states(claims)

@@ -442,10 +442,10 @@ def test_registered_truth_reward_on_the_policy_model():
 # ---------------------------------------------------------------- the real reward model and judge
 
 
-def test_truthfulness_scorer_on_the_default_model(model_and_tokenizer):
+def test_truthfulness_scorer_reads_the_two_answer_rows(tiny_model_and_tokenizer):
     import torch
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     scorer = TruthfulnessScorer(model_obj=model, tokenizer=tok, batch_size=3)
     claims = ["Paris is the capital of France.", "The Moon is made of green cheese.", "Berlin is in Germany.",
               "Water boils at 100 degrees Celsius at sea level.", "Paris is the capital of France.", "x"]

@@ -117,7 +117,7 @@ def test_chat_prompt_uses_native_template(tokenizer):
 
 
 def test_batched_greedy_generation_is_real_and_order_preserving(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+    model, tok = model_and_tokenizer  # the real model: it knows these capitals
     qs = ["What is the capital of France?", "What is the capital of Japan? Answer in one word.",
           "What is the capital of Germany?"]
     prompts = [models.chat_prompt(tok, q) for q in qs]
@@ -132,8 +132,8 @@ def test_batched_greedy_generation_is_real_and_order_preserving(model_and_tokeni
     assert all(t not in models.stop_token_ids(tok) for g in batched for t in g[0].token_ids)
 
 
-def test_sampling_returns_n_per_prompt_and_length_limit(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+def test_sampling_returns_n_per_prompt_and_length_limit(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
     out = models.generate(model, tok, [models.chat_prompt(tok, "Tell me a long story.")],
                           max_new_tokens=5, temperature=0.7, top_p=0.95,
                           num_return_sequences=3, progress=False)
@@ -143,13 +143,13 @@ def test_sampling_returns_n_per_prompt_and_length_limit(model_and_tokenizer):
     assert models.generate(model, tok, [], progress=False) == []
 
 
-def test_generate_leaves_the_callers_random_state_and_mode_alone(model_and_tokenizer):
+def test_generate_leaves_the_callers_random_state_and_mode_alone(tiny_model_and_tokenizer):
     """A judge or utility check calling ``generate`` inside a training step must not reseed the
     policy's sampling (or a judge-cache hit would change the training run) nor leave the model
     in another mode."""
     import torch
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     prompt = [models.chat_prompt(tok, "Name a colour.")]
     model.train()
     torch.manual_seed(123)
@@ -167,13 +167,13 @@ def test_adapter_adds_nothing_only_while_every_lora_b_is_zero(tmp_path):
     import torch
     from peft import get_peft_model
 
-    model, tok = models.load_model(device="cpu")  # a fresh copy: peft edits the model it wraps
+    model, tok = models.load_model(models.TINY_MODEL, device="cpu")  # a fresh copy: peft edits the model it wraps
     peft_model = get_peft_model(model, models.lora_config(r=2, alpha=4, target_modules=("q_proj", "v_proj")))
     peft_model.save_pretrained(str(tmp_path / "fresh"))
     assert models.adapter_adds_nothing(tmp_path / "fresh")  # peft starts B at zero
-    fresh, _ = models.load_model(adapter=str(tmp_path / "fresh"), device="cpu")
+    fresh, _ = models.load_model(models.TINY_MODEL, adapter=str(tmp_path / "fresh"), device="cpu")
     ids = tok("The capital of Peru is", return_tensors="pt")["input_ids"]
-    base, _ = models.load_model(device="cpu")
+    base, _ = models.load_model(models.TINY_MODEL, device="cpu")
     with torch.no_grad():
         assert torch.equal(fresh(ids).logits, base(ids).logits)  # what the compare notebook relies on
     with torch.no_grad():
