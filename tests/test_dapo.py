@@ -4,7 +4,7 @@ filled stops with a clear error."""
 
 import pytest
 
-from factlab import config
+from factlab import config, models
 from factlab.config import DynamicSamplingSection
 from factlab.data.types import QAItem
 from factlab.rewards import RewardSpec
@@ -16,7 +16,8 @@ from factlab.train.grpo import grpo_args
 
 
 def _cfg(**grpo):
-    cfg = config.load_config("params/01_corver_smoke.yaml", CorVerConfig)
+    """01's smoke params on the tiny model: these tests check the sampling loop, not what it learns."""
+    cfg = config.load_config("params/01_corver_smoke.yaml", CorVerConfig, {"model": {"name": models.TINY_MODEL}})
     g = cfg.grpo.model_copy(update=dict(num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=2,
                                         max_completion_length=6, max_steps=1, save_steps=1, **grpo))
     return cfg.model_copy(update={"grpo": g, "lora": config.LoraSection(r=2, alpha=4, target_modules=["q_proj"])})

@@ -103,7 +103,8 @@ trace_completions: 2
         e = m[f"eval_{who}"]["miniworld/heldout"]
         assert e["n"] == 8 and float(e["accuracy"] * 8).is_integer()  # a share of 8 graded answers
         assert e["accuracy"] >= e["strict_accuracy"]  # lenient parsing accepts everything strict does
-    assert m["eval_raw"]["miniworld/heldout"]["accuracy"] > 0  # the 135M model knows some capitals
+    # every answer was generated to the params' budget (random weights never stop early)
+    assert m["eval_raw"]["miniworld/heldout"]["mean_length_tokens"] == 32
     tr = m["cost"]["training"]
     assert tr["full"]["steps"] == 2 and tr["A1"]["steps"] == 2
     assert tr["full"]["sentences_per_completion"] > 0 and tr["full"]["reward_calls_per_step"] > 0
