@@ -234,9 +234,9 @@ def test_health_check_warns_when_the_model_is_not_served(caplog):
 
 def test_health_check_against_factlab_serve(tiny_model_and_tokenizer):
     model, tok = tiny_model_and_tokenizer
-    with JudgeServer("smollm2-135m-instruct", model_obj=model, tokenizer=tok) as s:
-        j = make_judge(JudgeSection(backend="openai", base_url=s.url, cache=False))
-        assert j.check_endpoints() == {s.url: ["smollm2-135m-instruct"]}
+    with JudgeServer("tiny-random-smollm2", model_obj=model, tokenizer=tok) as s:
+        j = make_judge(JudgeSection(backend="openai", model="tiny-random-smollm2", base_url=s.url, cache=False))
+        assert j.check_endpoints() == {s.url: ["tiny-random-smollm2"]}
 
 
 # ------------------------------------------------------------------ prefill modes
@@ -291,7 +291,7 @@ def test_prefill_completions_through_factlab_serve_equals_the_local_judge(tiny_m
     model, tok = tiny_model_and_tokenizer
     prompts = ["What is the capital of France? Answer in JSON.", "Is the sky green? Answer in JSON."]
     local = TransformersJudge(max_new_tokens=8, cache=None, model_obj=model, tokenizer=tok)
-    with JudgeServer("smollm2-135m-instruct", model_obj=model, tokenizer=tok) as s:
+    with JudgeServer("tiny-random-smollm2", model_obj=model, tokenizer=tok) as s:
         remote = _judge(s.url, prefill_mode="completions", tokenizer=tok, max_new_tokens=8, timeout_s=300)
         assert remote.judge(prompts, prefix=PREFIX) == local.judge(prompts, prefix=PREFIX)
         assert s.stats["requests"] == 2 and s.stats["bad_requests"] == 0

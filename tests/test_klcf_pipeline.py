@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from factlab import config
+from factlab import config, models
 from factlab import prompts as P
 from factlab.corpus.retrieval import Chunk, Datastore
 from factlab.eval.winrate import judge_win_rate, parse_win_judgment, win_prompts, win_rate
@@ -528,7 +528,7 @@ def test_small_real_run_on_the_default_model(tmp_path, model_and_tokenizer):
     from factlab.data.miniworld import ensure_world
     from factlab.data.types import read_jsonl
 
-    model, tok = model_and_tokenizer
+    model, tok = model_and_tokenizer  # the real model: its extracted claims feed the verification and RM stages
     docs = [d for d in read_jsonl(ensure_world()["corpus"])][:12]
     ds = Datastore.from_documents(docs, tok, chunk_tokens=128)
     cfg = K.KLCFPipelineSection(nu=2, max_new_tokens=12, few_shot=2, few_shot_chars=120, batch_size=4,
@@ -696,7 +696,7 @@ def test_truth_rm_sft_method_trains_with_trl_and_scores_the_merged_model(tmp_pat
 
     cfg = config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig, {
         "truth_rm": {"method": "sft", "sft": {"max_steps": 1, "save_steps": 1}},
-        "pipeline": {"heldout_size": 20}})
+        "pipeline": {"heldout_size": 20}, "model": {"name": models.TINY_MODEL}})  # the SFT path, not its gain
     folder, rm = klcf.truth_rm(cfg, Resources(cfg), tmp_path)
     assert rm["sft"]["method"] == "sft" and rm["sft"]["steps"] == 1 and rm["sft"]["resumed"] is False
     assert (Path(folder) / "config.json").exists() and rm["sft"]["model"] == folder
