@@ -358,6 +358,24 @@ def test_stages_resume_from_their_caches_counting_judge_calls(tmp_path):
     assert s4.judge.asked == Counter({"verify": k})
 
 
+def test_sentences_mode_makes_each_complete_sentence_a_claim_without_a_judge(tmp_path):
+    """``extract: sentences`` (the CPU smoke's Stage 2, which the notebook test's tiny model cannot
+    exercise: random text has no complete sentences): each complete sentence of a sample is a
+    claim, no extraction prompt is asked, and Stage 3 labels every distinct claim."""
+    from factlab.text import sentence_claims
+
+    pipe = _pipeline(tmp_path, extract="sentences", verify="cooccurrence", max_claims=2, cooccurrence_support=2)
+    pipe.stage1(QUERIES)
+    rows = pipe.stage2()
+    texts = {json.loads(x)["key"]: json.loads(x)["text"] for x in (tmp_path / "stage1_samples.jsonl").read_text().splitlines()}
+    assert all(r["claims"] == sentence_claims(texts[r["key"]])[:2] for r in rows)
+    assert sum(len(r["claims"]) for r in rows) > len(rows) and pipe.judge.asked["extract"] == 0
+    pipe.scorer = FakeScorer({c: 5 for c in TRUE})
+    labels = pipe.stage3()["cooccurrence"]
+    assert set(labels) == {c for r in rows for c in r["claims"]} and sum(pipe.report["labels"].values()) == len(labels)
+    assert {labels[c] for c in labels if c in TRUE} == {K.SUPPORT}
+
+
 def test_cooccurrence_verifier_and_agreement_with_the_judge(tmp_path):
     counts = {"Atlantis has a capital called Poseidonia.": 4, "Atlantis borders the Sea.": 0,
               "Atlantis uses the Orichalcum.": 0, "Lemuria is in the Indian Ocean.": 7}

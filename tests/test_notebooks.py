@@ -259,7 +259,17 @@ winrate: {max_new_tokens: 24}
     p = m["pipeline"]
     assert p["stages"]["sampling"]["items"] == 5 * 2  # 5 queries x nu
     assert p["stages"]["sampling"]["computed"] == 10 and p["stages"]["extraction"]["items"] == 10
-    assert sum(p["labels"].values()) > 0  # claims were extracted and labelled
+    # Stage 2 (extract: sentences): each complete sentence of a sample is a claim; Stage 3 labels
+    # every distinct one (random text holds few sentences: test_klcf_pipeline runs this on real ones)
+    from factlab.text import sentence_claims
+
+    def lines(name):
+        return [json.loads(x) for x in (res.run_dir / "pipeline" / name).read_text().splitlines()]
+
+    texts = {r["key"]: r["text"] for r in lines("stage1_samples.jsonl")}
+    claims = lines("stage2_claims.jsonl")
+    assert len(claims) == 10 and all(c["claims"] == sentence_claims(texts[c["key"]])[:6] for c in claims)
+    assert sum(p["labels"].values()) == len({x for c in claims for x in c["claims"]})
     assert sum(p["checklist_sources"].values()) == 5 and p["checklist_sources"]["none"] == 0
     rm = m["truth_rm"]
     assert rm["data"]["heldout"] == 200 and rm["data"]["heldout_true"] == 100
