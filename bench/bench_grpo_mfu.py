@@ -86,12 +86,12 @@ class StepMeter(TrainerCallback):
             self.box[0].counter, self._counter = None, None
 
 
-def main() -> None:
+def main(model_name: str = models.DEFAULT_MODEL) -> None:
     torch.manual_seed(0)
     qa = list(read_jsonl(ensure_world()["qa_train"]))[:PROMPTS]
     items = [QAItem.from_dict(r) for r in qa]
     rows = qa_rows(items * STEPS, system=CORVER_TRAIN_SYSTEM)  # the same prompts every step, in order
-    policy, tok = models.load_model(models.DEFAULT_MODEL, device="cpu")
+    policy, tok = models.load_model(model_name, device="cpu")
     policy.train()
     rewards = build_rewards([RewardSpec(name="qa_judge"), RewardSpec(name="format")], resources=None)
     section = GRPOSection(learning_rate=5e-5, beta=0.0, num_generations=G, max_completion_length=LENGTH,
@@ -118,7 +118,7 @@ def main() -> None:
     rollout_mfu = trainer.rollout_flops / rollout_s / (gflops * 1e9)
     rest_mfu = train_flops / (step_s - rollout_s) / (gflops * 1e9)
     params = sum(p.numel() for p in trainer.model.parameters())
-    print(f"GRPO step: SmolLM2-135M + LoRA r=16 ({params / 1e6:.1f}M parameters), {PROMPTS} prompts x G={G}, "
+    print(f"GRPO step: {model_name} + LoRA r=16 ({params / 1e6:.1f}M parameters), {PROMPTS} prompts x G={G}, "
           f"{LENGTH}-token completions (mean length {statistics.mean(lengths):.0f}), threads {torch.get_num_threads()}")
     print(f"FLOPs per step (counted, step 1): {meter.flops / 1e9:.1f} GFLOP = rollout {trainer.rollout_flops / 1e9:.1f} "
           f"+ forward/backward {train_flops / 1e9:.1f}")
@@ -131,4 +131,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(*sys.argv[1:2])  # another model name to measure, e.g. tiny-random-smollm2
