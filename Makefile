@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.factlab-installed
 
-.PHONY: setup run run-full test test-all test-gpu lab kernel bench clean
+.PHONY: setup run run-full test test-all test-gpu lab kernel bench evidence clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,9 @@ kernel: setup              ## register the venv as kernel "factlab" for a Jupyte
 
 bench: setup
 	$(BIN)/factlab bench
+
+evidence: setup            ## the pre-registered hypotheses (README "Evidence"), results into results/
+	$(BIN)/factlab evidence
 
 clean:
 	rm -rf outputs/runs outputs/interactive outputs/index.html

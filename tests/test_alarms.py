@@ -166,3 +166,27 @@ def test_check_logs_saves_and_tables(tmp_path, caplog):
 def test_heldout_from_utility_history():
     s = T.heldout_from_history([{"step": 0, "qa": 0.5, "mmlu": 0.7}, {"step": 4, "qa": 0.3, "mmlu": 0.5}])
     assert s.to_dict() == {0: pytest.approx(0.6), 4: pytest.approx(0.4)}
+
+
+# ---------------------------------------------------------------- substring-rule gaming (issue 26.1)
+
+def test_substring_match_alarm_fires_on_a_policy_that_learns_short_or_negated_answers():
+    from factlab.rewards.qa import JudgeReward
+
+    honest = ["<answer>Paris</answer>", "<answer>Berlin</answer>"]
+    gaming = ["<answer>P</answer>", "<answer>not Berlin</answer>"]
+    golds = [["Paris"], ["Berlin"]]
+    rates = []
+    for completions in (honest, honest, gaming, gaming):
+        logged = {}
+        rewards = JudgeReward()(completions=completions, golds=golds, log_metric=logged.__setitem__)
+        assert rewards == [2.0, 2.0]  # the substring rule pays both kinds alike
+        rates.append(logged["qa_judge/suspicious_substring_rate"])
+    assert rates == [0.0, 0.0, 1.0, 1.0]
+    a = A.substring_match(frame(**{"qa_judge/suspicious_substring_rate": rates}), CFG)
+    assert a.fired and a.step == 3
+    quiet = A.substring_match(frame(**{"qa_judge/suspicious_substring_rate": [0.0] * 4}), CFG)
+    assert quiet.fired is False
+    na = A.substring_match(frame(reward=[1.0, 2.0]), CFG)
+    assert na.fired is None and "substring" in na.note
+    assert "substring_match" in A.ALARM_NAMES and any(x.name == "substring_match" for x in A.detect(frame(reward=[1.0]), CFG))

@@ -473,6 +473,48 @@ def test_k2v_reward_gates_the_judge_and_counts_unreadable_answers():
     assert no_gate[1] == pytest.approx(0.75 + 2 / 3)
 
 
+def test_k2v_answer_check_is_exact_match_not_substring():
+    """Issue 26.1: Eq. 8's 1(y_hat = y) is equality after normalization against the gold and its
+    aliases. Under CorVer's substring rule every one of these earned alpha = 6 and opened the gate."""
+    gamed = ["T", "RPV", "TRPV1, TRPV4, PMP22, MFN2", "It is not TRPV4"]
+    right = ["TRPV4", "the trpv4.", "Transient receptor potential vanilloid 4"]
+    completions = [GOOD_THINK + f"<answer>{a}</answer>" for a in gamed + right]
+    n = len(completions)
+    judge = ScriptedJudge(lambda p: "yes")
+    out = K2VReward(judge, K2VArgs())(completions=completions,
+                                      golds=[["TRPV4", "Transient receptor potential vanilloid 4"]] * n,
+                                      question=["{ } is a calcium channel."] * n, checklist=[["a", "b"]] * n)
+    assert out == pytest.approx([0.75] * len(gamed) + [0.75 + 6 + 1] * len(right))
+    assert judge.asked == 2 * len(right)  # the gate stays shut for every gamed answer
+
+
+def test_k2v_heldout_accuracy_grades_exactly(monkeypatch):
+    """Issue 26.1: the held-out K2V accuracy uses the same exact rule as the reward."""
+    from factlab.models import Generation
+
+    said = ["<answer>T</answer>", "<answer>It is not TRPV4</answer>", "<answer>TRPV4</answer>", "TRPV4"]
+    monkeypatch.setattr(k2v_train, "generate", lambda *a, **k: [[Generation(t, [1], True)] for t in said])
+    monkeypatch.setattr(k2v_train, "chat_prompt", lambda tok, q, system=None: q)
+    qs = [K2VQuestion(id=str(i), question="{ } is a channel.", answer="TRPV4", golds=["TRPV4"], quintuple={},
+                      masked="e1", checklist=["a"]) for i in range(4)]
+    cfg = config.load_config("params/04_k2v_smoke.yaml", K2VConfig)
+    acc = k2v_train.answer_accuracy(None, None, qs, cfg)
+    assert acc["accuracy"] == pytest.approx(1 / 4) and acc["lenient_accuracy"] == pytest.approx(2 / 4)
+
+
+def test_pass_rate_divides_by_k_as_eq5_says():
+    """Issue 26.3: three "yes" and four unreadable replies give p = 3/7 (Eq. 5: p = (1/k) sum v_i),
+    not 3/3; ``pass_rate_over: readable`` keeps the old rule as an option; all unreadable is None."""
+    checklist = [f"criterion {i}" for i in range(7)]
+    judge = ScriptedJudge(lambda p: "yes" if any(f"criterion {i}" in p for i in range(3)) else "hmm")
+    args = dict(questions=["q"], answers=["a"], checklists=[checklist], reasonings=["r"])
+    assert ChecklistJudge(judge).pass_rates(**args) == [pytest.approx(3 / 7)]
+    assert ChecklistJudge(judge, pass_rate_over="readable").pass_rates(**args) == [pytest.approx(1.0)]
+    silent = ScriptedJudge(lambda p: "hmm")
+    assert ChecklistJudge(silent).pass_rates(**args) == [None]
+    assert K2VArgs().pass_rate_over == "k"
+
+
 def test_k2v_reward_needs_its_columns():
     with pytest.raises(KeyError, match=r"needs the dataset columns \['checklist'\]"):
         K2VReward(ScriptedJudge(lambda p: "yes"))(completions=["x"], golds=[["a"]], question=["q"])
@@ -516,11 +558,16 @@ def test_choice_verdicts_come_from_the_real_judge_model():
 # ---------------------------------------------------------------- DAPO's group filter
 
 
-def test_keep_groups_uses_a_tolerance_and_keeps_nan_groups():
+def test_keep_groups_uses_a_tolerance_judges_scored_rewards_and_keeps_single_samples():
     assert keep_groups([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.5, 0.5], 4) == [False, True]
     assert keep_groups([0.3, 0.1 + 0.2, 0.5, 0.5 + 1e-9], 2) == [False, False]  # float noise agrees
     assert keep_groups([0.0, 1e-3, 2.0, 2.0], 2, tol=1e-2) == [False, False]
-    assert keep_groups([1.0, float("nan"), 1.0, 1.0], 2) == [True, False]
+    nan = float("nan")
+    # a left-out (NaN) completion does not count: the group is judged on its scored ones (issue 26.4)
+    assert keep_groups([1.0, nan, 1.0, 1.0], 2) == [False, False]
+    assert keep_groups([1.0, nan, 0.0, nan, 0.0, 1.0], 3) == [True, True]
+    assert keep_groups([nan, nan, nan, 1.0], 2) == [False, False]
+    assert keep_groups([1.0, 1.0, nan], 1) == [True, True, False]  # G = 1: verl keeps a single sample
     with pytest.raises(ValueError, match="do not split into groups of 4"):
         keep_groups([1.0] * 6, 4)
 

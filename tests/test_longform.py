@@ -80,12 +80,15 @@ def test_longform_precision_pipeline():
     out = L.longform_precision(v, ["p"] * 3, ["a", "b", "c"], k=2)
     assert [r["S"] for r in out["per_response"]] == [1, 0, None]
     assert out["per_response"][0]["claims"] == ["x", "y"]
-    assert out["metrics"]["unreadable"] == 1 and out["metrics"]["n_responses"] == 2
-    assert out["metrics"]["precision"] == pytest.approx(0.25)
+    assert out["metrics"]["unreadable"] == 1 and out["metrics"]["n_responses"] == 3
+    assert out["metrics"]["precision"] == pytest.approx(0.25)  # the unreadable response is left out of precision
+    assert out["metrics"]["recall@2"] == pytest.approx((0.5 + 0 + 0) / 3)  # ... but scores 0 in recall (App. C.4.2)
     with pytest.raises(ValueError, match="prompts"):
         L.longform_precision(v, ["p"], ["a", "b"])
-    allbad = L.longform_precision(v, ["p"], ["c"])
-    assert allbad["metrics"] == {"n_responses": 0, "unreadable": 1, "abstained": 0}
+    allbad = L.longform_precision(v, ["p"], ["c"], k=2)["metrics"]
+    assert (allbad["n_responses"], allbad["unreadable"], allbad["abstained"], allbad["recall@2"]) == (1, 1, 0, 0.0)
+    assert allbad["precision"] != allbad["precision"]  # undefined (NaN), not a silent 0
+    assert L.longform_precision(v, [], [])["metrics"]["n_responses"] == 0
 
 
 def test_abstentions_are_left_out_and_the_respond_ratio_reported():
@@ -107,5 +110,16 @@ def test_abstentions_are_left_out_and_the_respond_ratio_reported():
 def test_aggregate_takes_none_for_abstained():
     m = L.aggregate([[True, False], None, [True, True]], k=2)
     assert (m["n_responses"], m["n_answered"], m["respond_ratio"]) == (3, 2, pytest.approx(2 / 3))
-    assert m["precision"] == pytest.approx(0.75) and m["recall@2"] == pytest.approx(0.75)
+    assert m["precision"] == pytest.approx(0.75)
+    assert m["recall@2"] == pytest.approx((0.5 + 0 + 1.0) / 3)  # every response counts; the abstention as S = 0
     assert L.factscore([[True], None]) == L.factscore([[True]])
+
+
+def test_recall_and_f1_at_k_average_over_every_response_as_klcf_c42_does():
+    """Issue 26: an abstention beside a response with 64 supported claims gives recall@64 = 0.5
+    (App. C.4.2 averages over every response in the test set), not 1.0."""
+    m = L.aggregate([None, [True] * 64], k=64)
+    assert m["recall@64"] == pytest.approx(0.5) and m["f1@64"] == pytest.approx(0.5)
+    assert m["respond_ratio"] == 0.5 and m["precision"] == 1.0  # precision still over the answered one
+    nobody = L.aggregate([None, None], k=4)
+    assert nobody["recall@4"] == 0.0 and nobody["f1@4"] == 0.0 and nobody["precision"] != nobody["precision"]

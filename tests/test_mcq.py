@@ -122,3 +122,86 @@ def test_miniworld_mcq_questions_have_one_right_letter(tmp_path):
     assert cfg["output_type"] == "generate_until" and cfg["generation_kwargs"]["temperature"] == 0.6
     assert cfg["metric_list"][0]["metric"] == "exact_match"  # what task_score reads for generative tasks
     assert list(read_jsonl(tmp_path / f"{name}.jsonl")) == rows
+
+
+# ---------------------------------------------------------------- general capability (003 Tables 2-5)
+
+
+def test_full_params_general_benchmarks_resolve_in_the_installed_lm_eval_registry():
+    """003 §4.1 "Evaluation": BBH, MATH-500, GSM8K, AIME2024, GPQA-Diamond, zero-shot, T = 0.6,
+    avg of 4, by lm-eval task names that ``lm_eval.tasks.TaskManager().all_tasks`` knows; every
+    task name of the full params (general and MCQ) resolves."""
+    from lm_eval.tasks import TaskManager
+
+    from factlab.eval.mcq import GENERAL_TASKS, unknown_tasks
+
+    cfg = config.load_config(ROOT / "params/04_k2v.yaml", K2VConfig)
+    g = cfg.general
+    assert list(g.tasks) == list(GENERAL_TASKS) and (g.k, g.temperature) == (4, 0.6)
+    for bench, name in zip(("bbh", "math500", "gsm8k", "aime24", "gpqa_diamond"), g.tasks):
+        assert bench in name
+    assert unknown_tasks(list(g.tasks) + list(cfg.mcq.tasks)) == []
+    assert unknown_tasks(["bbh", "no_such_task_xyz"]) == ["no_such_task_xyz"]
+    index = TaskManager().task_index
+    for name in g.tasks:  # sampled tasks (avg@k means what the paper's does); a group: its members
+        entry = index[name]
+        members = entry.cfg["task"] if isinstance(entry.cfg.get("task"), list) else [name]
+        assert {index[m].cfg.get("output_type") for m in members} == {"generate_until"}, name
+    smoke = config.load_config(ROOT / "params/04_k2v_smoke.yaml", K2VConfig)
+    assert smoke.general.tasks == []  # their data sets download: full params only
+
+
+def test_general_eval_runs_lm_eval_zero_shot_sampled_k_times(monkeypatch):
+    import lm_eval
+    import lm_eval.models.huggingface as hf
+    import lm_eval.tasks as tasks_mod
+
+    from factlab.eval import mcq
+
+    calls = []
+
+    def fake_evaluate(**kw):
+        calls.append(kw)
+        return {"results": {t: {"alias": t, "exact_match,flexible-extract": 0.5} for t in kw["tasks"]},
+                "configs": {t: {"task": t, "output_type": "generate_until"} for t in kw["tasks"]},
+                "n-samples": {t: {"effective": 3} for t in kw["tasks"]}}
+
+    monkeypatch.setattr(lm_eval, "simple_evaluate", fake_evaluate)
+    monkeypatch.setattr(hf, "HFLM", lambda **kw: "lm")
+    monkeypatch.setattr(tasks_mod, "TaskManager", lambda include_path=None: "manager")
+    tok = type("Tok", (), {"chat_template": None})()
+    section = mcq.GeneralSection(tasks=["gsm8k_cot_zeroshot", "aime24"], k=4, temperature=0.6, max_gen_toks=4096)
+    out = mcq.general_eval("model", tok, section)
+    assert [c["random_seed"] for c in calls] == [0, 1, 2, 3]
+    assert all(c["num_fewshot"] == 0 and c["gen_kwargs"] == {"do_sample": True, "temperature": 0.6,
+                                                            "max_gen_toks": 4096} for c in calls)
+    assert out["aime24"]["avg@4"] == 0.5 and out["aime24"]["runs"] == [0.5] * 4
+    assert mcq.general_eval("model", tok, mcq.GeneralSection()) == {}  # no tasks: nothing runs
+    assert len(calls) == 4
+
+
+def test_graphgen_table8_settings_are_mapped_and_the_differences_documented():
+    """003 Table 8 (GraphGen, App. B.1): each setting says whether the quintuple sampler follows
+    it; README's K2V "What differs" names every one it does not follow. The ones it follows,
+    on a constructed graph: edges in both directions at the centre, depth 1, isolated nodes out."""
+    import networkx as nx
+
+    from factlab.synth.k2v import GRAPHGEN_TABLE8, sample_quintuples
+
+    assert set(GRAPHGEN_TABLE8) == {"qa_form", "expand_method", "bidirectional", "max_extra_edges", "max_tokens",
+                                    "max_depth", "edge_sampling", "isolated_node_strategy"}
+    assert GRAPHGEN_TABLE8["max_extra_edges"][0] == 2 and GRAPHGEN_TABLE8["edge_sampling"][0] == "max_loss"
+    readme = (ROOT / "README.md").read_text()
+    k2v = readme[readme.index("### 04_k2v"):readme.index("### 05_klcf")]
+    for key, (value, how) in GRAPHGEN_TABLE8.items():
+        assert how.split(":")[0] in ("follows", "differs", "moot", "n/a"), key
+        if how.startswith("differs"):
+            assert f"`{key}: {value}`" in k2v, key
+    g = nx.DiGraph()
+    for a, b, r in (("A", "B", "r1"), ("C", "B", "r2"), ("B", "E", "r3")):
+        g.add_edge(a, b, relation=r)
+    g.add_node("D")  # isolated
+    qs = sample_quintuples(g, 10, seed=0)
+    assert qs and all(q.e2 == "B" for q in qs)  # depth 1: both relations meet at the centre
+    assert {q.forward1 for q in qs} == {True, False} or {q.forward2 for q in qs} == {True, False}  # both directions
+    assert not any("D" in (q.e1, q.e2, q.e3) for q in qs)  # isolated_node_strategy: ignore

@@ -63,6 +63,26 @@ def test_grade_answer_accepts_single_string_gold():
     assert text.grade_answer("Paris", "Paris") == GOOD
 
 
+@pytest.mark.parametrize("pred,label", [
+    ("TRPV4", GOOD), ("the TRPV4.", GOOD), ("trpv-4", BAD), ("T", BAD), ("RPV", BAD),
+    ("TRPV1, TRPV4, PMP22, MFN2", BAD), ("It is not TRPV4", BAD), ("vanilloid 4", GOOD), ("I don't know", NA),
+    (None, NA), ("...", BAD),
+])
+def test_grade_answer_exact_is_equality_after_normalization(pred, label):
+    assert text.grade_answer_exact(pred, ["TRPV4", "Vanilloid 4"]) == label
+
+
+@pytest.mark.parametrize("pred,suspicious", [
+    ("T", True), ("4", True), ("It is not TRPV4", True), ("isn't TRPV4", True), ("never trpv4", True),
+    ("RPV", False),  # a substring, but three characters and no negation
+    ("TRPV4", False),  # exact: not a substring-only match
+    ("Paris", False),  # wrong: not a match at all
+    ("a", False),  # an article normalizes to nothing: BAD under the substring rule too
+])
+def test_suspicious_substring_match(pred, suspicious):
+    assert text.suspicious_substring_match(pred, ["TRPV4"]) is suspicious
+
+
 def test_split_gold_semicolons():
     assert text.split_gold("Paris; City of Light ;;") == ["Paris", "City of Light"]
 

@@ -44,6 +44,13 @@ def test_the_private_methods_factlab_overrides_exist_with_their_signatures():
     gen = inspect.signature(GRPOTrainer._generate_single_turn)
     assert list(gen.parameters) == ["self", "prompt_ids", "images", "multimodal_fields", "num_generations",
                                     "has_tool_images"]
+    sampler = inspect.signature(GRPOTrainer._get_train_sampler)
+    assert list(sampler.parameters) == ["self", "dataset"]
+    # DAPO's refills (train.dapo.RefillRepeatSampler) rebuild TRL's RepeatSampler from these attributes
+    from trl.trainer.utils import RepeatSampler
+    assert list(inspect.signature(RepeatSampler.__init__).parameters) == [
+        "self", "data_source", "mini_repeat_count", "batch_size", "repeat_count", "shuffle", "seed"]
+    assert "RepeatSampler(" in inspect.getsource(GRPOTrainer._get_train_sampler)
     init = inspect.getsource(GRPOTrainer.__init__)
     for attr in ("self.eos_token_ids", "self.top_k", "self.min_p", "self.repetition_penalty", "self.temperature",
                  "self.top_p", "self.max_completion_length", "self.use_transformers_continuous_batching"):
@@ -54,4 +61,4 @@ def test_grpo_config_fields_factlab_sets():
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
     assert {"loss_type", "epsilon", "epsilon_high", "beta", "scale_rewards", "reward_weights", "num_generations",
             "max_completion_length", "mask_truncated_completions", "importance_sampling_level", "use_vllm",
-            "vllm_mode", "vllm_gpu_memory_utilization", "warmup_steps"} <= fields
+            "vllm_mode", "vllm_gpu_memory_utilization", "warmup_steps", "steps_per_generation"} <= fields

@@ -11,6 +11,7 @@
     factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR [--text-field text]
                         [--shard-tokens N] [--cpus N]
     factlab serve [--model NAME] [--port 8000] [--max-batch 16]
+    factlab evidence [NAME ...]
     factlab bench [NAME ...]
 """
 
@@ -28,6 +29,8 @@ from pathlib import Path
 from . import threads
 from .corpus import CorpusIndex
 from .data.miniworld import build_world, default_world_dir
+from .evidence import HYPOTHESES
+from .evidence import run as run_evidence
 from .launch import add_command as add_train_command
 from .rewards import available as available_rewards
 from .runner import default_params, find_notebook, load_params, project_root, run_all, run_notebook
@@ -73,6 +76,16 @@ def _cmd_run(args) -> int:
         print(f"FAILED: {res.error}\ncontinue it with: factlab run {Path(args.notebook).stem} --resume {res.run_dir}",
               file=sys.stderr)
         return 1
+    return 0
+
+
+def _cmd_evidence(args) -> int:
+    _out_folder(args.out)
+    with _sigterm_as_interrupt():
+        summaries = run_evidence(args.names or None, out=args.out)
+    for s in summaries:
+        print(f"{s['hypothesis']}: {s['verdict']} ({s['cpu_minutes']:.1f} CPU minutes, {s['wall_minutes']:.1f} wall)")
+    print("results: results/README.md")
     return 0
 
 
@@ -236,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     sv.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     sv.add_argument("--device", default="auto")
     sv.set_defaults(func=_cmd_serve)
+
+    ev = sub.add_parser("evidence", help="run the pre-registered hypotheses and write results/ (factlab.evidence)")
+    ev.add_argument("names", nargs="*", help=f"hypotheses to run ({', '.join(HYPOTHESES)}); default: all")
+    ev.add_argument("--out", help="runs folder (default: outputs/evidence)")
+    ev.set_defaults(func=_cmd_evidence)
 
     b = sub.add_parser("bench", help="run the bench/bench_*.py scripts (each prints its ratios last)")
     b.add_argument("only", nargs="*", help="substrings of script names to run")

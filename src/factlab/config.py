@@ -119,10 +119,13 @@ class LoraSection(Section):
 
 class DynamicSamplingSection(Section):
     """DAPO's dynamic sampling (``factlab.train.dapo``): drop groups whose rewards all agree
-    within ``tol`` and generate more, at most ``max_rounds`` extra rounds a step."""
+    within ``tol`` and generate the dataloader's next batches, ``generation_batches`` per round
+    (verl's ``gen_batch_size`` over the train batch: 3 in K2V's Table 7), at most ``max_rounds``
+    extra rounds a step."""
 
     enabled: bool = False
     tol: float = Field(1e-6, ge=0.0)
+    generation_batches: int = Field(1, ge=1)
     max_rounds: int = Field(3, ge=0)
     # when max_rounds cannot fill the batch: raise DynamicSamplingError, or fill it with dropped
     # (zero-advantage) groups and count them in dynamic/filled_groups
@@ -157,6 +160,9 @@ class GRPOSection(Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     per_device_train_batch_size: int = Field(128, ge=1)  # completions per device: 8 prompts x G=16 (000 Table 6)
     gradient_accumulation_steps: int = Field(3, ge=1)
+    # micro-batches per generation batch (TRL's; default: gradient_accumulation_steps, one update per
+    # generation). 2 x gradient_accumulation_steps gives verl's two mini-batch updates (003 Table 7).
+    steps_per_generation: int | None = Field(None, ge=1)
     max_steps: int = 100  # -1: train num_train_epochs epochs
     num_train_epochs: float = Field(1.0, gt=0.0)
     lr_scheduler_type: str = "cosine"
@@ -220,6 +226,11 @@ class GRPOSection(Section):
                 f"per_device_train_batch_size x gradient_accumulation_steps = {completions} completions "
                 f"is not a multiple of num_generations = {self.num_generations} (every prompt's group of "
                 f"G completions must fit in one step)"))
+        spg = self.steps_per_generation
+        if spg is not None and (self.per_device_train_batch_size * spg) % self.num_generations:
+            raise ParamError("steps_per_generation", (
+                f"per_device_train_batch_size x steps_per_generation = {self.per_device_train_batch_size * spg} "
+                f"completions per generation batch is not a multiple of num_generations = {self.num_generations}"))
         return self
 
     @model_validator(mode="after")

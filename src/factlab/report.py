@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from .eval.alarms import TRUTH_KEY
 from .eval.calibration import COUNT_BUCKETS, wilson_interval
 from .plots import THEME, wrap_labels  # noqa: F401  (importing plots sets the one theme)
 
@@ -226,6 +227,17 @@ def plot_training_curves(frames: Mapping[str, "object"], keys: Sequence[str], ti
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def plot_reward_validity(frames: Mapping[str, "object"], title: str = "Reward against the exact truth"):
+    """The reward and the truth of the same completions per step (``truth/score``), and each
+    reward's AUROC against the truth (``validity/<reward>/auroc``; 0.5: blind to it), one line
+    per run (``train.validity``). ``frames`` as in ``plot_training_curves``; None when no run
+    logged the truth (off the mini-world)."""
+    keys = ["reward", TRUTH_KEY] + sorted({c for f in frames.values() for c in f.columns if c.startswith("validity/")})
+    if not any(TRUTH_KEY in f.columns and f[TRUTH_KEY].notna().any() for f in frames.values()):
+        return None
+    return plot_training_curves(frames, keys, title)
 
 
 def plot_latency_split(summaries: Mapping[str, Mapping[str, float]], title: str = "Per-sentence reward latency"):

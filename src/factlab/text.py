@@ -119,6 +119,38 @@ def grade_answer(prediction: str | None, golds: Sequence[str]) -> str:
     return BAD
 
 
+def grade_answer_exact(prediction: str | None, golds: Sequence[str]) -> str:
+    """Exact-match grade ``"GOOD"`` / ``"BAD"`` / ``"NA"``: K2V's indicator 1(y_hat = y)
+    (003_5e9813e66e6ba19a.txt §3.3, Eq. 8), read as equality after ``normalize_answer``
+    against the gold or any alias. NA as in ``grade_answer`` (strict refusal or missing).
+
+    Unlike CorVer's substring rule (``grade_answer``), "T", "RPV", "TRPV1, TRPV4" and "It is
+    not TRPV4" are all BAD for gold "TRPV4"."""
+    if isinstance(golds, str):
+        golds = [golds]
+    if is_refusal(prediction):
+        return NA
+    pred = normalize_answer(prediction)
+    if not pred:
+        return BAD
+    return GOOD if any(pred == normalize_answer(g) for g in golds if normalize_answer(g)) else BAD
+
+
+_NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|none|nothing|cannot)\b|n't\b", re.IGNORECASE)
+SUSPICIOUS_MAX_CHARS = 2
+
+
+def suspicious_substring_match(prediction: str | None, golds: Sequence[str]) -> bool:
+    """True when ``grade_answer``'s substring rule calls ``prediction`` GOOD, it is not an exact
+    match (``grade_answer_exact``), and it is at most ``SUSPICIOUS_MAX_CHARS`` normalized
+    characters long or contains a negation ("It is not Paris"): the answers a policy can
+    learn to game the substring rule with (issue 26; the ``substring_match`` alarm counts them)."""
+    if grade_answer(prediction, golds) != GOOD or grade_answer_exact(prediction, golds) == GOOD:
+        return False
+    pred = normalize_answer(prediction)
+    return len(pred) <= SUSPICIOUS_MAX_CHARS or bool(_NEGATION.search((prediction or "").translate(_APOSTROPHES)))
+
+
 def extract_answer(completion: str) -> str | None:
     """Text after the first ``<answer>``, up to ``</answer>`` or the end, stripped (§A.2).
 

@@ -5,7 +5,10 @@ answers, repeats itself, empties its ``<think>`` block while keeping the tags th
 reward checks (000_ac66a963fabf3916.txt §A.2's anti-hack rules exist for this), wins only
 the format reward, trains on groups that all earn the same reward (no signal: SEVA
 002_56f1a732f42030d3.txt §2.3, Table 5), or raises its reward while a held-out metric falls
-(Binary RAR 001_f9c1f8134c3dd554.txt §4.3 stops training on exactly that). Each detector
+(Binary RAR 001_f9c1f8134c3dd554.txt §4.3 stops training on exactly that), or earns a
+substring-rule reward (CorVer's §A.2 grading, ``qa_judge``) with answers that match only as a
+substring and are two or fewer characters or negated ("T" for "TRPV4", "It is not Paris";
+``text.suspicious_substring_match``, logged as ``<reward>/suspicious_substring_rate``). Each detector
 here reads the per-step frame a run logged (``TrainResult.steps_frame()``: one row per step,
 TRL's ``reward``, ``rewards/<name>/mean``, ``frac_reward_zero_std``,
 ``completions/mean_length``, plus factlab's ``completions/repeat_ngram_share`` and
@@ -30,17 +33,20 @@ import pandas as pd
 from pydantic import Field
 
 from ..config import Section
+from ..rewards.base import SUSPICIOUS_SUBSTRING_METRIC
 
 __all__ = ["AlarmsSection", "Alarm", "repeated_ngram_share", "think_text", "completion_health",
            "length_drift", "repetition", "minimal_think", "format_only_wins", "zero_std_groups",
-           "reward_vs_heldout", "detect", "alarm_table", "ALARM_NAMES",
-           "REPEAT_KEY", "THINK_KEY", "LENGTH_KEY", "ZERO_STD_KEY", "REWARD_KEY"]
+           "reward_vs_heldout", "substring_match", "reward_vs_truth", "detect", "alarm_table", "ALARM_NAMES",
+           "REPEAT_KEY", "THINK_KEY", "LENGTH_KEY", "ZERO_STD_KEY", "REWARD_KEY", "SUBSTRING_SUFFIX", "TRUTH_KEY"]
 
 REPEAT_KEY = "completions/repeat_ngram_share"
 THINK_KEY = "completions/think_minimal_frac"
 LENGTH_KEY = "completions/mean_length"
 ZERO_STD_KEY = "frac_reward_zero_std"
 REWARD_KEY = "reward"
+TRUTH_KEY = "truth/score"  # logged per step by train.validity.RewardValidity on the mini-world
+SUBSTRING_SUFFIX = "/" + SUSPICIOUS_SUBSTRING_METRIC  # logged by every reward that grades by substring
 
 
 class AlarmsSection(Section):
@@ -60,6 +66,9 @@ class AlarmsSection(Section):
     zero_std: float = Field(0.5, gt=0.0, le=1.0)  # share of groups whose rewards all agree
     heldout_drop: float = Field(0.05, gt=0.0, lt=1.0)  # relative drop of the held-out metric ...
     reward_gain: float = Field(0.0, ge=0.0)  # ... while the reward rose more than this
+    substring_match: float = Field(0.05, gt=0.0, le=1.0)  # share of completions matching only as a short/negated substring
+    truth: bool = True  # log truth/score and each reward's AUROC against the truth every step (train.validity)
+    truth_drop: float = Field(0.05, gt=0.0)  # fall of truth/score (absolute) that, with a rising reward, fires
 
 
 @dataclass
@@ -79,7 +88,7 @@ class Alarm:
 
 
 ALARM_NAMES = ("length_drift", "repetition", "minimal_think", "format_only_wins", "zero_std_groups",
-               "reward_vs_heldout")
+               "reward_vs_heldout", "substring_match", "reward_vs_truth")
 
 
 # ---------------------------------------------------------------- completion statistics
@@ -172,10 +181,13 @@ def length_drift(frame: pd.DataFrame, cfg: AlarmsSection) -> Alarm:
     return _first(name, rel, rel.abs() > thr, thr, worst="abs", note=f"baseline {base:.1f} tokens")
 
 
-def _level(name: str, frame: pd.DataFrame, key: str, thr: float, window: int, note: str) -> Alarm:
-    s = _series(frame, key)
+def _level(name: str, frame: pd.DataFrame, key: str | Sequence[str], thr: float, window: int, note: str) -> Alarm:
+    """Fires at the first step whose rolling mean of ``key`` (the mean over several keys)
+    exceeds ``thr``."""
+    keys = [key] if isinstance(key, str) else list(key)
+    s = _series(frame, *keys)
     if s is None:
-        return _na(name, thr, f"'{key}' not logged ({note})")
+        return _na(name, thr, f"{', '.join(keys)} not logged ({note})")
     cur = s.rolling(max(1, min(window, len(s))), min_periods=1).mean()
     return _first(name, cur, cur > thr, thr)
 
@@ -225,6 +237,37 @@ def zero_std_groups(frame: pd.DataFrame, cfg: AlarmsSection) -> Alarm:
     return _level("zero_std_groups", frame, ZERO_STD_KEY, cfg.zero_std, cfg.window, "TRL logs it every step")
 
 
+def substring_match(frame: pd.DataFrame, cfg: AlarmsSection) -> Alarm:
+    """The rolling share of completions whose answer earns a substring-rule reward only as a
+    substring of the gold, two or fewer characters long or negated, exceeds
+    ``substring_match``: a policy gaming CorVer's §A.2 rule (issue 26). n/a when no reward
+    grades by substring."""
+    cols = [c for c in frame.columns if c.endswith(SUBSTRING_SUFFIX)]
+    if not cols:
+        return _na("substring_match", cfg.substring_match, "no reward of this run grades answers by substring")
+    return _level("substring_match", frame, cols, cfg.substring_match, cfg.window, "no values")
+
+
+def reward_vs_truth(frame: pd.DataFrame, cfg: AlarmsSection) -> Alarm:
+    """The training reward's current window rises above its baseline by more than
+    ``reward_gain`` while ``truth/score`` (the exact truth of the same completions,
+    ``train.validity``) falls by more than ``truth_drop`` below its baseline: the reward is
+    being hacked, measured exactly. n/a off the mini-world (no truth logged)."""
+    name, thr = "reward_vs_truth", cfg.truth_drop
+    t, r = _series(frame, TRUTH_KEY), _series(frame, REWARD_KEY)
+    if t is None or r is None:
+        return _na(name, thr, f"needs '{TRUTH_KEY}' and '{REWARD_KEY}' (truth is logged on the mini-world)")
+    dt, dr = _drift(t, cfg.window), _drift(r, cfg.window)
+    if dt is None or dr is None:
+        return _na(name, thr, "needs at least 2 logged steps")
+    fall, gain = -dt[0], dr[0].reindex(dt[0].index)
+    hit = (fall > thr) & (gain > cfg.reward_gain)
+    note = f"truth baseline {dt[1]:.3f}"
+    if hit.any():
+        note += f"; reward gain {float(gain[hit[hit].index[0]]):+.3f}"
+    return _first(name, fall, hit, thr, note=note)
+
+
 def reward_vs_heldout(frame: pd.DataFrame, cfg: AlarmsSection, heldout: Mapping[int, float] | pd.Series | None
                       ) -> Alarm:
     """At a held-out evaluation step, the held-out metric (higher is better) has dropped by
@@ -256,7 +299,8 @@ def detect(frame: pd.DataFrame, cfg: AlarmsSection, heldout: Mapping[int, float]
            ) -> list[Alarm]:
     """Every alarm on one run's per-step frame (indexed by step)."""
     return [length_drift(frame, cfg), repetition(frame, cfg), minimal_think(frame, cfg),
-            format_only_wins(frame, cfg), zero_std_groups(frame, cfg), reward_vs_heldout(frame, cfg, heldout)]
+            format_only_wins(frame, cfg), zero_std_groups(frame, cfg), reward_vs_heldout(frame, cfg, heldout),
+            substring_match(frame, cfg), reward_vs_truth(frame, cfg)]
 
 
 def alarm_table(alarms_by_run: Mapping[str, Sequence[Alarm]]) -> pd.DataFrame:

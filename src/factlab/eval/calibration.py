@@ -94,7 +94,7 @@ def _to_bool(label: Any) -> bool:
     attributable/not_attributable, true/false (case-insensitive)."""
     if isinstance(label, bool):
         return label
-    if isinstance(label, int) and label in (0, 1):
+    if isinstance(label, (int, float)) and label in (0, 1):
         return bool(label)
     if isinstance(label, str):
         key = label.strip().lower().replace("-", "_").replace(" ", "_")
@@ -150,25 +150,31 @@ def calibration_table(rows: Iterable[Mapping[str, Any] | Sequence[Any]],
 
 
 def count_auroc(counts: Sequence[int | None], labels: Sequence[Any]) -> float:
-    """AUROC of the count as a score for "correct": the probability that a random correct
-    sentence has a higher count than a random incorrect one, ties counting one half
-    (Mann-Whitney U with mid-ranks, plain numpy). Pairs whose count is None are left
-    out. NaN when either class is empty."""
+    """AUROC of the count as a score for "correct" (``auroc``)."""
+    return auroc(counts, labels)
+
+
+def auroc(scores: Sequence[float | None], labels: Sequence[Any]) -> float:
+    """AUROC of ``scores`` for the positive ``labels``: the probability that a random positive
+    has a higher score than a random negative, ties counting one half (Mann-Whitney U with
+    mid-ranks, plain numpy). Pairs whose score or label is None or NaN are left out. NaN when
+    either class is empty."""
     import numpy as np
 
-    if len(counts) != len(labels):
-        raise ValueError(f"{len(counts)} counts but {len(labels)} labels")
-    keep = [(float(c), _to_bool(y)) for c, y in zip(counts, labels) if c is not None]
+    if len(scores) != len(labels):
+        raise ValueError(f"{len(scores)} scores but {len(labels)} labels")
+    keep = [(float(c), _to_bool(y)) for c, y in zip(scores, labels)
+            if c is not None and y is not None and c == c and not (isinstance(y, float) and y != y)]
     if not keep:
         return math.nan
-    scores = np.array([c for c, _ in keep], dtype=float)
+    values = np.array([c for c, _ in keep], dtype=float)
     ys = np.array([y for _, y in keep], dtype=bool)
     n_pos, n_neg = int(ys.sum()), int((~ys).sum())
     if n_pos == 0 or n_neg == 0:
         return math.nan
-    order = np.argsort(scores, kind="mergesort")
-    sorted_scores = scores[order]
-    ranks = np.empty(len(scores), dtype=float)
+    order = np.argsort(values, kind="mergesort")
+    sorted_scores = values[order]
+    ranks = np.empty(len(values), dtype=float)
     # mid-ranks over runs of equal scores (1-based)
     _, start, run = np.unique(sorted_scores, return_index=True, return_counts=True)
     mid = start + (run + 1) / 2.0

@@ -107,29 +107,38 @@ def respond_ratio(labels_per_response: Sequence[Sequence[bool] | None]) -> float
 
 
 def aggregate(supported_per_response: Sequence[Sequence[bool] | None], k: int | None = None,
-              gamma: int = DEFAULT_GAMMA) -> dict[str, float]:
+              gamma: int = DEFAULT_GAMMA, unscored: int = 0) -> dict[str, float]:
     """Corpus-level metrics from per-claim verdicts of each response (``None``: abstained).
 
-    Abstained responses are left out of every mean, as FActScore does, and reported as
+    Precision-type means leave abstained responses out, as FActScore does, and report
     ``respond_ratio`` (answered / all) beside them, so teaching a model to abstain (Binary RAR)
     does not read as lower precision. Means over answered responses: ``precision`` (macro; an
     answered response without claims counts 0), ``S``, ``N``, ``n_claims``;
-    ``micro_precision`` = sum S / sum (S + N); ``factscore`` with ``gamma``; with ``k`` also
-    ``recall@k`` and ``f1@k``. With no answered response those are NaN (undefined), not 0.
+    ``micro_precision`` = sum S / sum (S + N); ``factscore`` with ``gamma``. With no answered
+    response those are NaN (undefined), not 0.
+
+    ``recall@k`` and ``f1@k`` (with ``k``) average over *every* response, as KLCF App. C.4.2
+    defines them ("the average of each metric calculated for every individual response in the
+    test set"): an abstention has S = 0 and scores 0, and so do the ``unscored`` responses
+    (answered, but their claims could not be read; counted in ``n_responses``).
     """
-    n = len(supported_per_response)
+    if unscored < 0:
+        raise ValueError(f"unscored must be >= 0, got {unscored}")
+    n = len(supported_per_response) + unscored
     if n == 0:
         raise ValueError("no responses to aggregate")
     answered = [list(v) for v in supported_per_response if v is not None]
-    out: dict[str, float] = {"n_responses": n, "n_answered": len(answered),
-                             "respond_ratio": respond_ratio(supported_per_response)}
-    keys = ["precision", "micro_precision", "S", "N", "n_claims", "factscore"] + (
-        [f"recall@{k}", f"f1@{k}"] if k is not None else [])
+    out: dict[str, float] = {"n_responses": n, "n_answered": len(answered) + unscored,
+                             "respond_ratio": (len(answered) + unscored) / n}
+    keys = ["precision", "micro_precision", "S", "N", "n_claims", "factscore"]
+    S = [sum(bool(x) for x in v) for v in answered]
+    N = [len(v) - s for v, s in zip(answered, S)]
+    if k is not None:  # every response: abstained and unscored ones add 0 to the sum
+        out[f"recall@{k}"] = sum(recall_at_k(s, k) for s in S) / n
+        out[f"f1@{k}"] = sum(f1_at_k(s, q, k) for s, q in zip(S, N)) / n
     if not answered:
         return {**out, **{key: float("nan") for key in keys}}
     m = len(answered)
-    S = [sum(bool(x) for x in v) for v in answered]
-    N = [len(v) - s for v, s in zip(answered, S)]
     out.update({
         "precision": sum(precision(s, q) for s, q in zip(S, N)) / m,
         "micro_precision": precision(sum(S), sum(N)),
@@ -138,9 +147,6 @@ def aggregate(supported_per_response: Sequence[Sequence[bool] | None], k: int | 
         "n_claims": sum(s + q for s, q in zip(S, N)) / m,
         "factscore": factscore(answered, gamma),
     })
-    if k is not None:
-        out[f"recall@{k}"] = sum(recall_at_k(s, k) for s in S) / m
-        out[f"f1@{k}"] = sum(f1_at_k(s, q, k) for s, q in zip(S, N)) / m
     return out
 
 
@@ -184,6 +190,7 @@ def longform_precision(verifier, prompts: Sequence[str], responses: Sequence[str
                     "precision": None if sup is None else precision(s, len(sup) - s)})
     unreadable = [i for i in todo if labels[i] is None]
     counted = [None if abstained[i] else labels[i] for i in range(len(responses)) if i not in set(unreadable)]
-    metrics = aggregate(counted, k=k, gamma=gamma) if counted else {"n_responses": 0}
+    metrics = (aggregate(counted, k=k, gamma=gamma, unscored=len(unreadable)) if responses
+               else {"n_responses": 0})
     metrics.update(unreadable=len(unreadable), abstained=sum(abstained))
     return {"per_response": per, "metrics": metrics}

@@ -15,6 +15,12 @@ which (``run_avg_at_k``):
   ``acc_norm``); avg@k is not applicable (``None``), and the numbers are not the paper's
   sampled accuracy. The installed lm-eval ships no generative CMMLU or MedQA.
 
+General capability (003 §4.1 "Evaluation", Tables 2-5: BBH, MATH-500, GSM8K, AIME2024,
+GPQA-Diamond, "zero-shot ... temperature of 0.6 ... four times and the average accuracy"):
+``GeneralSection`` names lm-eval tasks run the same way (``general_eval``); ``GENERAL_TASKS`` are
+the installed lm-eval's names for the five, all generative (sampled, avg@k), and ``unknown_tasks``
+checks names against lm-eval's task registry.
+
 SeedBench and LawBench are not in lm-eval: write them as local task YAMLs (``write_task``
 turns rows of ``question``, ``A``-``D``, ``answer`` into one) in a folder named by
 ``mcq.include_path``. Offline and on the CPU default, ``miniworld_mcq`` writes four-option
@@ -35,8 +41,8 @@ from pydantic import Field
 from ..config import Section
 from ..data.types import QAItem, read_jsonl, write_jsonl
 
-__all__ = ["MCQSection", "miniworld_mcq", "write_task", "avg_at_k", "run_avg_at_k", "task_score", "LETTERS",
-           "GENERATIVE"]
+__all__ = ["MCQSection", "GeneralSection", "GENERAL_TASKS", "miniworld_mcq", "write_task", "avg_at_k", "run_avg_at_k",
+           "task_score", "general_eval", "unknown_tasks", "LETTERS", "GENERATIVE"]
 
 LETTERS = ("A", "B", "C", "D")
 GENERATIVE = ("generate_until",)  # lm-eval output types that sample; the others score log-likelihoods
@@ -54,6 +60,48 @@ class MCQSection(Section):
     limit: int | None = Field(None, ge=1)  # per task, for quick runs
     batch_size: int = Field(16, ge=1)
     seed: int = 0
+
+
+# 003 Tables 2-5's general benchmarks as lm-eval (0.4.x) task names: zero-shot chain-of-thought
+# variants, each ``generate_until`` (sampled, so avg@k means what the paper's does). BBH: the
+# 27-task group, aggregated (exact match, flexible extraction); MATH-500: HuggingFaceH4/MATH-500
+# (Lightman et al.'s subset); GSM8K: "Let's think step by step", zero-shot; AIME2024:
+# Maxwell-Jia/AIME_2024 (30 problems); GPQA-Diamond: Idavidrein/gpqa (a gated dataset: accept its
+# terms on the hub and log in first).
+GENERAL_TASKS = ("bbh_cot_zeroshot", "minerva_math500", "gsm8k_cot_zeroshot", "aime24", "gpqa_diamond_cot_zeroshot")
+
+
+class GeneralSection(Section):
+    """General-capability evaluation (003 §4.1, Tables 2-5): lm-eval ``tasks`` (none: skipped;
+    the full params: ``GENERAL_TASKS``), zero-shot, sampled at ``temperature``, each run ``k``
+    times, avg@k; ``max_gen_toks``: the answer budget (None: each task's own; a chain of thought
+    needs more than lm-eval's default 256)."""
+
+    tasks: list[str] = []
+    include_path: str | None = None
+    k: int = Field(4, ge=1)
+    temperature: float = Field(0.6, ge=0.0)
+    max_gen_toks: int | None = Field(None, ge=1)
+    limit: int | None = Field(None, ge=1)
+    batch_size: int = Field(16, ge=1)
+    seed: int = 0
+
+
+def unknown_tasks(tasks: Sequence[str], include_path: str | Path | None = None) -> list[str]:
+    """The names in ``tasks`` that the installed lm-eval's task registry (plus ``include_path``)
+    does not know (``lm_eval.tasks.TaskManager().all_tasks``: tasks, groups and tags)."""
+    from lm_eval.tasks import TaskManager
+
+    known = set(TaskManager(include_path=str(include_path) if include_path else None).all_tasks)
+    return [t for t in tasks if t not in known]
+
+
+def general_eval(model, tokenizer, cfg: GeneralSection) -> dict[str, dict[str, Any]]:
+    """``avg_at_k`` on the ``GeneralSection``'s tasks ({} when it names none)."""
+    if not cfg.tasks:
+        return {}
+    return avg_at_k(model, tokenizer, cfg.tasks, k=cfg.k, temperature=cfg.temperature, include_path=cfg.include_path,
+                    limit=cfg.limit, batch_size=cfg.batch_size, seed=cfg.seed, max_gen_toks=cfg.max_gen_toks)
 
 
 def miniworld_mcq(world: Mapping[str, Path], n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -173,19 +221,23 @@ def run_avg_at_k(evaluate: Callable[[list[str], int], Mapping[str, Any]], tasks:
 
 def avg_at_k(model, tokenizer, tasks: Sequence[str], *, k: int = 4, temperature: float = 0.6,
              include_path: str | Path | None = None, limit: int | None = None, batch_size: int = 16,
-             seed: int = 0) -> dict[str, dict[str, Any]]:
+             seed: int = 0, max_gen_toks: int | None = None) -> dict[str, dict[str, Any]]:
     """``run_avg_at_k`` with lm-eval runs of an in-memory HF model (zero-shot, sampling at
-    ``temperature`` for generative tasks; ``include_path``: a folder of local task YAMLs)."""
+    ``temperature`` for generative tasks; ``include_path``: a folder of local task YAMLs;
+    ``max_gen_toks``: the generation budget of every generative task, None: each task's own)."""
     import lm_eval  # heavy (datasets, evaluate, sacrebleu): imported where used
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     manager = TaskManager(include_path=str(include_path) if include_path else None)
+    gen_kwargs: dict[str, Any] = {"do_sample": temperature > 0, "temperature": temperature}
+    if max_gen_toks is not None:
+        gen_kwargs["max_gen_toks"] = max_gen_toks
 
     def evaluate(names: list[str], run_seed: int) -> Mapping[str, Any]:
         return lm_eval.simple_evaluate(model=lm, tasks=names, task_manager=manager, limit=limit, num_fewshot=0,
-                                       gen_kwargs={"do_sample": temperature > 0, "temperature": temperature},
+                                       gen_kwargs=gen_kwargs,
                                        random_seed=run_seed, numpy_random_seed=run_seed, torch_random_seed=run_seed,
                                        fewshot_random_seed=run_seed, apply_chat_template=bool(tokenizer.chat_template),
                                        log_samples=False, verbosity="ERROR")

@@ -54,7 +54,9 @@ def grade_completion(item: QAItem, gen: Generation) -> QARecord:
 
 
 def summarize(records: Sequence[QARecord]) -> dict[str, float]:
-    """Accuracy, strict accuracy, NA rate, format rate, mean lengths, truncation rate."""
+    """Accuracy, strict accuracy, NA rate, format rate, mean lengths, truncation rate, and the
+    share of GOOD answers that match only as a short or negated substring
+    (``text.suspicious_substring_match``)."""
     n = len(records)
     if n == 0:
         raise ValueError("no records to summarize: the evaluation set is empty")
@@ -68,6 +70,8 @@ def summarize(records: Sequence[QARecord]) -> dict[str, float]:
         "mean_length_tokens": mean(r.n_tokens for r in records),
         "mean_answer_words": mean(r.answer_words for r in records),
         "truncation_rate": mean(not r.finished for r in records),
+        # GOOD only as a short (<= 2 characters) or negated substring of a gold: the substring rule's blind spot
+        "suspicious_substring_rate": mean(text.suspicious_substring_match(r.answer, r.golds) for r in records),
     }
 
 

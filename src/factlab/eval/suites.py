@@ -88,20 +88,27 @@ def abstention_suite(model, tokenizer, sets: Mapping[str, Sequence], generation:
 @SUITES.register("longform")
 def longform_suite(model, tokenizer, prompts: Sequence[LongformPrompt], generation: GenerationConfig, *,
                    verifier, k: int = 10, tag: str = "", progress: bool = True, system: str | None = None,
-                   answer_parsing: str | None = None) -> SuiteResult:
+                   answer_parsing: str | None = None, render: Callable[[LongformPrompt], str] | None = None,
+                   cut: Callable[[str], str] | None = None) -> SuiteResult:
     """Long-form responses to ``prompts``, their claims extracted and verified against the
     prompt's cached chunks (``rewards.rar.ClaimVerifier``): Precision, Recall@K, F1@K,
     FActScore. ``records["longform"]`` holds ``responses`` and ``per_response``.
 
     ``system``: a system turn (a policy trained with a template, e.g. KLCF's Prompt 5);
     ``answer_parsing``: verify only the answer part (``rewards.qa.answer_of``: ``lenient`` reads
-    the ``<answer>`` block, else the text outside ``<think>``) rather than the whole response."""
+    the ``<answer>`` block, else the text outside ``<think>``) rather than the whole response.
+    ``render``: the raw model input per prompt instead of the chat template (a base model's
+    few-shot prompt, e.g. KLCF's 10-shot Prompt 1), ``cut``: applied to each response first (end
+    it where the model starts the next few-shot question)."""
     g = generation
     prompts = list(prompts)
-    gens = generate(model, tokenizer, [chat_prompt(tokenizer, p.prompt, system=system) for p in prompts],
+    inputs = [render(p) if render is not None else chat_prompt(tokenizer, p.prompt, system=system) for p in prompts]
+    gens = generate(model, tokenizer, inputs,
                     max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p,
                     batch_size=g.batch_size, seed=g.seed, progress=progress, desc=f"{tag} long-form".strip())
     texts = [gs[0].text for gs in gens]
+    if cut is not None:
+        texts = [cut(t) for t in texts]
     graded = [answer_of(t, answer_parsing) or "" for t in texts] if answer_parsing else texts
     lf = longform.longform_precision(verifier, [p.prompt for p in prompts], graded,
                                      prompt_ids=[p.id for p in prompts], k=k)

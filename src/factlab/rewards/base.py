@@ -14,7 +14,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["completion_text", "prompt_text", "response_text", "TokenShaping", "TokenShapingFn"]
+__all__ = ["completion_text", "prompt_text", "response_text", "TokenShaping", "TokenShapingFn",
+           "SUSPICIOUS_SUBSTRING_METRIC"]
+
+# Logged as ``<reward>/suspicious_substring_rate`` by every reward that grades answers by
+# substring (``qa_judge``); the ``substring_match`` alarm (``eval.alarms``) reads it.
+SUSPICIOUS_SUBSTRING_METRIC = "suspicious_substring_rate"
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 

@@ -7,15 +7,19 @@
 - ``ChecklistJudge``: Eq. 4-5. The judge J answers "yes" / "NO" per criterion with the Table 15
   prompt (one call per criterion, batched over every completion and criterion); the pass rate
   is p = yes / readable answers; an answer that is neither yes nor no is unreadable, counted
-  in ``stats`` and logged, never a silent no. A completion whose every answer is unreadable has
-  p = None. The reasoning judged is the ``<think>`` block (the whole completion when it has
+  in ``stats`` and logged, never a silent no. Eq. 5 divides by k, the checklist's length, so an
+  unreadable answer counts as not passed (``pass_rate_over: k``, the paper's rule, default);
+  ``pass_rate_over: readable`` divides by the readable answers instead (ours, an option). A
+  completion whose every answer is unreadable has p = None (left out of its group, counted),
+  under either rule. The reasoning judged is the ``<think>`` block (the whole completion when it has
   none).
 - ``answer_gated_reward``: Eq. 8, R = R_format + alpha 1[y_hat = y] + 1[y_hat = y] p (alpha = 6),
   with §4.3's ablations: ``no_answer`` (trained "solely with the reasoning verification": R_format
   + p, no answer check), ``no_reasoning`` (R_format + alpha 1[y_hat = y]) and ``no_gate``
   (R_format + alpha 1[y_hat = y] + p, the reasoning reward paid whatever the answer).
-- Answers are the text after ``<answer>``, graded by factlab's normalizer against the gold and
-  its aliases (``text.grade_answer``).
+- Answers are the text after ``<answer>``; 1(y_hat = y) is exact match after normalization
+  against the gold and its aliases (``text.grade_answer_exact``), not CorVer's substring rule:
+  for gold "TRPV4", "T" and "It is not TRPV4" are wrong.
 
 Registered: ``k2v`` (the total, Eq. 8) and ``k2v_checklist`` (p alone). Under the gate, the
 judge is asked only about completions whose answer is right (p is multiplied by 0 otherwise),
@@ -35,6 +39,7 @@ from pydantic import Field
 from .. import prompts as P
 from .. import text
 from ..config import Section
+from . import kb
 from .base import completion_text
 from .registry import register
 
@@ -85,10 +90,12 @@ def reasoning_of(completion: str) -> str:
 class ChecklistJudge:
     """Eq. 4-5 with one judge: the pass rate of each reasoning process against its checklist."""
 
-    def __init__(self, judge, verdict: str = "generate"):
-        if verdict not in ("generate", "choice"):
-            raise ValueError(f"verdict must be 'generate' or 'choice', got {verdict!r}")
-        self.judge, self.verdict = judge, verdict
+    def __init__(self, judge, verdict: str = "generate", pass_rate_over: str = "k"):
+        if verdict not in ("generate", "choice", "kb"):
+            raise ValueError(f"verdict must be 'generate', 'choice' or 'kb', got {verdict!r}")
+        if pass_rate_over not in ("k", "readable"):
+            raise ValueError(f"pass_rate_over must be 'k' or 'readable', got {pass_rate_over!r}")
+        self.judge, self.verdict, self.pass_rate_over = judge, verdict, pass_rate_over
         self.stats: Counter = Counter()
         self.seconds = 0.0
 
@@ -98,14 +105,17 @@ class ChecklistJudge:
         prompts = [P.K2V_JUDGE_PROMPT.format(question=questions[i], answer=answers[i], criterion=c,
                                              reasoning=reasonings[i]) for i, c in jobs]
         t0 = time.perf_counter()
-        if not prompts:
+        if self.verdict == "kb":  # the knowledge base answers each criterion (rewards.kb); no judge call
+            verdicts = [kb.criterion_verdict(c, reasonings[i], checklists[i]) for i, c in jobs]
+            replies = ["" if v is None else ("yes" if v else "NO") for v in verdicts]
+        elif not prompts:
             replies = []
         elif self.verdict == "choice":  # constrained to yes / no (``Judge.choose``)
             replies = self.judge.choose(prompts, ("yes", "no"))
         else:
             replies = self.judge.judge(prompts)
         self.seconds += time.perf_counter() - t0
-        self.stats["judge_calls"] += len(prompts)
+        self.stats["judge_calls" if self.verdict != "kb" else "kb_verdicts"] += len(prompts)
         yes, readable = Counter(), Counter()
         for (i, _), reply in zip(jobs, replies):
             verdict = parse_yes_no(reply)
@@ -119,8 +129,10 @@ class ChecklistJudge:
             if not cl:
                 self.stats["empty_checklists"] += 1
                 out.append(None)
+            elif not readable[i]:
+                out.append(None)
             else:
-                out.append(yes[i] / readable[i] if readable[i] else None)
+                out.append(yes[i] / (len(cl) if self.pass_rate_over == "k" else readable[i]))
         return out
 
 
@@ -128,9 +140,13 @@ class ChecklistArgs(Section):
     """``k2v_checklist`` arguments: how the judge gives its verdict. ``generate``: a free answer
     read by ``parse_yes_no`` (the paper's judge); ``choice``: constrained to yes / no
     (``Judge.choose``; ours, for judges too small to answer in the format, like the CPU
-    default's 135M model)."""
+    default's 135M model); ``kb``: the mini-world's truth answers each template criterion
+    (``rewards.kb.criterion_verdict``; no judge)."""
 
-    verdict: Literal["generate", "choice"] = "generate"
+    verdict: Literal["generate", "choice", "kb"] = "generate"
+    # Eq. 5: p = (1/k) sum v_i, an unreadable answer counting as not passed (the paper's); "readable":
+    # over the readable answers only (ours)
+    pass_rate_over: Literal["k", "readable"] = "k"
 
 
 class K2VArgs(ChecklistArgs):
@@ -152,7 +168,7 @@ class _Columns:
             raise KeyError(f"{name} needs the dataset columns {missing} (K2V rows: factlab.train.k2v.k2v_rows)")
         texts = [completion_text(c) for c in completions]
         answers = [text.extract_answer(t) for t in texts]
-        correct = [text.grade_answer(a, g) == text.GOOD for a, g in zip(answers, golds)]
+        correct = [text.grade_answer_exact(a, g) == text.GOOD for a, g in zip(answers, golds)]
         return texts, correct
 
 
@@ -165,7 +181,7 @@ class K2VReward:
 
     def __init__(self, judge, args: K2VArgs | None = None):
         self.args = args or K2VArgs()
-        self.checklist_judge = ChecklistJudge(judge, self.args.verdict)
+        self.checklist_judge = ChecklistJudge(judge, self.args.verdict, self.args.pass_rate_over)
         self.judge = judge
         self.stats: Counter = Counter()
 
@@ -206,7 +222,7 @@ class ChecklistReward:
 
     def __init__(self, judge, args: ChecklistArgs | None = None):
         self.args = args or ChecklistArgs()
-        self.checklist_judge = ChecklistJudge(judge, self.args.verdict)
+        self.checklist_judge = ChecklistJudge(judge, self.args.verdict, self.args.pass_rate_over)
         self.judge = judge
 
     def __call__(self, prompts=None, completions=(), golds=None, question=None, checklist=None, log_metric=None,
@@ -221,9 +237,9 @@ class ChecklistReward:
 
 @register("k2v", args=K2VArgs, summary="answer-gated checklist reward, Eq. 8 (003 §3.3)")
 def _build_k2v(args: K2VArgs, resources) -> K2VReward:
-    return K2VReward(resources.judge(), args)
+    return K2VReward(None if args.verdict == "kb" else resources.judge(), args)
 
 
 @register("k2v_checklist", args=ChecklistArgs, summary="checklist pass rate p, Eq. 4-5 (003 §3.2)")
 def _build_k2v_checklist(args: ChecklistArgs, resources) -> ChecklistReward:
-    return ChecklistReward(resources.judge(), args)
+    return ChecklistReward(None if args.verdict == "kb" else resources.judge(), args)

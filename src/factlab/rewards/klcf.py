@@ -23,6 +23,10 @@ Model and judge plumbing:
 - ``ChecklistVerifier``: Prompt 7 through the run's judge, one batched judge call for every
   (response, fact) pair (``unit="item"``, a one-fact list per prompt: what a small judge can
   answer) or one prompt per response with its whole fact list (``unit="list"``, as printed).
+- ``KLCFClaimExtractor``: R_truth's claims C(A_i) with KLCF's Prompt 2 (Appendix E.1), read by
+  ``parse_claim_list``; ``extraction_prompt: rar_figure8`` uses 001's Figure 8 instead.
+- ``checklist_verifier`` / ``claim_truth``: build them on the judge the reward's args name
+  (``verifier_judge`` / ``extractor_judge``: the paper's 14B SFTs, Appendix D.1), else the run's.
 - ``TruthfulnessScorer``: Prompt 6 on a causal LM; p(True | c) is the next-token probability of
   " True" after "Factual correctness:", normalised over " True" and " False" (§2.2 Eq. 4 trains
   the reward model on exactly these two answers), read through ``decoding.next_token_logits``.
@@ -72,13 +76,14 @@ from pydantic import Field, model_validator
 
 from .. import prompts as P
 from .. import text
-from ..config import Dtype, ParamError, Section
+from ..config import Dtype, JudgeSection, ParamError, Section
 from ..decoding import next_token_logits
 from ..models import load_model
 from ..parsing import parse_json
+from . import kb
 from .base import completion_text, prompt_text
 from .qa import answer_of
-from .rar import ClaimVerifier, ClaimVerifierSection, _JudgeReward
+from .rar import ClaimVerifier, ClaimVerifierSection, _JudgeReward, parse_claims
 from .registry import register
 
 log = logging.getLogger(__name__)
@@ -86,6 +91,7 @@ log = logging.getLogger(__name__)
 __all__ = ["LABELS", "TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "VERDICT_PREFILL", "checklist_scores", "truth_reward",
            "missing_truth_reward", "format_reward", "length_penalty", "fact_reward", "combined_reward",
            "canonical_label", "Verification", "parse_verification", "format_facts", "ChecklistVerifier",
+           "parse_claim_list", "KLCFClaimExtractor", "EXTRACTION_PREFILL", "checklist_verifier", "claim_truth",
            "TruthfulnessScorer", "KLCFChecklistArgs", "KLCFTruthArgs", "KLCFFactArgs", "LengthPenaltyArgs",
            "ChecklistReward", "ClaimTruth", "TruthReward", "FactReward", "LengthPenalty", "core_reward", "VARIANTS"]
 
@@ -362,6 +368,67 @@ def format_facts(facts: Sequence[str]) -> str:
     return "\n".join(f"{k}. {f}" for k, f in enumerate(facts, start=1))
 
 
+# ---------------------------------------------------------------- Prompt 2 answers (claim lists)
+
+_BULLET = re.compile(r"^\s*(?:[*\-\u2022]|\d+[.)])\s+(.+?)\s*$", re.M)
+_PLACEHOLDER = re.compile(r"^(?:(?:final\s+)?key\s+)?claim\s*\d*$|^\.{2,}$|^\u2026$", re.I)
+_NO_CLAIMS = "no verifiable objective claims"
+_NUMBERED = re.compile(r"^\d+[.)]\s+")
+EXTRACTION_PREFILL = "* "  # a small judge starts its answer inside Prompt 2's bullet format
+
+
+def _clean_item(s: str) -> str:
+    s = s.strip().strip('"').strip("'").strip().strip("*").strip()
+    return _NUMBERED.sub("", s)  # "* 1. claim": a numbered list inside the bullets
+
+
+def parse_claim_list(text: Any) -> list[str] | None:
+    """A Prompt 2 answer (004 Appendix E.1) as distinct claims: its bullet lines ("* ...",
+    "- ...", "1. ..."); the template's own "Claim 1" / "..." lines dropped; "no verifiable
+    objective claims" = []; otherwise a JSON list (``rewards.rar.parse_claims``); None when
+    nothing is readable."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    items = [_clean_item(m.group(1)) for m in _BULLET.finditer(text)]
+    items = [c for c in items if c and not _PLACEHOLDER.match(c) and _NO_CLAIMS not in c.lower()]
+    if items:
+        return list(dict.fromkeys(items))
+    if _NO_CLAIMS in text.lower():
+        return []
+    return parse_claims(text)
+
+
+class KLCFClaimExtractor:
+    """R_truth's claim extractor C(A_i) (004 §2.3.1) with KLCF's own prompt, Prompt 2
+    (Appendix E.1 "Prompt for Claim Extraction", ``prompts.KLCF_CLAIM_EXTRACTION``), read by
+    ``parse_claim_list``; ``ClaimVerifier.extract``'s interface. Why Prompt 2: §2.3.1 extracts
+    the answer's claims with "a lightweight claim extraction model", the model Appendix D.1
+    trains to follow Prompt 2's three principles (Table 10) and Appendix C.1 runs "along with
+    Prompt 2" to score responses with Eq. 8; the paper prints no other extraction prompt.
+    ``prefill`` starts the answer inside the bullet format (small judges). An empty answer has
+    no claims (no call); an unreadable claim list is None (counted in ``stats``)."""
+
+    prefill: bool
+
+    def __init__(self, judge, max_claims: int = 64, prefill: bool = False):
+        self.judge, self.max_claims, self.prefill = judge, max_claims, prefill
+        self.stats: Counter = Counter()
+
+    def extract(self, questions: Sequence[str], answers: Sequence[str]) -> list[list[str] | None]:
+        out: list[list[str] | None] = [[] for _ in answers]
+        asked = [i for i, a in enumerate(answers) if a.strip()]
+        if not asked:
+            return out
+        replies = self.judge.judge([P.KLCF_CLAIM_EXTRACTION.format(response=answers[i]) for i in asked],
+                                   prefix=EXTRACTION_PREFILL if self.prefill else None)
+        self.stats["extraction_calls"] += len(asked)
+        for i, reply in zip(asked, replies):
+            claims = parse_claim_list(reply)
+            self.stats["extraction_failures"] += claims is None
+            out[i] = None if claims is None else claims[:self.max_claims]
+        return out
+
+
 # ---------------------------------------------------------------- the checklist verifier (Prompt 7)
 
 
@@ -373,12 +440,13 @@ class ChecklistVerifier:
     ``verdict="choice"`` constrains each one-fact answer to the three labels
     (``Judge.choose``, for judges too small to answer in the format); ``prefill`` starts a
     generated answer with ``VERDICT_PREFILL``; ``verdict="overlap"`` asks no judge
-    (``overlap_label``). An empty reply is labelled all Missing without
+    (``overlap_label``); ``verdict="kb"`` neither: the mini-world's truth labels each fact
+    (``rewards.kb.checklist_label``; a fact the world does not hold is unreadable, counted). An empty reply is labelled all Missing without
     asking the judge (it can neither state nor contradict a fact)."""
 
     def __init__(self, judge, verdict: str = "generate", unit: str = "item", prefill: bool = False):
-        if verdict not in ("generate", "choice", "overlap"):
-            raise ValueError(f"verdict must be 'generate', 'choice' or 'overlap', got {verdict!r}")
+        if verdict not in ("generate", "choice", "overlap", "kb"):
+            raise ValueError(f"verdict must be 'generate', 'choice', 'overlap' or 'kb', got {verdict!r}")
         if unit not in ("item", "list"):
             raise ValueError(f"unit must be 'item' or 'list', got {unit!r}")
         if verdict == "choice" and unit == "list":
@@ -408,9 +476,11 @@ class ChecklistVerifier:
                                        for r, fs in zip(replies, facts)]
         self.stats["empty_replies"] += sum(1 for r, fs in zip(replies, facts) if fs and not r.strip())
         asked = [i for i, (r, fs) in enumerate(zip(replies, facts)) if fs and r.strip()]
-        if self.verdict == "overlap":  # no judge: overlap_label per (reply, fact)
+        if self.verdict in ("overlap", "kb"):  # no judge: a lexical match, or the mini-world's truth
+            label = overlap_label if self.verdict == "overlap" else kb.checklist_label
             for i in asked:
-                out[i] = [overlap_label(f, replies[i]) for f in facts[i]]
+                out[i] = [label(f, replies[i]) for f in facts[i]]
+                self.stats["unreadable"] += sum(lab is None for lab in out[i])  # kb: not a world fact
             self.stats["facts"] += sum(len(fs) for fs in facts)
             return out
         if self.unit == "item":
@@ -566,8 +636,12 @@ class KLCFChecklistArgs(_AnswerArgs):
     and the verification unit (``item``: one fact per prompt; ``list``: the reply's whole
     checklist in one prompt, as printed)."""
 
-    verdict: Literal["generate", "choice", "overlap"] = "generate"
+    verdict: Literal["generate", "choice", "overlap", "kb"] = "generate"
     unit: Literal["item", "list"] = "item"
+    # the Prompt 7 judge: None = the run's ``judge:``; the paper's is its own model, an SFT of
+    # Qwen2.5-14B-Instruct (004 Appendix D.1 "Checklist Verifier Training"), e.g. served by
+    # ``vllm serve`` on another port (params/05_klcf.yaml)
+    verifier_judge: JudgeSection | None = None
 
     @model_validator(mode="after")
     def _choice_per_item(self) -> "KLCFChecklistArgs":
@@ -581,9 +655,14 @@ class KLCFTruthArgs(KLCFChecklistArgs):
     policy model, ``model.name``; the paper SFTs its base model), its dtype, device and batch,
     ``missing_only`` (Eq. 9: score only the claims Prompt 7 labels Missing against the
     checklist's pseudo-response; ``verdict`` / ``unit`` apply to that verification) and
-    ``claim_extraction``: ``judge`` (the paper's extractor prompt) or ``sentences`` (each
-    complete sentence of the answer one claim, ``text.sentence_claims``; ours, for judges too
-    small to follow the extraction prompt)."""
+    ``claim_extraction``: ``judge`` (a judge extracts C(A_i)) or ``sentences`` (each complete
+    sentence of the answer one claim, ``text.sentence_claims``; ours, for judges too small to
+    follow the extraction prompt). ``extraction_prompt``: ``klcf_prompt2``, KLCF's own Prompt 2
+    (the default; see ``KLCFClaimExtractor`` for why it is the one §2.3.1 uses), or
+    ``rar_figure8``, Binary RAR's Figure 8 prompt (001; ``ClaimVerifier.extract``).
+    ``extractor_judge``: the extraction model (None = the run's ``judge:``; the paper's is an SFT
+    of Qwen2.5-14B-Instruct on Claimify data, 004 Appendix D.1 "Claim Extraction Model
+    Training")."""
 
     rm_model: str | None = None
     rm_dtype: Dtype = "float32"
@@ -591,6 +670,8 @@ class KLCFTruthArgs(KLCFChecklistArgs):
     rm_batch_size: int = Field(16, ge=1)
     missing_only: bool = False
     claim_extraction: Literal["judge", "sentences"] = "judge"
+    extraction_prompt: Literal["klcf_prompt2", "rar_figure8"] = "klcf_prompt2"
+    extractor_judge: JudgeSection | None = None
 
 
 class KLCFFactArgs(KLCFTruthArgs):
@@ -718,13 +799,29 @@ class SentenceClaims:
         return [text.sentence_claims(a)[:self.max_claims] for a in answers]
 
 
+class KBTruthScorer:
+    """The truthfulness RM of ``verdict: kb``: p(True | claim) is 1.0 for a claim the mini-world
+    supports, 0.0 for one it contradicts, None for one it cannot check (``rewards.kb``)."""
+
+    stats: Counter
+
+    def __init__(self):
+        self.stats = Counter()
+        self.seconds = 0.0
+
+    def probabilities(self, claims: Sequence[str]) -> list[float | None]:
+        self.stats["claims"] += len(claims)
+        return [kb.truth_probability(c) for c in claims]
+
+
 class ClaimTruth:
-    """Eq. 8 / Eq. 9 per response: claims of the answer (``ClaimVerifier.extract``, 001
-    Figure 8's prompt), scored by a ``TruthfulnessScorer``; with ``missing_only`` each claim is
+    """Eq. 8 / Eq. 9 per response: claims of the answer (``KLCFClaimExtractor``, KLCF's Prompt 2,
+    by default; ``ClaimVerifier.extract``, 001 Figure 8, or ``SentenceClaims`` as options),
+    scored by a ``TruthfulnessScorer``; with ``missing_only`` each claim is
     first labelled against the checklist's pseudo-response (Prompt 7), and a claim whose label
     is unreadable is scored as Missing (what Eq. 8 does with every claim; counted)."""
 
-    def __init__(self, extractor: ClaimVerifier | SentenceClaims, scorer: TruthfulnessScorer,
+    def __init__(self, extractor: KLCFClaimExtractor | ClaimVerifier | SentenceClaims, scorer: TruthfulnessScorer,
                  verifier: ChecklistVerifier | None = None, answer_parsing: str = "strict"):
         self.extractor, self.scorer, self.verifier = extractor, scorer, verifier
         self.answer_parsing = answer_parsing
@@ -743,11 +840,15 @@ class ClaimTruth:
         self.stats["no_claims"] += sum(c == [] for c in claims)
         flat = [(i, c) for i, cs in enumerate(claims) for c in (cs or [])]
         probs = self.scorer.probabilities([c for _, c in flat])
+        # a KB scorer gives None for a claim the world cannot check: left out of the mean (counted)
+        self.stats["claims_unscored"] += sum(p is None for p in probs)
+        flat, probs = [f for f, p in zip(flat, probs) if p is not None], [p for p in probs if p is not None]
+        claims = [None if cs is None else [c for (j, c) in flat if j == i] for i, cs in enumerate(claims)]
         per: list[list[float]] = [[] for _ in answers]
         for (i, _), p in zip(flat, probs):
             per[i].append(p)
         self.stats["claims"] += len(flat)
-        self.claims = claims  # the last batch's claims, for inspection
+        self.claims = claims  # the last batch's scored claims, for inspection
         if self.verifier is None:
             return [None if cs is None else truth_reward(ps) for cs, ps in zip(claims, per)]
         pseudo = ["\n".join(facts) for facts in lists]  # "all items ... concatenated into a pseudo-response"
@@ -848,18 +949,37 @@ class LengthPenalty:
 # ---------------------------------------------------------------- registry
 
 
-def _verifier(args: KLCFChecklistArgs, resources) -> ChecklistVerifier:
-    return ChecklistVerifier(resources.judge(), args.verdict, args.unit, prefill=resources.prefill)
+def _judge(section: JudgeSection | None, resources, max_new_tokens: int | None = None):
+    """(judge, prefill): the judge ``section`` names (built once per run), else the run's."""
+    if section is None:
+        return resources.judge(max_new_tokens), resources.prefill
+    return resources.judge_for(section, max_new_tokens), section.prefill
+
+
+def checklist_verifier(args: KLCFChecklistArgs, resources) -> ChecklistVerifier:
+    """Prompt 7 through ``args.verifier_judge`` (the run's judge when unset); no judge for the
+    judge-free verdicts (``overlap``, ``kb``)."""
+    if args.verdict in ("overlap", "kb"):
+        return ChecklistVerifier(None, args.verdict, args.unit)
+    judge, prefill = _judge(args.verifier_judge, resources)
+    return ChecklistVerifier(judge, args.verdict, args.unit, prefill=prefill)
 
 
 def claim_truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
-    """The claim extractor (the run's judge with the ``verifier:`` section's budget; no
-    datastore: extraction needs none) and the truthfulness scorer, built once per run."""
+    """The claim extractor (``args.extractor_judge``, else the run's judge, with the ``verifier:``
+    section's budget; Prompt 2 unless ``extraction_prompt`` says otherwise; no datastore:
+    extraction needs none) and the truthfulness scorer, built once per run."""
     cfg = getattr(resources, "cfg", None)
     v = getattr(cfg, "verifier", None) or ClaimVerifierSection()
-    extractor = (SentenceClaims(v.max_claims) if args.claim_extraction == "sentences" else
-                 ClaimVerifier(resources.judge(v.max_new_tokens), None, max_claims=v.max_claims,
-                               prefill=resources.prefill))
+    if args.claim_extraction == "sentences":
+        extractor: KLCFClaimExtractor | ClaimVerifier | SentenceClaims = SentenceClaims(v.max_claims)
+    else:
+        judge, prefill = _judge(args.extractor_judge, resources, v.max_new_tokens)
+        extractor = (KLCFClaimExtractor(judge, v.max_claims, prefill) if args.extraction_prompt == "klcf_prompt2"
+                     else ClaimVerifier(judge, None, max_claims=v.max_claims, prefill=prefill))
+    verifier = checklist_verifier(args, resources) if args.missing_only else None
+    if args.verdict == "kb":  # the perfect truthfulness RM: the mini-world's truth per claim
+        return ClaimTruth(extractor, KBTruthScorer(), verifier, args.answer_parsing)
     name = args.rm_model or (cfg.model.name if cfg is not None else None)
     key = ("klcf_truth_scorer", name, args.rm_dtype, args.rm_device, args.rm_batch_size)
 
@@ -868,14 +988,13 @@ def claim_truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
 
     memo = getattr(resources, "_memo", None)
     scorer = memo(key, build) if memo is not None else build()
-    verifier = _verifier(args, resources) if args.missing_only else None
     return ClaimTruth(extractor, scorer, verifier, args.answer_parsing)
 
 
 @register("klcf_checklist", args=KLCFChecklistArgs,
           summary="checklist recall / precision, 1/3 R + 2/3 P (004 §2.3.1, Eq. 5-7, Prompt 7)")
 def _build_klcf_checklist(args: KLCFChecklistArgs, resources) -> ChecklistReward:
-    return ChecklistReward(_verifier(args, resources), args.answer_parsing)
+    return ChecklistReward(checklist_verifier(args, resources), args.answer_parsing)
 
 
 @register("klcf_truth", args=KLCFTruthArgs,
@@ -888,7 +1007,7 @@ def _build_klcf_truth(args: KLCFTruthArgs, resources) -> TruthReward:
           summary="kappa recall + lambda precision + mu truth (004 §2.3.3, Eq. 12-13)")
 def _build_klcf_fact(args: KLCFFactArgs, resources) -> FactReward:
     truth = claim_truth(args, resources) if args.variant != "checklist" else None
-    return FactReward(_verifier(args, resources), truth, args)
+    return FactReward(checklist_verifier(args, resources), truth, args)
 
 
 @register("length_penalty", args=LengthPenaltyArgs,

@@ -19,7 +19,7 @@ from pydantic import field_validator
 
 from .. import text
 from ..config import Section
-from .base import completion_text
+from .base import SUSPICIOUS_SUBSTRING_METRIC, completion_text
 from .registry import register
 
 CORVER_JUDGE_REWARDS: Mapping[str, float] = {"GOOD": 2.0, "BAD": -1.0, "NA": -1.0}
@@ -61,7 +61,15 @@ class JudgeReward:
         if log_metric is not None and labels:
             for label in ("GOOD", "BAD", "NA"):
                 log_metric(f"qa_judge/{label.lower()}_rate", sum(lab == label for lab in labels) / len(labels))
+            log_metric(f"qa_judge/{SUSPICIOUS_SUBSTRING_METRIC}", self.suspicious_rate(completions, golds))
         return [self.rewards[lab] for lab in labels]
+
+    def suspicious_rate(self, completions: Sequence[Any], golds: Sequence[Sequence[str]]) -> float:
+        """Share of completions whose answer is GOOD only as a short or negated substring of a
+        gold (``text.suspicious_substring_match``; the ``substring_match`` alarm reads it)."""
+        flags = [text.suspicious_substring_match(answer_of(completion_text(c), self.answer_parsing), g)
+                 for c, g in zip(completions, golds)]
+        return sum(flags) / len(flags) if flags else 0.0
 
 
 class FormatReward:

@@ -28,7 +28,7 @@ import logging
 import re
 import time
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
@@ -36,6 +36,7 @@ from .. import prompts as P
 from ..config import Section
 from ..corpus.retrieval import RAR_TOP_K, VERISCORE_TOP_K, rar_query
 from ..parsing import parse_json, parse_score
+from . import kb
 from .base import prompt_text, response_text, unclosed_think
 from .registry import register
 
@@ -113,9 +114,11 @@ class BinaryRAR(_JudgeReward):
     template = P.RAR_BINARY_PROMPT
     score_range = (0.0, 1.0)
 
-    def __init__(self, judge, datastore, k: int = 8, prefill: bool = False):
+    def __init__(self, judge, datastore, k: int = 8, prefill: bool = False, verdict: str = "judge"):
+        if verdict not in kb.VERDICTS:
+            raise ValueError(f"verdict must be one of {kb.VERDICTS}, got {verdict!r}")
         super().__init__(judge, prefill)
-        self.datastore, self.k = datastore, k
+        self.datastore, self.k, self.verdict = datastore, k, verdict
 
     def judge_prompts(self, prompts: Sequence[Any], completions: Sequence[Any],
                       prompt_ids: Sequence[Any] | None = None) -> list[str]:
@@ -131,20 +134,33 @@ class BinaryRAR(_JudgeReward):
     def to_reward(self, score: float) -> float:
         return 1.0 if score >= 1.0 else 0.0
 
-    def __call__(self, prompts=(), completions=(), prompt_id=None, log_metric=None, **_: Any) -> list[float | None]:
+    def kb_score(self, prompt: Any, completion: Any, golds: Sequence[str] | None) -> float:
+        """The judge's SCORE from the knowledge base (``rewards.kb``): 1 when nothing contradicts."""
+        return 0.0 if kb.contradicts(response_text(completion), golds, prompt_text(prompt)) else 1.0
+
+    def __call__(self, prompts=(), completions=(), prompt_id=None, golds=None, log_metric=None,
+                 **_: Any) -> list[float | None]:
         """One reward per completion. A completion whose ``<think>`` never closes gave no
         response: it earns 0.0 without a judge call (counted in ``unclosed_think``), since the
         judge would find nothing to contradict in the empty response it leaves and pay 1.0, a
-        reward for never answering (001 §3.2 pays "no contradiction", not "no response")."""
+        reward for never answering (001 §3.2 pays "no contradiction", not "no response").
+        ``verdict: kb`` scores from the knowledge base instead of the judge (short-form when the
+        rows carry ``golds``)."""
         completions = list(completions)
         prompts = list(prompts) if prompts is not None else [""] * len(completions)
         asked = [i for i, c in enumerate(completions) if not unclosed_think(c)]
-        ids = [prompt_id[i] for i in asked] if prompt_id is not None else None
-        texts = self._call_judge(self.judge_prompts([prompts[i] for i in asked], [completions[i] for i in asked], ids))
         scores: list[float | None] = [0.0] * len(completions)
-        for i, t in zip(asked, texts):
-            s = score_from_judge(t, self.score_range)
-            scores[i] = None if s is None else self.to_reward(s)
+        if self.verdict == "kb":
+            for i in asked:
+                scores[i] = self.to_reward(self.kb_score(prompts[i], completions[i],
+                                                         golds[i] if golds is not None else None))
+        else:
+            ids = [prompt_id[i] for i in asked] if prompt_id is not None else None
+            texts = self._call_judge(self.judge_prompts([prompts[i] for i in asked], [completions[i] for i in asked],
+                                                        ids))
+            for i, t in zip(asked, texts):
+                s = score_from_judge(t, self.score_range)
+                scores[i] = None if s is None else self.to_reward(s)
         unclosed = len(completions) - len(asked)
         self.stats["unclosed_think"] += unclosed
         self._log(log_metric, scores)
@@ -162,6 +178,10 @@ class RatingRAR(BinaryRAR):
 
     def to_reward(self, score: float) -> float:
         return score / 10.0
+
+    def kb_score(self, prompt: Any, completion: Any, golds: Sequence[str] | None) -> float:
+        """The 0-10 rating from the knowledge base, by Figure 7's rubric (``rewards.kb.rating``)."""
+        return kb.rating(response_text(completion), golds, prompt_text(prompt))
 
 
 class LMJudgeReward(_JudgeReward):
@@ -330,18 +350,24 @@ class ClaimVerifierSection(Section):
 
 
 class RARArgs(Section):
-    """``binary_rar`` / ``rating_rar`` arguments: chunks retrieved per response (§4.3: top 8)."""
+    """``binary_rar`` / ``rating_rar`` arguments: chunks retrieved per response (§4.3: top 8);
+    ``verdict: kb`` answers the judge's question from the mini-world's truth (``rewards.kb``)."""
 
     top_k: int = Field(RAR_TOP_K, ge=1)
+    verdict: Literal["judge", "kb"] = "judge"
 
 
 @register("binary_rar", args=RARArgs, summary="retrieval + contradiction judge, 1 / 0 (001 §3.2, Eq. 3, Fig. 6)")
 def _build_binary_rar(args: RARArgs, resources) -> BinaryRAR:
+    if args.verdict == "kb":  # no judge, no datastore
+        return BinaryRAR(None, None, k=args.top_k, verdict="kb")
     return BinaryRAR(resources.judge(), resources.datastore("rar"), k=args.top_k, prefill=resources.prefill)
 
 
 @register("rating_rar", args=RARArgs, summary="retrieval + 0-10 judge confidence / 10 (001 §5, Fig. 7)")
 def _build_rating_rar(args: RARArgs, resources) -> RatingRAR:
+    if args.verdict == "kb":
+        return RatingRAR(None, None, k=args.top_k, verdict="kb")
     return RatingRAR(resources.judge(), resources.datastore("rar"), k=args.top_k, prefill=resources.prefill)
 
 

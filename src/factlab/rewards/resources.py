@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+from ..config import JudgeSection
 from ..corpus.infinigram import CorpusIndex, ensure_index
 from ..corpus.retrieval import Datastore, ensure_datastore
 from ..data.longform import LongformPrompt
@@ -78,6 +79,19 @@ class Resources:
             overrides["cache"] = self.judge_cache
         key = ("judge", tuple(sorted(overrides.items())))
         return self._memo(key, lambda: make_judge(self.cfg.judge, **overrides))
+
+    def judge_for(self, section: JudgeSection | None, max_new_tokens: int | None = None) -> Judge:
+        """The judge a reward's own ``JudgeSection`` names (e.g. KLCF's checklist verifier, a
+        model other than the run's judge), built once per run; None: the run's ``judge()``."""
+        if section is None:
+            return self.judge(max_new_tokens)
+        overrides: dict[str, Any] = {}
+        if max_new_tokens is not None:
+            overrides["max_new_tokens"] = max_new_tokens
+        if self.judge_cache is not None:
+            overrides["cache"] = self.judge_cache
+        key = ("judge", "section", section.model_dump_json(), tuple(sorted(overrides.items())))
+        return self._memo(key, lambda: make_judge(section, **overrides))
 
     # ------------------------------------------------------------ retrieval
 

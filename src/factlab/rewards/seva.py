@@ -105,6 +105,7 @@ from ..labels import (ERROR_TYPES, LABEL_ALIASES, LABEL_NAMES, LABELS, Label, no
                       normalize_label, snake_token as _token, words as _words)
 from ..parsing import parse_json
 from ..text import split_sentences
+from . import kb
 from .base import completion_text, prompt_text, response_text
 from .rar import format_passages
 from .registry import register
@@ -539,12 +540,19 @@ class SevaProcessReward(_SevaReward):
 
     __name__ = "seva_process"
 
-    def __init__(self, weights: SevaRewardWeights | str = DEFAULT_WEIGHTS):
+    def __init__(self, weights: SevaRewardWeights | str = DEFAULT_WEIGHTS, verdict: str = "judge"):
         super().__init__()
-        self.weights = _weights(weights)
+        if verdict not in kb.VERDICTS:
+            raise ValueError(f"verdict must be one of {kb.VERDICTS}, got {verdict!r}")
+        self.weights, self.verdict = _weights(weights), verdict
 
-    def __call__(self, prompts=None, completions=(), label=None, log_metric=None, **_: Any) -> list[float]:
+    def __call__(self, prompts=None, completions=(), label=None, claim=None, log_metric=None,
+                 **_: Any) -> list[float]:
         texts = self._texts(completions, label)
+        if self.verdict == "kb":  # R_l and R_d against the world's truth of the claim (rewards.kb.gold_label)
+            if claim is None:
+                raise KeyError("seva_process with verdict: kb needs a 'claim' column (train.seva.verifier_rows)")
+            label = [kb.gold_label(c, g) for c, g in zip(claim, label)]
         parts = [process_reward_parts(t, g, self.weights) for t, g in zip(texts, label)]
         self._count([p["parse_failed"] for p in parts], log_metric)
         if log_metric is not None and parts:
@@ -566,9 +574,12 @@ class SevaBinaryReward(_SevaReward):
 
 
 class SevaProcessArgs(Section):
-    """``seva_process`` arguments: the Table 21 weight split by name ("70/30" = the paper's)."""
+    """``seva_process`` arguments: the Table 21 weight split by name ("70/30" = the paper's);
+    ``verdict: kb``: the label part (R_l, and R_d's gold) takes the world's truth of the claim
+    instead of the dataset's label where the knowledge base can read the claim."""
 
     weights: str = "70/30"
+    verdict: Literal["judge", "kb"] = "judge"
 
     @field_validator("weights")
     @classmethod
@@ -583,7 +594,7 @@ class SevaProcessArgs(Section):
 @register("seva_process", args=SevaProcessArgs,
           summary="five-part process reward of a structured verdict, Algorithm 1 (002 §2.3, App. C)")
 def _build_seva_process(args: SevaProcessArgs, resources) -> SevaProcessReward:
-    return SevaProcessReward(args.weights)
+    return SevaProcessReward(args.weights, args.verdict)
 
 
 @register("seva_binary", summary="1 iff the verdict's label is right: the §2.3 control (002)")
@@ -607,6 +618,13 @@ def claim_verdict(text: str) -> Label | None:
         return normalize_label(obj.get("label"))
     m = _LABEL_FIELD.search(text or "")
     return normalize_label(m.group(1)) if m else None
+
+
+def _claim_and_question(claim: str) -> tuple[str, str | None]:
+    """(the answer sentence, the question) of a ``sentence_claims`` claim; (claim, None) for
+    any other claim."""
+    m = re.match(r"Question: (.*)\nAnswer: (.*)\Z", claim, re.S)
+    return (m.group(2), m.group(1)) if m else (claim, None)
 
 
 def sentence_claims(prompt: str, response: str) -> list[str]:
@@ -634,8 +652,8 @@ class SevaClaimsReward:
 
     def __init__(self, verifier_judge, datastore, *, extractor=None, top_k: int = 4, max_claims: int = 8,
                  verdict: str = "generate"):
-        if verdict not in ("generate", "choice"):
-            raise ValueError(f"verdict must be 'generate' or 'choice', got {verdict!r}")
+        if verdict not in ("generate", "choice", "kb"):
+            raise ValueError(f"verdict must be 'generate', 'choice' or 'kb', got {verdict!r}")
         self.judge, self.datastore, self.extractor = verifier_judge, datastore, extractor
         self.top_k, self.max_claims, self.verdict = top_k, max_claims, verdict
         self.stats: Counter = Counter()
@@ -652,6 +670,9 @@ class SevaClaimsReward:
         """One SEVA verdict per claim against its retrieved passages; None = unreadable."""
         if not claims:
             return []
+        if self.verdict == "kb":  # the mini-world's truth: attributable when the knowledge base supports it
+            self.stats["kb_verdicts"] += len(claims)
+            return ["attributable" if kb.claim_true(*_claim_and_question(c)) else "not_attributable" for c in claims]
         hits = self.datastore.retrieve_many(list(claims), self.top_k,
                                             prompt_ids=list(prompt_ids) if prompt_ids is not None else None)
         asks = [P.SEVA_USER_PROMPT.format(claim=c, source=format_passages(h)) for c, h in zip(claims, hits)]
@@ -695,7 +716,7 @@ class SevaClaimsArgs(Section):
     claims: Literal["extract", "sentences"] = "extract"
     top_k: int = Field(VERISCORE_TOP_K, ge=1)
     max_claims: int = Field(8, ge=1)
-    verdict: Literal["generate", "choice"] = "generate"
+    verdict: Literal["generate", "choice", "kb"] = "generate"
     max_new_tokens: int = Field(512, ge=1)  # the structured verdict (alignment, chain, label, diagnosis)
     model: str | None = None
 
@@ -703,6 +724,9 @@ class SevaClaimsArgs(Section):
 @register("seva_claims", args=SevaClaimsArgs,
           summary="SEVA-verified claims (K.1-K.2 verdict per claim vs retrieved passages): attributable share (002, 001)")
 def _build_seva_claims(args: SevaClaimsArgs, resources) -> SevaClaimsReward:
+    if args.verdict == "kb":  # no verifier, no datastore; claims from the extractor or the sentences
+        return SevaClaimsReward(None, None, extractor=resources.claim_verifier() if args.claims == "extract" else None,
+                                top_k=args.top_k, max_claims=args.max_claims, verdict="kb")
     overrides: dict[str, Any] = {"system": P.SEVA_SYSTEM_PROMPT.format(), "max_new_tokens": args.max_new_tokens}
     if args.model:
         overrides["model"] = args.model

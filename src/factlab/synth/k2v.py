@@ -2,7 +2,20 @@
 knowledge graph, fill-in-blank questions, question-specific checklists, the leakage check.
 
 - ``sample_quintuples`` (§3.1, Eq. 1): paths (e1, r1, e2, r2, e3) through the graph, edges
-  taken in either direction (a relation keeps its own direction in the text).
+  taken in either direction (a relation keeps its own direction in the text). Against Table 8's
+  GraphGen partition settings (``GRAPHGEN_TABLE8``): it follows ``bidirectional: True``,
+  ``max_depth: 1`` (both edges meet at e2) and ``isolated_node_strategy: ignore`` (a node needs
+  two neighbours to be a centre); it differs on ``max_extra_edges: 2`` (a quintuple is one edge
+  plus one: Eq. 1 fixes two relations, while GraphGen's unit grows to three edges),
+  ``edge_sampling: max_loss`` (edges are drawn uniformly at random: GraphGen's
+  ``operators/split_graph.py`` orders seeds and extra edges by each edge's comprehension loss,
+  the yes / no entropy of the trainee model judging rephrasings of the edge's description,
+  ``operators/judge.py``; without that quiz every edge gets the same loss, -log 0.1; not
+  implemented), ``expand_method: max_width`` (moot with one extra edge) and GraphGen's
+  partition (every edge seeds or joins exactly one unit, marked visited; here centres are drawn
+  with replacement, an edge may recur across quintuples, exact duplicates skipped).
+  ``qa_form`` / ``max_tokens`` set GraphGen's own QA writer and its token budget, which K2V
+  replaces with Table 13's F_text.
 - ``make_question`` (Eq. 2): one entity masked at random and the masked quintuple written as a
   fill-in-blank question, the blank printed "{ }" as the judge prompt expects (Table 15).
   ``rephraser: llm`` uses the Table 13 F_text prompt with any judge backend; ``template``
@@ -43,9 +56,22 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Quintuple", "K2VQuestion", "SynthesisSection", "sample_quintuples", "make_question", "synthesize_questions",
            "ChecklistSection", "make_checklists", "validate_checklist", "template_checklist", "score_checklists",
-           "leakage", "BLANK", "CHECKLIST_QUALITY_PROMPT", "TemplateChecklistJudge"]
+           "leakage", "BLANK", "CHECKLIST_QUALITY_PROMPT", "TemplateChecklistJudge", "GRAPHGEN_TABLE8"]
 
 BLANK = "{ }"
+
+# 003 Table 8 (GraphGen's settings, App. B.1) -> what ``sample_quintuples`` does (module docstring).
+GRAPHGEN_TABLE8: dict[str, tuple[Any, str]] = {
+    "qa_form": ("aggregated", "n/a: GraphGen's QA writer; K2V writes questions with Table 13's F_text"),
+    "expand_method": ("max_width", "moot: one extra edge per quintuple"),
+    "bidirectional": (True, "follows: edges at e2 are taken in either direction"),
+    "max_extra_edges": (2, "differs: 1 (Eq. 1's quintuple has two relations)"),
+    "max_tokens": (256, "n/a: expand_method is max_width"),
+    "max_depth": (1, "follows: both edges meet at the centre e2"),
+    "edge_sampling": ("max_loss", "differs: uniform at random (no trainee comprehension loss per edge), and edges "
+                                  "may recur across quintuples (GraphGen partitions them)"),
+    "isolated_node_strategy": ("ignore", "follows: a centre needs two neighbours; isolated nodes never appear"),
+}
 
 
 @dataclass(frozen=True)

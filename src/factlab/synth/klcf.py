@@ -3,7 +3,8 @@
 Four stages, each cached on disk as one JSONL file under a run directory and resumable:
 
 1. **Sampling** (§2.2 Stage 1): nu = 8 samples per query from the base model at a high
-   temperature with Prompt 1's few-shot context C (``KLCF_FEWSHOT_*``). ``ModelSampler`` runs
+   temperature with Prompt 1's few-shot context C (``KLCF_FEWSHOT_*``; its examples from the
+   run's corpus or your file, ``fewshot_examples``, never about a query). ``ModelSampler`` runs
    ``factlab.models.generate``; the base model sees the raw Prompt 1 text (no chat template,
    ``chat_template`` turns one on), and a sample is cut where it starts the next
    ``[Question]:`` of the few-shot format. -> ``stage1_samples.jsonl``, one row per (query, j).
@@ -75,15 +76,16 @@ from ..data.types import read_jsonl, write_jsonl
 from ..models import chat_prompt, generate, load_model
 from ..parsing import parse_json
 from ..rewards.corver import COUNT_THRESHOLDS
-from ..rewards.rar import format_passages, parse_claims
+from ..rewards.klcf import EXTRACTION_PREFILL, _BULLET, _PLACEHOLDER, _clean_item, parse_claim_list
+from ..rewards.rar import format_passages
 from ..text import normalize_answer, sentence_claims
 
 log = logging.getLogger(__name__)
 
 __all__ = ["KLCFPipelineSection", "KLCFPipeline", "ModelSampler", "LABELS", "SUPPORT", "REFUTE", "NEI",
-           "fewshot_prompt", "miniworld_fewshot", "parse_claim_list", "parse_verification_label",
+           "fewshot_prompt", "miniworld_fewshot", "corpus_fewshot", "file_fewshot", "fewshot_examples", "corpus_path", "cut_at_next_question", "parse_claim_list", "parse_verification_label",
            "parse_boxed_claims", "dedupe_claims", "cooccurrence_label", "truth_dataset", "truth_row",
-           "miniworld_truth_data", "label_agreement", "STAGE_FILES", "from_resources"]
+           "miniworld_truth_data", "pipeline_truth_data", "label_agreement", "STAGE_FILES", "from_resources"]
 
 SUPPORT, REFUTE, NEI = "SUPPORT", "REFUTE", "NOT ENOUGH INFO"
 LABELS = (SUPPORT, REFUTE, NEI)  # Eq. 2
@@ -95,7 +97,6 @@ STAGE_FILES = {"sampling": "stage1_samples.jsonl", "extraction": "stage2_claims.
                "verification_judge": "stage3_judge.jsonl", "verification_cooccurrence": "stage3_cooccurrence.jsonl",
                "checklists": "stage4_checklists.jsonl", "truth": "truth.jsonl", "report": "report.json",
                "queries": "queries.jsonl"}
-EXTRACTION_PREFILL = "* "  # a small judge starts its answer inside Prompt 2's bullet format
 VERIFICATION_PREFILL = '{"conclusion": "'
 
 
@@ -110,6 +111,13 @@ class KLCFPipelineSection(Section):
     batch_size: int = Field(16, ge=1)  # sampling rows per generate call, judge prompts per chunk x 4
     few_shot: int = Field(P.KLCF_FEWSHOT_EXAMPLES, ge=0)  # Prompt 1 prints 10 examples
     few_shot_chars: int = Field(600, ge=20)  # example answers cut at a sentence end below this
+    # where Prompt 1's examples come from: ``corpus``, the run's ``datastore.corpus`` (the
+    # mini-world corpus when unset) as ("Tell me about <title>.", its opening); ``file``, your own
+    # (question, answer) pairs in ``few_shot_path`` (JSONL {"question", "answer"}). 004 prints
+    # "query example 1 .. response example 10" without the examples themselves.
+    few_shot_source: Literal["corpus", "file"] = "corpus"
+    few_shot_path: str | None = None
+    few_shot_pool: int = Field(2000, ge=1)  # corpus: examples drawn from its first N usable documents
     chat_template: bool = False  # the base model reads raw Prompt 1 text
     max_claims: int = Field(64, ge=1)  # per response (Stage 2)
     extract: Literal["judge", "sentences"] = "judge"  # Stage 2: Prompt 2, or each sentence a claim (small judges)
@@ -144,6 +152,16 @@ class KLCFPipelineSection(Section):
             raise ParamError("heldout_size", f"{self.heldout_size} is odd; the held-out set is 1:1 (Table 13)")
         return self
 
+    @model_validator(mode="after")
+    def _few_shot_file(self) -> "KLCFPipelineSection":
+        if self.few_shot_source == "file" and not self.few_shot_path:
+            raise ParamError("few_shot_path", "few_shot_source 'file' reads the examples from a JSONL file of "
+                                              "{\"question\", \"answer\"} rows: name it here")
+        if self.few_shot_source == "corpus" and self.few_shot_path:
+            raise ParamError("few_shot_path", "is read only with few_shot_source 'file' (the examples come from "
+                                              "datastore.corpus now)")
+        return self
+
 
 # ---------------------------------------------------------------- prompts and parsers
 
@@ -175,32 +193,75 @@ def miniworld_fewshot(world: Any = None, n: int = P.KLCF_FEWSHOT_EXAMPLES, *, ex
     return [(LONGFORM_TEMPLATE.format(title=d["title"]), _cut_sentences(d["text"], max_chars)) for d in picked]
 
 
-_BULLET = re.compile(r"^\s*(?:[*\-\u2022]|\d+[.)])\s+(.+?)\s*$", re.M)
-_PLACEHOLDER = re.compile(r"^(?:(?:final\s+)?key\s+)?claim\s*\d*$|^\.{2,}$|^\u2026$", re.I)
-_NO_CLAIMS = "no verifiable objective claims"
+def _words(text: str) -> str:
+    return " " + " ".join(normalize_answer(text).split()) + " "
 
 
-_NUMBERED = re.compile(r"^\d+[.)]\s+")
+def corpus_fewshot(corpus: str | Path, n: int = P.KLCF_FEWSHOT_EXAMPLES, *, exclude: Iterable[str] = (),
+                   queries: Iterable[str] = (), seed: int = 0, max_chars: int = 600, pool: int = 2000,
+                   text_field: str = "text") -> list[tuple[str, str]]:
+    """``n`` Prompt 1 examples (004 §2.2 Stage 1, Appendix E.1) from a corpus JSONL
+    (``{"id", "title", "text"}`` per line: the run's ``datastore.corpus``, e.g. a Wikipedia dump):
+    ("Tell me about <title>.", the document's opening cut at a sentence end below ``max_chars``),
+    drawn with ``seed`` from the first ``pool`` documents that have a title and text, skipping
+    the documents in ``exclude`` (ids) and those whose title the ``queries`` name (whole words,
+    case-insensitive): an example must not answer a query it is shown with. Reads only as far
+    as the pool reaches, so a dump of millions of articles costs one short scan."""
+    skip = set(exclude)
+    named = [_words(q) for q in queries]
+    docs: list[dict] = []
+    with Path(corpus).open(encoding="utf-8") as fh:
+        for line in fh:
+            if len(docs) >= pool:
+                break
+            if not line.strip():
+                continue
+            d = json.loads(line)
+            title, body = str(d.get("title") or "").strip(), str(d.get(text_field) or "").strip()
+            if not title or not body or str(d.get("id")) in skip:
+                continue
+            t = _words(title)
+            if t.strip() and any(t in q for q in named):
+                continue
+            docs.append({"title": title, "text": body})
+    picked = random.Random(seed).sample(docs, min(n, len(docs)))
+    return [(LONGFORM_TEMPLATE.format(title=d["title"]), _cut_sentences(d["text"], max_chars)) for d in picked]
 
 
-def _clean_item(s: str) -> str:
-    s = s.strip().strip('"').strip("'").strip().strip("*").strip()
-    return _NUMBERED.sub("", s)  # "* 1. claim": a numbered list inside the bullets
+def file_fewshot(path: str | Path, n: int = P.KLCF_FEWSHOT_EXAMPLES, *, seed: int = 0,
+                 max_chars: int | None = None) -> list[tuple[str, str]]:
+    """``n`` Prompt 1 examples from your own JSONL of ``{"question", "answer"}`` rows, the first
+    ``n`` in file order (``seed`` unused: the file fixes them); answers cut like ``corpus_fewshot``."""
+    rows = [r for r in read_jsonl(path) if str(r.get("question", "")).strip() and str(r.get("answer", "")).strip()]
+    if len(rows) < n:
+        log.warning("%s: %d few-shot examples, fewer than the %d asked", path, len(rows), n)
+    return [(str(r["question"]).strip(), _cut_sentences(str(r["answer"]).strip(), max_chars) if max_chars
+             else str(r["answer"]).strip()) for r in rows[:n]]
 
 
-def parse_claim_list(text: Any) -> list[str] | None:
-    """A Prompt 2 answer as distinct claims: its bullet lines ("* ...", "- ...", "1. ..."); the
-    template's own "Claim 1" / "..." lines dropped; "no verifiable objective claims" = [];
-    otherwise a JSON list (``rewards.rar.parse_claims``); None when nothing is readable."""
-    if not isinstance(text, str) or not text.strip():
-        return None
-    items = [_clean_item(m.group(1)) for m in _BULLET.finditer(text)]
-    items = [c for c in items if c and not _PLACEHOLDER.match(c) and _NO_CLAIMS not in c.lower()]
-    if items:
-        return list(dict.fromkeys(items))
-    if _NO_CLAIMS in text.lower():
+def fewshot_examples(cfg: KLCFPipelineSection, corpus: str | Path, queries: Sequence[Any] = (),
+                     n: int | None = None, text_field: str = "text") -> list[tuple[str, str]]:
+    """Prompt 1's few-shot context C from ``cfg.few_shot_source``: the ``corpus`` (the run's
+    ``datastore.corpus``, or the mini-world corpus when it is unset) or ``few_shot_path``;
+    ``queries`` (strings, mappings or ``LongformPrompt``) are kept out of the examples (their
+    ``doc_id`` and any document their text names). ``n``: examples (default ``cfg.few_shot``)."""
+    n = cfg.few_shot if n is None else n
+    if n <= 0:
         return []
-    return parse_claims(text)
+    if cfg.few_shot_source == "file":
+        return file_fewshot(cfg.few_shot_path or "", n, max_chars=cfg.few_shot_chars)
+    ids, texts = [], []
+    for q in queries:
+        if isinstance(q, str):
+            texts.append(q)
+            continue
+        get = q.get if isinstance(q, Mapping) else lambda k, q=q: getattr(q, k, None)
+        if get("doc_id"):
+            ids.append(str(get("doc_id")))
+        if get("prompt"):
+            texts.append(str(get("prompt")))
+    return corpus_fewshot(corpus, n, exclude=ids, queries=texts, seed=cfg.data_seed, max_chars=cfg.few_shot_chars,
+                          pool=cfg.few_shot_pool, text_field=text_field)
 
 
 _LABEL_WORDS = {"SUPPORT": SUPPORT, "SUPPORTS": SUPPORT, "SUPPORTED": SUPPORT, "REFUTE": REFUTE, "REFUTES": REFUTE,
@@ -382,6 +443,62 @@ def miniworld_truth_data(world: Any = None, *, pipeline_claims: Mapping[str, str
     rng.shuffle(train)
     report.update(train=len(train), train_true=len(p), train_false=len(n), heldout=len(heldout),
                   heldout_true=sum(r["label"] for r in heldout), heldout_countries=len({t["doc_id"] for t, _ in twins}))
+    return train, heldout, report
+
+
+def pipeline_truth_data(labels: Mapping[str, str | None], query_of: Mapping[str, str] | None = None, *,
+                        ratio: float = RATIO, negative_copies: int = NEGATIVE_COPIES, heldout_size: int | None = None,
+                        heldout_share: float = 0.1, max_heldout_share: float = 0.5, seed: int = 0
+                        ) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """(train, heldout, report) truthfulness-reward rows (``truth_row``) from the pipeline's
+    Stage 3 labels only, as 004 does at full scale (§2.2 Eq. 4, Appendix D.1: SUPPORT claims ->
+    True, REFUTE -> False; NOT ENOUGH INFO and unreadable labels unused; no mini-world claim).
+
+    The held-out set (Table 13: 1 : 1, 3,000 claims per model) takes whole queries
+    (``query_of``: claim -> its query id; without it each claim is its own group), in a seeded
+    order, until it holds ``heldout_size / 2`` claims of each label or ``max_heldout_share`` of the
+    queries are used (``heldout_size`` None: ``heldout_share`` of the queries); the larger label is
+    then down-sampled to 1 : 1. No training row shares a query with a held-out row. The rest is
+    sampled to ``ratio`` : 1 by ``truth_dataset`` (negatives x ``negative_copies``)."""
+    groups: dict[str, list[tuple[str, bool]]] = {}
+    for claim, label in labels.items():
+        if label in (SUPPORT, REFUTE):
+            key = (query_of or {}).get(claim, claim)
+            groups.setdefault(str(key), []).append((claim, label == SUPPORT))
+    rng = random.Random(seed)
+    keys = sorted(groups)
+    rng.shuffle(keys)
+    if heldout_size is None:
+        held_keys = keys[:max(1, round(heldout_share * len(keys)))] if len(keys) > 1 else []
+    else:
+        need, held_keys, n_true, n_false = heldout_size // 2, [], 0, 0
+        for k in keys[:int(max_heldout_share * len(keys))]:
+            if n_true >= need and n_false >= need:
+                break
+            held_keys.append(k)
+            n_true += sum(y for _, y in groups[k])
+            n_false += sum(not y for _, y in groups[k])
+    held = set(held_keys)
+    held_true = [c for k in held_keys for c, y in groups[k] if y]
+    held_false = [c for k in held_keys for c, y in groups[k] if not y]
+    n = min(len(held_true), len(held_false))
+    if heldout_size is not None:
+        n = min(n, heldout_size // 2)
+    heldout = ([truth_row(c, True, "pipeline") for c in rng.sample(held_true, n)]
+               + [truth_row(c, False, "pipeline") for c in rng.sample(held_false, n)])
+    rng.shuffle(heldout)
+    pos = [truth_row(c, True, "pipeline") for k in keys if k not in held for c, y in groups[k] if y]
+    neg = [truth_row(c, False, "pipeline") for k in keys if k not in held for c, y in groups[k] if not y]
+    p, q = truth_dataset(pos, neg, ratio=ratio, negative_copies=negative_copies, seed=seed)
+    train = p + q
+    rng.shuffle(train)
+    report = {"source": "pipeline", "pipeline_support": sum(y for g in groups.values() for _, y in g),
+              "pipeline_refute": sum(not y for g in groups.values() for _, y in g), "queries": len(keys),
+              "heldout_queries": len(held_keys), "train": len(train), "train_true": len(p), "train_false": len(q),
+              "heldout": len(heldout), "heldout_true": n}
+    if heldout_size is not None and n < heldout_size // 2:
+        log.warning("truthfulness data: %d held-out claims per label, fewer than the %d asked (heldout_size)",
+                    n, heldout_size // 2)
     return train, heldout, report
 
 
@@ -645,6 +762,14 @@ class KLCFPipeline:
             out.setdefault(r["query_id"], []).extend(r["claims"] or [])
         return {k: list(dict.fromkeys(v)) for k, v in out.items()}
 
+    def query_of(self) -> dict[str, str]:
+        """Claim -> the first query whose samples stated it (Stage 2's rows)."""
+        out: dict[str, str] = {}
+        for qid, claims in self.claims_by_query().items():
+            for c in claims:
+                out.setdefault(c, qid)
+        return out
+
     # -- Stage 3 --------------------------------------------------------------------------
     def _verifiers(self) -> list[str]:
         other = "cooccurrence" if self.cfg.verify == "judge" else "judge"
@@ -804,18 +929,28 @@ class KLCFPipeline:
                 for r in self._rows("checklists") if r["checklist"]]
 
 
-def _cut_at_next_question(text: str) -> str:
+def cut_at_next_question(text: str) -> str:
     """A few-shot sample ends where the model starts the next ``[Question]:`` block."""
     i = text.find("[Question]:")
     return (text[:i] if i >= 0 else text).strip()
+
+
+_cut_at_next_question = cut_at_next_question
+
+
+def corpus_path(resources) -> Path:
+    """The run's corpus: ``datastore.corpus``, else the mini-world's."""
+    datastore = getattr(resources.cfg, "datastore", None)
+    return Path(getattr(datastore, "corpus", None) or resources.world()["corpus"])
 
 
 def from_resources(cfg: KLCFPipelineSection, resources, run_dir: str | Path, *, model=None, tokenizer=None,
                    examples: Sequence[tuple[str, str]] | None = None, queries: Sequence[Any] = ()) -> KLCFPipeline:
     """A pipeline on a run's ``Resources``: the base model (``model`` / ``tokenizer``, else
     ``resources.cfg.model`` loaded here), its judge, the claim-level (``veriscore``) datastore and
-    CorVer's scorer as the stages need them; few-shot examples from the mini-world by default
-    (excluding the queries' own documents)."""
+    CorVer's scorer as the stages need them; Prompt 1's few-shot examples from
+    ``cfg.few_shot_source`` (``fewshot_examples``: the run's ``datastore.corpus``, the mini-world
+    corpus only when none is set, or your file), none of them about a query."""
 
     if model is None:
         m = resources.cfg.model
@@ -825,10 +960,8 @@ def from_resources(cfg: KLCFPipelineSection, resources, run_dir: str | Path, *, 
                            chat_template=cfg.chat_template)
     verifiers = {cfg.verify} | ({"judge", "cooccurrence"} if cfg.compare_verifiers else set())
     if examples is None:
-        exclude = [getattr(q, "doc_id", None) or (q.get("doc_id") if isinstance(q, Mapping) else None)
-                   for q in queries]
-        examples = miniworld_fewshot(resources.world(), cfg.few_shot, exclude=[e for e in exclude if e],
-                                     seed=cfg.data_seed, max_chars=cfg.few_shot_chars) if cfg.few_shot else []
+        examples = fewshot_examples(cfg, corpus_path(resources), queries,
+                                    text_field=getattr(getattr(resources.cfg, "datastore", None), "text_field", "text"))
     # Stage 2 always extracts with the judge
     return KLCFPipeline(cfg, run_dir, sampler=sampler, judge=resources.judge(),
                         datastore=resources.datastore("veriscore") if "judge" in verifiers else None,

@@ -21,7 +21,7 @@ from .grpo import TrainResult
 
 log = logging.getLogger(__name__)
 
-__all__ = ["check", "check_folders", "heldout_from_history", "styled"]
+__all__ = ["check", "check_folders", "heldout_from_history", "styled", "frames"]
 
 
 def heldout_from_history(history: Sequence[Mapping[str, float]]) -> pd.Series:
@@ -81,3 +81,15 @@ def check_folders(folders: Mapping[str, str | Path], cfg: AlarmsSection,
         if results[name] is None:
             log.warning("%s: no finished training run in %s, no alarms", name, folder)
     return check(results, cfg, heldout)
+
+
+def frames(runs: Mapping[str, TrainResult | str | Path | None]) -> dict[str, pd.DataFrame]:
+    """Each run's per-step frame (``TrainResult.steps_frame``), from results or from finished
+    run folders; runs with nothing logged are left out. What ``report.plot_training_curves``
+    and ``report.plot_reward_validity`` draw."""
+    out = {}
+    for name, run in runs.items():
+        result = run if isinstance(run, TrainResult) or run is None else TrainResult.load(run)
+        if result is not None and any("loss" in h for h in result.log_history):
+            out[name] = result.steps_frame()
+    return out

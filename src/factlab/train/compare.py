@@ -314,12 +314,16 @@ def heldout_series(frame: pd.DataFrame, metric: str) -> dict[str, dict[int, floa
     return out
 
 
+def training_folders(frame: pd.DataFrame) -> dict[str, Path]:
+    """The training folder of every trained (run, seed), by ``run_label``."""
+    trained = frame[frame["run"] != BASE]
+    return {run_label(r.run, r.seed): Path(r.folder) / "train" for r in trained.itertuples(index=False)}
+
+
 def check_alarms(frame: pd.DataFrame, metric: str, cfg: AlarmsSection) -> pd.DataFrame:
     """The reward-hacking alarms of every trained (run, seed) (``train.alarms.check``), read
     from its training folder, with ``heldout_series(frame, metric)`` as the held-out metric."""
-    trained = frame[frame["run"] != BASE]
-    folders = {run_label(r.run, r.seed): Path(r.folder) / "train" for r in trained.itertuples(index=False)}
-    return check_folders(folders, cfg, heldout_series(frame, metric))
+    return check_folders(training_folders(frame), cfg, heldout_series(frame, metric))
 
 
 def plot_pareto(summary: pd.DataFrame, metric: str, cost: str = "reward_seconds_per_step"):

@@ -4,27 +4,50 @@ Table 7): the preset, and dynamic sampling, which TRL lacks.
 The preset (``grpo.preset: dapo``, ``config.GRPOSection``) sets TRL's ``loss_type: dapo``
 (token-level, normalized over the accumulated batch), the asymmetric clip (0.2, 0.28), beta 0
 (no KL, no reference model) and dynamic sampling; TRL adds no entropy bonus. The overlong
-buffer penalty is the ``overlong`` reward (``rewards.length``).
+buffer penalty is the ``overlong`` reward (``rewards.length``). Table 7's mini-batch (two
+optimizer updates of 32 prompts per generation batch of 64) is TRL's ``steps_per_generation``
+(``grpo.steps_per_generation``: micro-batches per generation batch; an update every
+``gradient_accumulation_steps`` of them).
 
-Dynamic sampling (DAPO §3.2; verl's recipe): a group whose G rewards all agree gives every
-completion advantage 0, so it is dropped (``keep_groups``: agreement within ``tol``, not exact
-float equality; a NaN reward does not agree with anything), and more prompts are generated and
-scored until the batch holds as many informative groups as it was sent, at most
-``max_rounds`` extra generation rounds (then ``DynamicSamplingError`` says how far it got). The
-kept groups of all rounds make the batch (``select_rows`` / ``concat_outputs`` on TRL's scored
-output); each round is logged (``dynamic/kept_groups``, ``dynamic/dropped_groups``,
-``dynamic/rounds``). With several processes every process runs the same number of rounds
-(the largest shortfall decides), since generation and scoring gather across processes.
+Dynamic sampling (DAPO §3.2; verl's ``recipe/dapo``): a group whose G rewards all agree gives
+every completion advantage 0, so it is dropped (``keep_groups``), and the dataloader's next
+batches are generated and scored until the batch holds as many informative groups as it was
+sent, then the kept groups are trimmed to the batch. As in verl:
+
+- refills are the dataloader's next generation batches, in its shuffled order, without
+  replacement: ``RefillRepeatSampler`` (TRL's ``RepeatSampler`` with a queue of not yet begun
+  batches) hands them out, so the trainer never sees them again and an epoch ends sooner, as
+  verl's does. Every process draws the same batch and takes its own slice of it, as the
+  trainer's own dataloader shards a batch over processes;
+- ``generation_batches`` batches are generated per round (verl's ``gen_batch_size``: K2V's
+  192 prompts = 3 x 64), at most ``max_rounds`` extra rounds (verl's ``max_num_gen_batches``
+  - 1), then ``on_exhausted`` decides (``DynamicSamplingError``, or fill with flat groups); an
+  epoch that ends during a refill is treated the same way;
+- a group of one sample is kept (verl keeps ``len == 1``).
+
+Where factlab differs, and why: a group is dropped when its rewards agree within ``tol``
+(1e-6), where verl keeps any std > 0. Weighted sums of float rewards differ in their last bits
+(0.1 + 0.2 vs 0.3), and group-scaled advantages would turn that noise into +-0.7. A reward of
+None (NaN) leaves its completion out of the group (``trainer.leave_out_failed_rows``; verl has
+no such value): a group is judged on its scored completions and dropped with fewer than two.
+
+Each round is logged (``dynamic/kept_groups``, ``dynamic/dropped_groups``, ``dynamic/rounds``,
+``dynamic/filled_groups``, ``dynamic/refill_batches``). With several processes every process
+runs the same number of rounds (the largest shortfall decides), since generation and scoring
+gather across processes. ``step_counts`` gives the schedule's length next to verl's.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any, Sequence
 
 import torch
+from trl.trainer.utils import RepeatSampler
 
-__all__ = ["keep_groups", "select_rows", "concat_outputs", "DynamicSamplingError"]
+__all__ = ["keep_groups", "select_rows", "concat_outputs", "DynamicSamplingError", "RefillRepeatSampler", "local_slice",
+           "step_counts"]
 
 # TRL output keys with one row per completion, padded on the left (prompt) or right (completion)
 _LEFT = ("prompt_ids", "prompt_mask")
@@ -37,18 +60,67 @@ class DynamicSamplingError(RuntimeError):
 
 
 def keep_groups(rewards: Sequence[float], num_generations: int, tol: float = 1e-6) -> list[bool]:
-    """One flag per group of ``num_generations`` consecutive rewards: False where every reward
-    lies within ``tol`` of the others (the group has no advantage signal); a NaN (unscored)
-    reward does not count as agreement, so its group is kept."""
+    """One flag per group of ``num_generations`` consecutive rewards: True when the group
+    carries an advantage signal. Only scored (finite) rewards count; a NaN is a completion left
+    out of its group. A group of one sample is kept when scored (verl keeps ``len == 1``);
+    larger groups are kept when their scored rewards spread by more than ``tol`` (so a group
+    with fewer than two scored completions is dropped)."""
     values = [float(r) for r in rewards]
     if num_generations < 1 or len(values) % num_generations:
         raise ValueError(f"{len(values)} rewards do not split into groups of {num_generations}")
     out = []
     for g in range(0, len(values), num_generations):
-        group = values[g:g + num_generations]
-        agree = all(math.isfinite(v) for v in group) and max(group) - min(group) <= tol
-        out.append(not agree)
+        scored = [v for v in values[g:g + num_generations] if math.isfinite(v)]
+        if num_generations == 1:
+            out.append(len(scored) == 1)
+        else:
+            out.append(len(scored) >= 2 and max(scored) - min(scored) > tol)
     return out
+
+
+class RefillRepeatSampler(RepeatSampler):
+    """TRL's ``RepeatSampler`` (same shuffled order, same repeats) whose generation batches not
+    yet begun can be taken for dynamic sampling's refills (``take_next_batch``); a taken batch
+    is never yielded to the trainer, so the epoch ends sooner, as verl's does."""
+
+    def __iter__(self):
+        stream = list(super().__iter__())
+        block = self.batch_size * self.mini_repeat_count * self.repeat_count
+        self._pending = deque(stream[k:k + block] for k in range(0, len(stream), block))
+        while self._pending:
+            yield from self._pending.popleft()
+
+    def take_next_batch(self) -> list[int] | None:
+        """The dataset indices of the next generation batch not yet begun, each repeated G times
+        (``mini_repeat_count``) in the order the dataloader would have yielded them; None when
+        the epoch has no batch left."""
+        pending = getattr(self, "_pending", None)
+        if not pending:
+            return None
+        return pending.popleft()[:self.batch_size * self.mini_repeat_count]
+
+
+def local_slice(rows: Sequence[int], process_index: int, num_processes: int) -> list[int]:
+    """This process's part of one global generation batch: the contiguous slice the trainer's
+    sharded dataloader gives it (accelerate's ``BatchSamplerShard``)."""
+    if len(rows) % num_processes:
+        raise ValueError(f"a generation batch of {len(rows)} rows does not split over {num_processes} processes")
+    n = len(rows) // num_processes
+    return list(rows[process_index * n:(process_index + 1) * n])
+
+
+def step_counts(n_prompts: int, *, prompts_per_generation: int, updates_per_generation: int, epochs: float,
+                generation_batches: int = 1, dynamic_sampling: bool = True) -> dict[str, int]:
+    """The schedule's length. ``planned_updates``: TRL's ``max_steps`` for ``epochs`` over
+    ``n_prompts`` (what the progress bar shows); ``max_generation_steps`` / ``max_updates``: the
+    most a run can take once refills consume the dataloader (every step uses at least
+    ``generation_batches`` batches), which is verl's count for ``gen_batch_size`` =
+    ``generation_batches`` x ``prompts_per_generation``; fewer when more refills are needed."""
+    batches = n_prompts // prompts_per_generation
+    per_epoch = batches // generation_batches if dynamic_sampling else batches
+    gen_steps = int(per_epoch * epochs)
+    return {"planned_updates": int(batches * updates_per_generation * epochs),
+            "max_generation_steps": gen_steps, "max_updates": gen_steps * updates_per_generation}
 
 
 def select_rows(output: dict[str, Any], rows: torch.Tensor) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from ..eval.alarms import AlarmsSection
 from .health import CompletionHealth
 from .stepwise_grpo import TokenLevelAdvantages
 from .trainer import FactlabGRPOTrainer, TrainerExtension
+from .validity import RewardValidity
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +139,13 @@ def filter_long_prompts(rows: Sequence[dict], tokenizer, max_prompt_length: int 
     return kept, len(rows) - len(kept)
 
 
+def _alarms(cfg: Any) -> AlarmsSection:
+    return getattr(cfg, "alarms", None) or AlarmsSection()
+
+
 def _completion_health(cfg: Any) -> CompletionHealth:
     """The per-step statistics the reward-hacking alarms read (``train.health``)."""
-    alarms = getattr(cfg, "alarms", None) or AlarmsSection()
+    alarms = _alarms(cfg)
     return CompletionHealth(alarms.ngram, alarms.min_think_chars)
 
 
@@ -175,13 +180,19 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
         model=policy, processing_class=tokenizer, reward_funcs=list(rewards.funcs), args=args,
         train_dataset=Dataset.from_list(kept), callbacks=list(callbacks),
         peft_config=lora_config(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
-        extensions=[TokenLevelAdvantages(rewards.token_shaping()), *extensions, _completion_health(cfg)],
+        extensions=[TokenLevelAdvantages(rewards.token_shaping()), *extensions, _completion_health(cfg),
+                    *([RewardValidity()] if _alarms(cfg).truth else [])],
         dynamic_sampling=grpo.dynamic_sampling if grpo.dynamic_sampling.enabled else None)
     resume = any(out.glob("checkpoint-*"))
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if resume else None)
     result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, resume, time.perf_counter() - t0,
-                                {"prompts": len(kept), "dropped_prompts": dropped, "rewards": rewards.describe()})
+                                {"prompts": len(kept), "dropped_prompts": dropped, "rewards": rewards.describe(),
+                                 "left_out_completions": trainer.left_out_completions})
+    if grpo.dynamic_sampling.enabled and grpo.max_steps > 0 and result.steps < grpo.max_steps:
+        log.warning("%s: %d of grpo.max_steps = %d steps ran: dynamic sampling's refills consumed the epochs "
+                    "(transformers plans epochs from max_steps without them); add prompts or lower max_steps",
+                    name, result.steps, grpo.max_steps)
     del trainer, policy
     release_memory()
     return result

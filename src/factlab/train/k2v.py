@@ -35,7 +35,7 @@ from .. import text
 from ..config import ParamError, Section
 from ..corpus.retrieval import chunk_documents
 from ..data.types import read_jsonl, write_jsonl
-from ..eval.mcq import MCQSection
+from ..eval.mcq import GeneralSection, MCQSection
 from ..experiment import TrainingConfig
 from ..judges import make_judge
 from ..models import chat_prompt, generate
@@ -75,6 +75,7 @@ class K2VConfig(TrainingConfig):
     ablations: list[str | None] = list(ABLATIONS)  # the constructed-response table's rows
     ablation_questions: int = Field(4, ge=1)  # held-out questions in that table (4 responses each)
     mcq: MCQSection = MCQSection()
+    general: GeneralSection = GeneralSection()  # 003 §4.1, Tables 2-5: BBH, MATH-500, GSM8K, AIME24, GPQA-D
     leakage_ns: list[int] = [22, 26, 30]  # Appendix E, Table 10
 
     @model_validator(mode="after")
@@ -272,7 +273,7 @@ def reward_ablation(questions: Sequence[K2VQuestion], judge, *, alpha: float, ab
         penalty = OverlongPenalty(overlong)(completion_ids=[[0] * n for n in lengths])
     table: dict[tuple[str, str], list[float]] = {}
     for (q, kind, resp), p in zip(cases, rates):
-        ok = text.grade_answer(text.extract_answer(resp), q.golds) == text.GOOD
+        ok = text.grade_answer_exact(text.extract_answer(resp), q.golds) == text.GOOD
         for ab in ablations:
             if p is None and (ab in ("no_answer", "no_gate") or (ab is None and ok)):
                 continue  # unreadable judge answers: left out and counted in the stats
@@ -304,8 +305,8 @@ def answer_accuracy(model, tokenizer, questions: Sequence[K2VQuestion], cfg: K2V
     outs = generate(model, tokenizer, prompts, max_new_tokens=g.max_new_tokens, batch_size=g.batch_size,
                     desc="k2v eval")
     texts = [o[0].text for o in outs]
-    strict = [text.grade_answer(text.extract_answer(t), q.golds) == text.GOOD for t, q in zip(texts, questions)]
-    lenient = [text.grade_answer(text.lenient_answer(t)[0], q.golds) == text.GOOD for t, q in zip(texts, questions)]
+    strict = [text.grade_answer_exact(text.extract_answer(t), q.golds) == text.GOOD for t, q in zip(texts, questions)]
+    lenient = [text.grade_answer_exact(text.lenient_answer(t)[0], q.golds) == text.GOOD for t, q in zip(texts, questions)]
     n = len(questions)
     return {"n": n, "accuracy": sum(strict) / n if n else float("nan"),
             "lenient_accuracy": sum(lenient) / n if n else float("nan"),

@@ -10,11 +10,13 @@ module wires them from a ``KLCFConfig``:
   with its checklist Lambda(q); ``checklist_fallback: miniworld`` gives a query whose pipeline
   checklist is empty its article's true mini-world facts instead (counted, labelled
   ``checklist_source``), since a 135M sampler + judge leaves most checklists empty.
-- ``truth_rm``: Table 13 on the CPU default: the truthfulness reward model (Prompt 6) is the
-  policy's base model trained on Eq. 4 data (mini-world true facts and their entity swaps, plus
-  the pipeline's SUPPORT / REFUTE claims): TRL SFT (``method: sft``, the paper's) or its True /
-  False output rows fitted on frozen states (``readout``, ours, the CPU smoke's), scored by accuracy and F1 of p(True | c) > 0.5 on a
-  held-out 1 : 1 set against the same base model zero-shot and few-shot.
+- ``truth_rm``: Table 13: the truthfulness reward model (Prompt 6) is the policy's own base
+  model (App. D.1: one RM per size; ``truth_rm.model`` overrides) trained on Eq. 4 data
+  (``truth_rm.data``: the pipeline's SUPPORT / REFUTE claims only, the paper's; or, on the CPU
+  smoke, those plus the mini-world's true facts and their entity swaps): TRL SFT (``method:
+  sft``, the paper's) or its True / False output rows fitted on frozen states (``readout``,
+  ours, the CPU smoke's), scored by accuracy and F1 of p(True | c) > 0.5 on a held-out 1 : 1 set
+  against the same base model zero-shot and few-shot.
 - ``reward_table``: the rewards on constructed responses (complete and true, short and true,
   long with one false claim, padded): recall, precision, truth, Eq. 13 under Table 2's weight
   rows, the length penalty (Eq. 11) and the format reward (Eq. 10).
@@ -24,7 +26,8 @@ module wires them from a ``KLCFConfig``:
   judge's concurrency).
 - ``train_run``: GRPO with ``cfg.rewards`` (Table 8: no KL, from the base model), the
   truthfulness rewards pointed at the trained reward model.
-- ``longform_eval`` / ``win_rate``: §4.1 before / after training.
+- ``longform_eval`` / ``win_rate``: §4.1 before / after training: the base model 10-shot (App.
+  C.3, Prompt 1), the trained policy under Prompt 5; the win-rate judge reads answer parts only.
 """
 
 from __future__ import annotations
@@ -35,14 +38,14 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import pandas as pd
 from datasets import Dataset
 from pydantic import Field, model_validator
 
 from .. import prompts as P
-from ..config import GenerationConfig, LoraSection, ParamError, Section, SFTSection
+from ..config import GenerationConfig, JudgeSection, LoraSection, ParamError, Section, SFTSection
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.cost import compare_rewards
@@ -52,8 +55,10 @@ from ..experiment import TrainingConfig
 from ..judges import make_judge
 from ..models import chat_prompt, generate, load_model, release_memory, resolve_model
 from ..rewards import Resources, RewardSpec, build_rewards
-from ..rewards.klcf import (TABLE2_WEIGHTS, ChecklistVerifier, KLCFTruthArgs, LengthPenalty, LengthPenaltyArgs,
-                            TruthfulnessScorer, checklist_scores, claim_truth, format_reward, length_penalty)
+from ..rewards.klcf import (TABLE2_WEIGHTS, KLCFTruthArgs, LengthPenalty, LengthPenaltyArgs,
+                            TruthfulnessScorer, checklist_scores, checklist_verifier, claim_truth, format_reward,
+                            length_penalty)
+from ..rewards.qa import answer_of
 from ..synth import klcf as synth
 from .grpo import TrainResult, merge_adapter, run
 from .sft import run_sft
@@ -61,17 +66,26 @@ from .sft import run_sft
 log = logging.getLogger(__name__)
 
 __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
-           "classification_metrics", "truth_rm", "constructed_responses", "reward_table", "with_truth_model",
+           "classification_metrics", "truth_rm", "truth_rm_model", "truth_data", "constructed_responses", "reward_table", "with_truth_model",
            "efficiency_table", "layer_modules",
-           "train_run", "longform_eval", "win_rate"]
+           "train_run", "longform_eval", "base_fewshot_examples", "win_rate"]
 
 TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read the truthfulness RM
 
 
 class TruthRMSection(Section):
     """The truthfulness reward model (004 §2.3.1, Appendix D.1, Table 13): SFT of ``model``
-    (None: ``model.name``, the paper SFTs its base model) on Prompt 6 rows; Table 8's
-    "Truthfulness Reward Model" row: lr 1e-5, 3 epochs, cosine with 10% warm-up, wd 0.01.
+    (None: ``model.name``; the paper trains one RM per policy size on "pre-trained models of
+    these three sizes", D.1, Table 13: Qwen2.5-7B for the 7B policy) on Prompt 6 rows; Table 8's
+    "Truthfulness Reward Model" row: lr 1e-5, 3 epochs, cosine with 10% warm-up, wd 0.01, betas
+    (0.9, 0.95), gradient clip 1.0 (the last two through ``sft.extra`` in the full params).
+
+    ``data``: the Eq. 4 training and held-out rows. ``pipeline`` (the paper's, the full params'):
+    the offline pipeline's SUPPORT / REFUTE claims only (``synth.klcf.pipeline_truth_data``; the
+    held-out 1 : 1 set on queries no training row comes from). ``miniworld+pipeline`` (ours, the CPU
+    smoke's): the mini-world's true facts and their entity swaps plus the pipeline's claims
+    (``synth.klcf.miniworld_truth_data``), because a 135M sampler's pipeline yields too few
+    labelled claims to train or test on; it needs the mini-world queries (checked when params load).
 
     ``ratio`` / ``negative_copies``: Eq. 4's sampling of the RM's training rows (None: the
     pipeline's, App. D.1's 2 : 1 with negatives x 3). ``lora``: ``policy`` trains with the run's
@@ -89,6 +103,7 @@ class TruthRMSection(Section):
 
     enabled: bool = True
     model: str | None = None
+    data: Literal["pipeline", "miniworld+pipeline"] = "pipeline"
     sft: SFTSection = SFTSection(learning_rate=1.0e-5, num_train_epochs=3.0, warmup_ratio=0.1, max_length=4096,
                                  per_device_train_batch_size=8, gradient_accumulation_steps=8)
     ratio: float | None = Field(None, gt=0.0)
@@ -128,11 +143,18 @@ def layer_modules(model: str, target_modules: Sequence[str], first: int) -> list
 
 class WinRateSection(Section):
     """Win rate of the trained policy over the base (Appendix C.4.2, Prompt 8, Eq. 19-20); the
-    judge is the run's ``judge:`` with Prompt 8's system turn."""
+    judge is ``judge`` (the paper's is GPT-4.1) or, unset, the run's ``judge:``, with Prompt 8's
+    system turn. ``response``: what the judge reads
+    of each response, ``answer`` (the answer part A_i: the ``<answer>`` block, else the text
+    outside ``<think>``, ``rewards.qa.answer_of`` lenient; App. C.4.2 ranks the responses on
+    "factuality and comprehensiveness", which the reasoning block is not part of, and the base
+    model's 10-shot responses have none) or ``full`` (the raw completion, ``<think>`` included)."""
 
     enabled: bool = True
     max_new_tokens: int = Field(64, ge=8)
     answer: Literal["generate", "choice"] = "generate"  # choice: eval.winrate's constrained first rank
+    response: Literal["answer", "full"] = "answer"
+    judge: JudgeSection | None = None
 
 
 class KLCFConfig(TrainingConfig):
@@ -151,6 +173,9 @@ class KLCFConfig(TrainingConfig):
     efficiency_queries: int = Field(2, ge=0)
     longform_generation: GenerationConfig = GenerationConfig(max_new_tokens=1024)
     longform_recall_k: int = Field(10, ge=1)  # K of Recall@K / F1@K (004 App. C.4 leaves K to the benchmark)
+    # the base model's evaluation: Prompt 1 with this many examples (004 App. C.3, Tables 1-2:
+    # "Base (10-shot)"); 0 = zero-shot under the policy's Prompt 5 template instead
+    base_few_shot: int = Field(P.KLCF_FEWSHOT_EXAMPLES, ge=0)
     winrate: WinRateSection = WinRateSection()
 
     @model_validator(mode="after")
@@ -170,6 +195,14 @@ class KLCFConfig(TrainingConfig):
             raise ParamError("checklist_fallback", "'miniworld' fills checklists from the mini-world's facts; "
                                                    "it needs the mini-world queries (queries.path / hf / "
                                                    "heldout_path / heldout_hf unset)")
+        return self
+
+    @model_validator(mode="after")
+    def _truth_data_matches_queries(self) -> "KLCFConfig":
+        if self.truth_rm.data == "miniworld+pipeline" and self.queries.external:
+            raise ParamError("truth_rm.data", "'miniworld+pipeline' mixes the mini-world's country facts into the "
+                                              "reward model's data; with your own queries (queries.path / hf / "
+                                              "heldout_path / heldout_hf) use 'pipeline', the paper's (004 App. D.1)")
         return self
 
 
@@ -344,19 +377,45 @@ def readout_rm(scorer: TruthfulnessScorer, rm: TruthRMSection, train: Sequence[d
     return {**report, "resumed": False}
 
 
+def truth_rm_model(cfg: KLCFConfig) -> str:
+    """The model the truthfulness RM is trained from: ``truth_rm.model``, else the policy's own
+    base model ``model.name`` (004 App. D.1, Table 13: one RM per policy size, SFT of the
+    pre-trained model of that size)."""
+    return cfg.truth_rm.model or cfg.model.name
+
+
+def truth_data(cfg: KLCFConfig, resources: Resources, pipeline_labels: Mapping[str, str | None] | None = None,
+               query_of: Mapping[str, str] | None = None) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """(train, held-out, report) Eq. 4 rows as ``truth_rm.data`` says: the pipeline's SUPPORT /
+    REFUTE claims only (``pipeline``, the paper's; held out by query, ``query_of``: claim -> query
+    id) or those plus the mini-world's facts and entity swaps (``miniworld+pipeline``, the smoke's)."""
+    p, rm = cfg.pipeline, cfg.truth_rm
+    ratio, copies = rm.ratio or p.ratio, rm.negative_copies or p.negative_copies
+    if rm.data == "pipeline":
+        return synth.pipeline_truth_data(pipeline_labels or {}, query_of, ratio=ratio, negative_copies=copies,
+                                         heldout_size=p.heldout_size, seed=p.data_seed)
+    train, heldout, report = synth.miniworld_truth_data(resources.world(), pipeline_claims=pipeline_labels,
+                                                        ratio=ratio, negative_copies=copies,
+                                                        heldout_size=p.heldout_size, seed=p.data_seed)
+    return train, heldout, {"source": "miniworld+pipeline", **report}
+
+
 def truth_rm(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
-             pipeline_labels: dict[str, str | None] | None = None) -> tuple[str | None, dict[str, Any]]:
+             pipeline_labels: dict[str, str | None] | None = None,
+             query_of: Mapping[str, str] | None = None) -> tuple[str | None, dict[str, Any]]:
     """Table 13 on this run: (trained reward model folder or None, report with the data counts
     and accuracy / F1 of the base model zero-shot, few-shot and after SFT on the held-out 1 : 1
-    set). Resumable: a finished SFT is loaded, not retrained."""
+    set). Data: ``truth_data`` (``query_of`` None: read from ``run_dir/pipeline`` when the
+    offline pipeline ran there). Resumable: a finished SFT is loaded, not retrained."""
     p, rm = cfg.pipeline, cfg.truth_rm
-    train, heldout, data = synth.miniworld_truth_data(
-        resources.world(), pipeline_claims=pipeline_labels, ratio=rm.ratio or p.ratio,
-        negative_copies=rm.negative_copies or p.negative_copies, heldout_size=p.heldout_size, seed=p.data_seed)
+    if query_of is None and (Path(run_dir) / "pipeline" / synth.STAGE_FILES["extraction"]).exists():
+        query_of = synth.KLCFPipeline(p, Path(run_dir) / "pipeline").query_of()
+    train, heldout, data = truth_data(cfg, resources, pipeline_labels, query_of)
     if not heldout or not train:
-        raise ValueError(f"truthfulness data: {len(train)} train and {len(heldout)} held-out rows")
+        raise ValueError(f"truthfulness data ({rm.data}): {len(train)} train and {len(heldout)} held-out rows "
+                         f"(the pipeline needs SUPPORT and REFUTE claims: more queries or a larger nu)")
     report: dict[str, Any] = {"data": data}
-    name = rm.model or cfg.model.name
+    name = truth_rm_model(cfg)
     base, tok = load_model(name, dtype=cfg.model.dtype, device=cfg.model.device)
     zero = TruthfulnessScorer(name, model_obj=base, tokenizer=tok, batch_size=rm.eval_batch_size)
     shots = random.Random(p.data_seed).sample(train, min(rm.few_shot, len(train)))
@@ -449,7 +508,7 @@ def reward_table(cfg: KLCFConfig, resources: Resources, prompts: Sequence[Longfo
         args = args.model_copy(update={"rm_model": truth_folder})
     lp_spec = next((s for s in cfg.rewards if s.name == "length_penalty"), None)
     lp_args = LengthPenaltyArgs.model_validate(lp_spec.args or {}) if lp_spec else LengthPenaltyArgs()
-    verifier = ChecklistVerifier(resources.judge(), args.verdict, args.unit, prefill=resources.prefill)
+    verifier = checklist_verifier(args, resources)
     truth = claim_truth(args, resources)
     length = LengthPenalty(resources.policy_tokenizer(), lp_args)
     false = _false_facts(resources)
@@ -545,22 +604,50 @@ def train_run(cfg: KLCFConfig, rows: Sequence[dict[str, Any]], resources: Resour
     return run(cfg, list(rows), rewards, Path(out_dir) / name, name=f"klcf-{name}")
 
 
+def base_fewshot_examples(cfg: KLCFConfig, resources: Resources, prompts: Sequence[LongformPrompt]
+                          ) -> list[tuple[str, str]]:
+    """The base model's ``base_few_shot`` Prompt 1 examples (004 App. C.3 "Base (10-shot)"): from
+    the pipeline's few-shot source (``pipeline.few_shot_source``: the run's corpus or your file),
+    none about an evaluated prompt."""
+    return synth.fewshot_examples(cfg.pipeline, synth.corpus_path(resources), list(prompts), n=cfg.base_few_shot,
+                                  text_field=cfg.datastore.text_field)
+
+
 def longform_eval(cfg: KLCFConfig, resources: Resources, model, tokenizer, prompts: Sequence[LongformPrompt],
-                  who: str):
+                  who: str, *, base: bool = False):
     """§4.1: Precision, Recall@K, F1@K and FActScore of the answer part (claims extracted,
-    retrieved, verified by the run's claim verifier) on the held-out queries, under Prompt 5."""
+    retrieved, verified by the run's claim verifier) on the held-out queries. A trained policy
+    answers under Prompt 5; the base model (``base``) 10-shot, as Tables 1-2's "Base (10-shot)"
+    row (App. C.3): Prompt 1 with ``base_few_shot`` examples (``base_fewshot_examples``), the raw
+    text (no chat template, as Stage 1 samples it), each response cut where it starts the next
+    ``[Question]:``. ``base_few_shot: 0`` evaluates the base zero-shot under Prompt 5."""
+    kwargs: dict[str, Any] = {"system": cfg.system_prompt}
+    if base and cfg.base_few_shot:
+        examples = base_fewshot_examples(cfg, resources, prompts)
+        kwargs = {"render": lambda p: synth.fewshot_prompt(p.prompt, examples), "cut": synth.cut_at_next_question}
     return evaluate("longform", model, tokenizer, list(prompts), cfg.longform_generation,
                     verifier=resources.claim_verifier(), k=cfg.longform_recall_k, tag=who,
-                    system=cfg.system_prompt, answer_parsing="lenient")
+                    answer_parsing="lenient", **kwargs)
 
 
 def win_rate(cfg: KLCFConfig, prompts: Sequence[LongformPrompt], base_responses: Sequence[str],
-             trained_responses: Sequence[str]) -> dict[str, Any]:
-    """WR of the trained policy (B) over the base (A), both orders (Eq. 19-20), Prompt 8 judge."""
-    judge = make_judge(cfg.judge, system=P.KLCF_WIN_RATE_SYSTEM, max_new_tokens=cfg.winrate.max_new_tokens)
-    out = judge_win_rate(judge, [p.prompt for p in prompts], list(base_responses), list(trained_responses),
+             trained_responses: Sequence[str], judge=None) -> dict[str, Any]:
+    """WR of the trained policy (B) over the base (A), both orders (Eq. 19-20), Prompt 8 judge
+    (``judge``: default the run's ``judge:`` with Prompt 8's system turn). With ``winrate.response:
+    answer`` the judge reads each response's answer part, never its ``<think>`` block."""
+    if judge is None:
+        judge = make_judge(cfg.winrate.judge or cfg.judge, system=P.KLCF_WIN_RATE_SYSTEM,
+                           max_new_tokens=cfg.winrate.max_new_tokens)
+
+    def shown(texts: Sequence[str]) -> list[str]:
+        if cfg.winrate.response == "full":
+            return list(texts)
+        return [answer_of(t, "lenient") or "" for t in texts]
+
+    out = judge_win_rate(judge, [p.prompt for p in prompts], shown(base_responses), shown(trained_responses),
                          answer=cfg.winrate.answer)
-    out["judge"] = judge.summary()
+    out["judge"] = judge.summary() if hasattr(judge, "summary") else {}
+    out["response"] = cfg.winrate.response
     return out
 
 

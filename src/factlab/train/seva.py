@@ -89,8 +89,10 @@ def load_pair_sets(cfgs: Sequence[PairDataConfig], world=None) -> dict[str, list
 
 
 def verifier_rows(pairs: Sequence[Any]) -> list[dict]:
-    """GRPO rows: the K.1-K.2 chat prompt, ``label`` and ``id`` per pair."""
-    return [{"prompt": seva.verifier_messages(p.claim, p.source), "label": p.label, "id": p.id} for p in pairs]
+    """GRPO rows: the K.1-K.2 chat prompt, ``label``, ``claim`` (``seva_process``'s ``verdict: kb``
+    reads it) and ``id`` per pair."""
+    return [{"prompt": seva.verifier_messages(p.claim, p.source), "label": p.label, "claim": p.claim, "id": p.id}
+            for p in pairs]
 
 
 def train_verifier(cfg: SevaConfig, specs: Sequence[RewardSpec], pairs: Sequence[Any], resources: Resources,

@@ -19,7 +19,7 @@ test fails before any training run does.
 from __future__ import annotations
 
 import abc
-import random
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -30,9 +30,12 @@ from trl.models.utils import unwrap_model_for_generation
 
 from ..config import DynamicSamplingSection
 from ..decoding import decode
-from .dapo import DynamicSamplingError, concat_outputs, keep_groups, select_rows
+from .dapo import DynamicSamplingError, RefillRepeatSampler, concat_outputs, keep_groups, local_slice, select_rows
 
-__all__ = ["FactlabGRPOTrainer", "ScoredBatch", "TrainerExtension", "completion_advantages", "group_advantage_spread"]
+log = logging.getLogger(__name__)
+
+__all__ = ["FactlabGRPOTrainer", "ScoredBatch", "TrainerExtension", "completion_advantages", "group_advantage_spread",
+           "leave_out_failed_rows"]
 
 
 @dataclass
@@ -61,6 +64,21 @@ class TrainerExtension(abc.ABC):
     @abc.abstractmethod
     def on_scored(self, trainer: "FactlabGRPOTrainer", batch: ScoredBatch) -> None:
         """Called once per scored batch; may edit ``batch.output`` in place."""
+
+
+def leave_out_failed_rows(rewards_per_func: torch.Tensor) -> torch.Tensor:
+    """Rows (completions) where any reward function returned None (NaN) become NaN in every
+    column. TRL 1.16 leaves a completion out of its group's baseline and gives it advantage 0
+    only when *every* reward is NaN, and otherwise adds the rest with ``nansum``: an unreadable
+    factual verdict beside a format or length reward would count as 0 (a correct K2V answer
+    with unreadable checklist replies ranked below a wrong one). In factlab None always means
+    "could not score", so the whole completion is left out."""
+    failed = torch.isnan(rewards_per_func).any(dim=1)
+    if not failed.any():
+        return rewards_per_func
+    out = rewards_per_func.clone()
+    out[failed] = torch.nan
+    return out
 
 
 def completion_advantages(advantages: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -96,7 +114,6 @@ class FactlabGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.fast_generation = fast_generation
         self.dynamic_sampling = dynamic_sampling
-        self._dynamic_rng = random.Random(self.args.seed)
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError("FactlabGRPOTrainer needs multi_objective_aggregation='sum_then_normalize' "
                              f"(got {self.multi_objective_aggregation!r}): extensions read the weighted reward sum")
@@ -106,6 +123,7 @@ class FactlabGRPOTrainer(GRPOTrainer):
             raise ValueError("token-level advantages (B, T) cannot go through a Liger fused GRPO loss, which takes "
                              "one advantage per completion; turn use_liger_loss off (TRL 1.16's own loss takes (B, T))")
         self._scored: tuple | None = None
+        self.left_out_completions = 0  # completions some reward could not score (left out of their group)
         self.last_sequence_advantages: torch.Tensor | None = None  # TRL's own, for inspection and tests
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
@@ -131,7 +149,15 @@ class FactlabGRPOTrainer(GRPOTrainer):
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         t0 = time.perf_counter()
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        rewards_per_func = leave_out_failed_rows(super()._calculate_rewards(inputs, prompts, completions,
+                                                                            completion_ids_list))
+        mode = "train" if self.model.training else "eval"
+        left_out = int(torch.isnan(rewards_per_func).all(dim=1).sum())
+        self.left_out_completions += left_out
+        self._metrics[mode]["rewards/left_out_frac"].append(left_out / max(1, rewards_per_func.shape[0]))
+        if left_out:
+            log.warning("%d of %d completions left out of their groups: a reward could not score them (None)",
+                        left_out, rewards_per_func.shape[0])
         self._scored = (inputs, completions, completion_ids_list, rewards_per_func, time.perf_counter() - t0)
         return rewards_per_func
 
@@ -161,14 +187,34 @@ class FactlabGRPOTrainer(GRPOTrainer):
         self._log_advantages(batch)
         return batch.output
 
-    def _extra_inputs(self, n_prompts: int, num_generations: int) -> list[dict]:
-        """``n_prompts`` fresh training prompts, each repeated G times (as TRL's sampler does)."""
-        picks = [self._dynamic_rng.randrange(len(self.train_dataset)) for _ in range(n_prompts)]
-        return [dict(self.train_dataset[i]) for i in picks for _ in range(num_generations)]
+    def _get_train_sampler(self, dataset=None):
+        """TRL's sampler, as ``RefillRepeatSampler`` when dynamic sampling is on, so refills are
+        the dataloader's next batches (``train.dapo``)."""
+        sampler = super()._get_train_sampler(dataset)
+        if self.dynamic_sampling is not None and self.dynamic_sampling.enabled:
+            sampler = RefillRepeatSampler(sampler.data_source, sampler.mini_repeat_count, sampler.batch_size,
+                                          sampler.repeat_count, sampler.shuffle, sampler.seed)
+            self._refill_sampler = sampler
+        return sampler
+
+    def _refill_inputs(self) -> list[dict] | None:
+        """This process's rows of the dataloader's next generation batch (taken from the epoch:
+        the trainer will not see it), or None when the epoch has none left."""
+        sampler = getattr(self, "_refill_sampler", None)
+        if sampler is None:
+            raise DynamicSamplingError("dynamic sampling refills from the trainer's RefillRepeatSampler, which an "
+                                       "IterableDataset does not use; pass a map-style dataset")
+        rows = sampler.take_next_batch()
+        if rows is None:
+            return None
+        mine = local_slice(rows, self.accelerator.process_index, self.accelerator.num_processes)
+        return [dict(self.train_dataset[i]) for i in mine]
 
     def _dynamic_sample(self, batch: ScoredBatch) -> dict[str, Any]:
-        """DAPO's dynamic sampling (``train.dapo``): drop the groups whose rewards all agree and
-        generate more until the batch is full again, at most ``max_rounds`` extra rounds."""
+        """DAPO's dynamic sampling (``train.dapo``): generate ``generation_batches`` dataloader
+        batches per round, drop the groups whose rewards agree, and take more rounds from the
+        dataloader until the batch is full again, at most ``max_rounds`` extra rounds; then trim
+        to the batch."""
         cfg, g = self.dynamic_sampling, batch.num_generations
         need = len(batch.completions) // g
         device = batch.output["completion_ids"].device
@@ -188,24 +234,40 @@ class FactlabGRPOTrainer(GRPOTrainer):
         part, flat, kept = split(batch)
         parts, flats = [part], [flat]
         have = first = kept
-        rounds = filled = 0
-        while int(self.accelerator.gather(torch.tensor([max(need - have, 0)], device=device)).max()) > 0:
-            if rounds >= cfg.max_rounds:
-                if cfg.on_exhausted == "fill":
-                    filled = max(need - have, 0)
-                    parts += flats  # zero-advantage groups: they fill the batch and teach nothing
+        batches_this_round = 1
+        rounds = filled = refills = 0
+        epoch_ended = False
+
+        def short() -> int:
+            return int(self.accelerator.gather(torch.tensor([max(need - have, 0)], device=device)).max())
+
+        while batches_this_round < cfg.generation_batches or short() > 0:
+            if batches_this_round >= cfg.generation_batches:  # a new round
+                if rounds >= cfg.max_rounds:
                     break
-                raise DynamicSamplingError(
-                    f"dynamic sampling: {have} of {need} groups have reward variance after {rounds} extra generation "
-                    f"rounds (grpo.dynamic_sampling.max_rounds = {cfg.max_rounds}); every other group's rewards agree "
-                    f"within tol = {cfg.tol}. Raise max_rounds, set on_exhausted: fill, or use prompts the policy "
-                    f"sometimes gets right.")
-            rounds += 1
-            extra = self._score(self._extra_inputs(need, g))
-            part, flat, kept = split(extra)
+                rounds += 1
+                batches_this_round = 0
+            inputs = self._refill_inputs()
+            if inputs is None:
+                epoch_ended = True
+                break
+            refills += 1
+            batches_this_round += 1
+            part, flat, kept = split(self._score(inputs))
             parts.append(part)
             flats.append(flat)
             have += kept
+        if short() > 0:
+            why = ("the epoch ran out of batches to refill from" if epoch_ended else
+                   f"after {rounds} extra generation rounds (grpo.dynamic_sampling.max_rounds = {cfg.max_rounds})")
+            if cfg.on_exhausted == "fill":
+                filled = max(need - have, 0)
+                parts += flats  # zero-advantage groups: they fill the batch and teach nothing
+            else:
+                raise DynamicSamplingError(
+                    f"dynamic sampling: {have} of {need} groups have reward variance {why}; every other group's "
+                    f"rewards agree within tol = {cfg.tol}. Raise max_rounds, set on_exhausted: fill, or use "
+                    f"prompts the policy sometimes gets right.")
         out = concat_outputs(parts)
         out = {k: (v[:need * g] if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
         out["num_items_in_batch"] = self.accelerator.gather(out["completion_mask"].sum()).sum()
@@ -213,6 +275,7 @@ class FactlabGRPOTrainer(GRPOTrainer):
         metrics["dynamic/kept_groups"].append(self.gathered_mean(first, 1))
         metrics["dynamic/dropped_groups"].append(self.gathered_mean(need - first, 1))
         metrics["dynamic/rounds"].append(float(rounds))
+        metrics["dynamic/refill_batches"].append(float(refills))
         metrics["dynamic/filled_groups"].append(self.gathered_mean(filled, 1))
         return out
 

@@ -1,0 +1,301 @@
+"""Each paper's claim as a pre-registered hypothesis, run with seeds and intervals (issue 28).
+
+    factlab evidence [NAME ...]      # = make evidence; every hypothesis without a name
+
+A hypothesis names a notebook, its params file ``params/<notebook>_evidence.yaml`` (arms,
+seeds, budget: one notebook run, at most 30 minutes on 2 CPU cores), and its comparisons: a
+truth metric (measured per held-out question with the mini-world's exact truth,
+``factlab.eval.truth``), the treatment arm, the control arm and the expected direction. The
+hypotheses below were written in README ("Evidence") before any of them ran.
+
+``run`` executes the notebook (``runner.run_notebook``), reads the ``evidence.json`` its
+evidence cell wrote (``train.evidence.run_arms``), computes each comparison's effect with a
+paired bootstrap 95% interval over questions and seeds (``eval.bootstrap``), and writes
+``results/<name>/``: ``effects.json``, the figure (the truth metric and the reward over steps,
+one line per seed per arm), ``command.txt`` and the run's ``manifest.json`` (commit, package
+versions, hardware); then rebuilds ``results/README.md``, one table row per comparison.
+
+Verdicts: a comparison is ``held`` when its interval lies on the expected side of 0, ``not
+held`` when it lies on the other side, ``null`` when it contains 0. A "not lower" comparison
+(a guard, not the claim) holds unless its interval lies wholly below 0. A hypothesis holds when
+its primary comparison holds and no guard fails.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from .eval.bootstrap import Effect, paired_bootstrap, verdict
+from .manifest import git_state, hardware, package_versions
+from .runner import project_root, run_notebook
+from .train.evidence import BASE_ARM, EVIDENCE_FILE
+
+__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "run", "write_table", "main"]
+
+Direction = Literal["higher", "lower", "not lower"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One effect: ``metric`` of ``treatment`` minus ``control`` (``base``: the untrained start),
+    expected ``direction``; ``per``: ``question`` (evaluation rows) or ``step`` (training curves,
+    paired on the step: a per-step training statistic); ``scale``: ``cpu_minutes`` divides the
+    effect by the treatment's mean training CPU minutes (truth gain per CPU-minute)."""
+
+    metric: str
+    treatment: str
+    control: str
+    direction: Direction
+    per: Literal["question", "step"] = "question"
+    scale: Literal["none", "cpu_minutes"] = "none"
+    primary: bool = True
+
+    def label(self) -> str:
+        unit = " per CPU-minute" if self.scale == "cpu_minutes" else ""
+        return f"{self.metric}{unit}: {self.treatment} - {self.control}"
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    name: str
+    notebook: str
+    claim: str  # the hypothesis as written in README before the runs
+    comparisons: tuple[Comparison, ...]
+    paper: str = ""
+
+    @property
+    def params(self) -> str:
+        return f"params/{self.notebook}_evidence.yaml"
+
+
+HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
+    Hypothesis("corver", "01_corver",
+               "The full CorVer reward (judge + format + co-occurrence) leaves fewer contradicted sentences in "
+               "held-out answers than A1 (no co-occurrence term), with held-out accuracy not lower.",
+               (Comparison("contradicted", "full", "A1", "lower"),
+                Comparison("correct", "full", "A1", "not lower", primary=False)),
+               "000 §3.4, Table 4 (A1)"),
+    Hypothesis("binary_rar", "02_binary_rar",
+               "Binary RAR on short-form questions gives fewer wrong answers and more abstentions than the base "
+               "model and than rating RAR (001 reports 44% fewer incorrect answers on PopQA).",
+               (Comparison("wrong", "binary", BASE_ARM, "lower"),
+                Comparison("abstain", "binary", BASE_ARM, "higher", primary=False),
+                Comparison("wrong", "binary", "rating", "lower", primary=False),
+                Comparison("abstain", "binary", "rating", "higher", primary=False)),
+               "001 §5, Table 2"),
+    Hypothesis("seva", "03_seva",
+               "SEVA's process reward gives a higher share of groups with a nonzero advantage than the binary "
+               "control, a higher format rate, and a held-out verifier accuracy not lower.",
+               (Comparison("nonzero_advantage", "process", "binary", "higher", per="step"),
+                Comparison("format_ok", "process", "binary", "higher", primary=False),
+                Comparison("correct", "process", "binary", "not lower", primary=False)),
+               "002 §2.3, Table 5, Figures 4-5"),
+    Hypothesis("k2v", "04_k2v",
+               "The answer-gated K2V reward gives a higher held-out fill-in-blank exact accuracy than no_gate "
+               "and than the base model.",
+               (Comparison("correct", "gated", "no_gate", "higher"),
+                Comparison("correct", "gated", BASE_ARM, "higher", primary=False)),
+               "003 §4.3, Table 3"),
+    Hypothesis("klcf", "05_klcf",
+               "KLCF training raises the KB precision of long-form answers over the base model, with not fewer "
+               "supported claims per answer.",
+               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
+                Comparison("supported", "klcf", BASE_ARM, "not lower", primary=False)),
+               "004 §4, Table 1"),
+    Hypothesis("compare", "06_compare",
+               "On one budget, every reward family raises the held-out truth score per CPU-minute of training "
+               "more with verdict: kb (a perfect judge) than with the 135M judge.",
+               tuple(Comparison("truth", f"{fam} kb", f"{fam} judge", "higher", scale="cpu_minutes",
+                                primary=(fam == "Binary RAR"))
+                     for fam in ("Binary RAR", "K2V", "KLCF", "SEVA claims")),
+               "all five papers"),
+)}
+
+
+# ---------------------------------------------------------------- analysis
+
+
+def _per_question(rows: Sequence[dict], arm: str, metric: str) -> dict:
+    """``{(seed, question): value}`` (``{question: value}`` for the base, measured once)."""
+    out = {}
+    for r in rows:
+        if r["arm"] == arm and metric in r and r[metric] is not None:
+            out[r["question"] if arm == BASE_ARM else (r["seed"], r["question"])] = float(r[metric])
+    return out
+
+
+def _per_step(curves: Sequence[dict], arm: str, metric: str) -> dict:
+    out = {}
+    for c in curves:
+        if c["arm"] != arm:
+            continue
+        value = (1.0 - c["frac_reward_zero_std"] if metric == "nonzero_advantage" and c.get("frac_reward_zero_std")
+                 is not None else c.get(metric))
+        if value is not None:
+            out[(c["seed"], c["step"])] = float(value)
+    return out
+
+
+def analyze(record: dict, hypothesis: Hypothesis, replicates: int = 2000) -> list[dict[str, Any]]:
+    """Every comparison of ``hypothesis`` on an ``evidence.json`` record: the effect, its 95%
+    interval, the verdict, the seeds and questions it is over."""
+    cpu = pd.DataFrame(record.get("cpu_seconds") or [], columns=["arm", "seed", "cpu_seconds", "wall_seconds"])
+    out = []
+    for c in hypothesis.comparisons:
+        if c.per == "step":
+            t, k = _per_step(record["curves"], c.treatment, c.metric), _per_step(record["curves"], c.control, c.metric)
+            k = {(s, step): v for (s, step), v in k.items()}
+        else:
+            t, k = _per_question(record["rows"], c.treatment, c.metric), _per_question(record["rows"], c.control,
+                                                                                      c.metric)
+        effect = paired_bootstrap(t, k, replicates=replicates)
+        if c.scale == "cpu_minutes":
+            minutes = float(cpu.loc[cpu["arm"] == c.treatment, "cpu_seconds"].mean()) / 60.0
+            effect = Effect(effect.mean / minutes, effect.lo / minutes, effect.hi / minutes, effect.seeds,
+                            effect.questions, effect.replicates)
+        if c.direction == "not lower":
+            v = "not held" if effect.hi < 0 else "held"
+        else:
+            v = verdict(effect, c.direction)
+        out.append({"comparison": c.label(), "metric": c.metric, "treatment": c.treatment, "control": c.control,
+                    "direction": c.direction, "primary": c.primary, "per": c.per, **effect.as_dict(), "verdict": v})
+    return out
+
+
+def overall(effects: Sequence[dict]) -> str:
+    """The hypothesis' verdict: its primary comparison's, unless a guard failed (``not held``)."""
+    primary = [e["verdict"] for e in effects if e["primary"]]
+    guards = [e["verdict"] for e in effects if not e["primary"] and e["direction"] == "not lower"]
+    if "not held" in guards:
+        return "not held"
+    if all(v == "held" for v in primary):
+        return "held"
+    return "not held" if all(v == "not held" for v in primary) else "null"
+
+
+def plot_curves(record: dict, title: str):
+    """The truth metric and the reward over steps, one line per (arm, seed)."""
+    frame = pd.DataFrame(record.get("curves") or [])
+    keys = [k for k in ("truth/score", "reward") if k in frame]
+    fig, axes = plt.subplots(1, max(len(keys), 1), figsize=(5.2 * max(len(keys), 1), 3.4), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        for (arm, seed), g in frame.groupby(["arm", "seed"], sort=False):
+            ax.plot(g["step"], g[key], marker="o", markersize=2, linewidth=1, label=f"{arm} (seed {seed})")
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+    if keys:
+        axes.flat[0].legend(fontsize=6)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------- running and writing results
+
+
+def results_dir(root: Path | None = None) -> Path:
+    return (root or project_root()) / "results"
+
+
+def run(names: Sequence[str] | None = None, out: str | Path | None = None, params: dict[str, str] | None = None,
+        root: Path | None = None, replicates: int = 2000) -> list[dict[str, Any]]:
+    """Run each named hypothesis (every one without names) and write ``results/`` (module
+    docstring); returns the per-hypothesis summaries. ``params`` replaces a hypothesis'
+    params file by name (the tests' tiny-step settings)."""
+    names = list(names or HYPOTHESES)
+    unknown = [n for n in names if n not in HYPOTHESES]
+    if unknown:
+        raise ValueError(f"unknown hypothesis {unknown}; known: {', '.join(HYPOTHESES)}")
+    root = root or project_root()
+    summaries = []
+    for name in names:
+        h = HYPOTHESES[name]
+        params_file = (params or {}).get(name, str(root / h.params))
+        command = f"factlab evidence {name}"
+        print(f"evidence {name}: running {h.notebook} with {params_file}", flush=True)
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        res = run_notebook(h.notebook, params=params_file, out=out or (root / "outputs" / "evidence"),
+                           raise_on_error=True, progress=False)
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall = time.perf_counter() - t0
+        cpu_minutes = ((cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)) / 60.0
+        record = json.loads(next(res.run_dir.rglob(EVIDENCE_FILE)).read_text())
+        effects = analyze(record, h, replicates=replicates)
+        summary = {"hypothesis": name, "notebook": h.notebook, "claim": h.claim, "paper": h.paper,
+                   "verdict": overall(effects), "effects": effects, "seeds": record["seeds"],
+                   "cpu_minutes": cpu_minutes, "wall_minutes": wall / 60.0, "command": command,
+                   "params": str(Path(params_file).relative_to(root)) if Path(params_file).is_relative_to(root)
+                   else str(params_file), "run_dir": str(res.run_dir)}
+        _write_hypothesis(results_dir(root) / name, summary, record, res.run_dir)
+        print(f"evidence {name}: {summary['verdict']} in {wall / 60:.1f} min wall, {cpu_minutes:.1f} CPU min",
+              flush=True)
+        summaries.append(summary)
+    write_table(results_dir(root))
+    return summaries
+
+
+def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "effects.json").write_text(json.dumps(summary, indent=1, default=float))
+    (folder / "command.txt").write_text(summary["command"] + "\n" + f"# params: {summary['params']}\n")
+    manifest = run_dir / "manifest.json"
+    if manifest.exists():
+        shutil.copyfile(manifest, folder / "manifest.json")
+    else:  # a run folder without one (never, from run_notebook): record the same facts here
+        (folder / "manifest.json").write_text(json.dumps({"git": git_state(project_root()),
+                                                          "packages": package_versions(),
+                                                          "hardware": hardware()}, indent=1, default=str))
+    fig = plot_curves(record, f"{summary['hypothesis']}: truth and reward over steps")
+    fig.savefig(folder / "curves.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    for png in run_dir.glob("figures/*.png"):
+        shutil.copyfile(png, folder / png.name)
+
+
+def _fmt(x: float) -> str:
+    return "nan" if x != x else f"{x:+.3f}"
+
+
+def write_table(folder: Path) -> Path:
+    """``results/README.md``: one row per comparison of every hypothesis with results."""
+    rows = []
+    for f in sorted(folder.glob("*/effects.json")):
+        s = json.loads(f.read_text())
+        for e in s["effects"]:
+            role = "" if e["primary"] else (" (guard)" if e["direction"] == "not lower" else " (secondary)")
+            overall_note = f" (hypothesis: {s['verdict']})" if e["primary"] else ""
+            rows.append(f"| {s['hypothesis']}{role} | {e['comparison']} | {e['direction']} | {_fmt(e['mean'])} "
+                        f"| [{_fmt(e['lo'])}, {_fmt(e['hi'])}] | {e['seeds']} | {s['cpu_minutes']:.1f} "
+                        f"| {e['verdict']}{overall_note} |")
+    head = ("# Evidence: each paper's claim on the mini-world\n\n"
+            "Produced by `factlab evidence` (`make evidence`); the hypotheses were written in the project\n"
+            "README's \"Evidence\" section before the runs. Effects are treatment - control on the named\n"
+            "truth metric (per held-out question, or per training step for a training statistic),\n"
+            "paired on question and seed; intervals are paired bootstrap 95% over questions and seeds.\n"
+            "CPU minutes: the notebook run's CPU time (2 cores). Each folder holds the figure, the\n"
+            "command and the run manifest.\n\n"
+            "| hypothesis | comparison | expected | effect | 95% interval | seeds | CPU minutes | verdict |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+    path = folder / "README.md"
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(head + "\n".join(rows) + "\n")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``factlab evidence [NAME ...]``."""
+    names = list(argv if argv is not None else sys.argv[1:])
+    run(names or None)
+    return 0
+

@@ -1,0 +1,136 @@
+"""``verdict: kb``: the mini-world's exact truth in place of a judge (issue 27).
+
+Every judged reward of the mini-world (``binary_rar``, ``rating_rar``, ``k2v`` and
+``k2v_checklist``, ``klcf_fact``, ``klcf_truth``, ``seva_claims``, and ``seva_process``'s label
+part) takes ``args: {verdict: kb}``: the verdict its judge would give is read off the knowledge
+base (``factlab.data.kb``) instead. A run with it shows what a perfect judge would give: the
+ceiling that separates "the reward design works" from "the judge is too weak". Only facts the
+mini-world holds can be checked; each function below says what it does with the rest.
+
+The rules, one per judge question:
+
+- *Does the response contradict the evidence?* (Binary RAR, 001 §3.2): a short-form response
+  (its row has ``golds``) contradicts when ``label_response`` calls it wrong; a long-form one
+  when any sentence is ``contradicted``. Abstentions and unverifiable text contradict nothing.
+- *How confident are you that there is no factual error, 0-10?* (Rating RAR, 001 Figure 7,
+  read by its rubric): two or more contradicted sentences 0 ("multiple clear
+  contradictions"), one 3 ("one clear contradiction"), nothing verifiable 5 ("uncertain"),
+  else 10; short-form: wrong 3, abstain 5, correct 10.
+- *Is this claim attributable / true?* (SEVA K.1-K.2 per claim, KLCF's truthfulness RM):
+  ``supported`` is yes, anything else no (``claim_true``); the RM's p(True) is 1 or 0, and
+  claims the world cannot check are left out of R_truth's mean (``truth_probability``).
+- *Consistent, Contradictory or Missing?* (KLCF Prompt 7 per checklist fact):
+  ``checklist_label``: the fact's (country, relation) stated in the response as supported
+  (Consistent) or contradicted (Contradictory), else Missing.
+- *Does the reasoning meet this criterion?* (K2V Table 15): ``criterion_verdict`` for the
+  template checklists of the CPU default; a criterion no rule reads is unreadable (None).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from .. import text as T
+from ..data.kb import (ABSTAIN, CONTRADICTED, CORRECT, SUPPORTED, UNVERIFIABLE, WRONG, knowledge_base, label_response,
+                       label_sentence, label_sentences)
+
+__all__ = ["VERDICTS", "contradicts", "rating", "claim_true", "truth_probability", "checklist_label",
+           "criterion_verdict", "gold_label"]
+
+VERDICTS = ("judge", "kb")  # the judge of the run's params, or the knowledge base
+
+
+def contradicts(response: str, golds: Sequence[str] | None = None, question: str | None = None) -> bool:
+    """Binary RAR's question, answered by the knowledge base (module docstring)."""
+    if golds is not None:
+        return label_response(response, golds, question or "") == WRONG
+    return any(r["label"] == CONTRADICTED for r in label_sentences(response))
+
+
+def rating(response: str, golds: Sequence[str] | None = None, question: str | None = None) -> float:
+    """Rating RAR's 0-10 score by its rubric, from the knowledge base (module docstring)."""
+    if golds is not None:
+        return {CORRECT: 10.0, WRONG: 3.0, ABSTAIN: 5.0}[label_response(response, golds, question or "")]
+    labels = [r["label"] for r in label_sentences(response)]
+    wrong = labels.count(CONTRADICTED)
+    if wrong >= 2:
+        return 0.0
+    if wrong == 1:
+        return 3.0
+    return 10.0 if SUPPORTED in labels else 5.0
+
+
+def claim_true(claim: str, context: str | None = None) -> bool:
+    """A claim is true when the knowledge base supports it (``context``: the question it answers)."""
+    return label_sentence(claim, knowledge_base(), context)["label"] == SUPPORTED
+
+
+def truth_probability(claim: str) -> float | None:
+    """p(True | claim) of a perfect truthfulness RM: 1.0 supported, 0.0 contradicted, None
+    when the world cannot check the claim (left out of R_truth's mean)."""
+    label = label_sentence(claim, knowledge_base())["label"]
+    return {SUPPORTED: 1.0, CONTRADICTED: 0.0}.get(label)
+
+
+def checklist_label(fact: str, response: str) -> str | None:
+    """Prompt 7's label of one checklist ``fact`` against ``response``: ``Consistent`` when a
+    sentence of the response states the fact's country and relation and the world supports it,
+    ``Contradictory`` when such a sentence is contradicted, else ``Missing``; None when the
+    fact itself is not a world fact the knowledge base can read."""
+    kb = knowledge_base()
+    target = label_sentence(fact, kb)
+    if target["label"] == UNVERIFIABLE or target["country"] is None:
+        return None
+    same = [r for r in label_sentences(response, kb)
+            if r["country"] == target["country"] and r["relation"] == target["relation"]]
+    if any(r["label"] == CONTRADICTED for r in same):
+        return "Contradictory"
+    if any(r["label"] == SUPPORTED for r in same):
+        return "Consistent"
+    return "Missing"
+
+
+_STATES = re.compile(r"^States the fact: (.*)$", re.S)
+_CONNECTS = re.compile(r"^Connects both facts through (.*) to identify the blank\.$", re.S)
+_NAMES = re.compile(r"^Names (.*) as the entity that fills the blank\.$", re.S)
+
+
+def criterion_verdict(criterion: str, reasoning: str, checklist: Sequence[str] = ()) -> bool | None:
+    """K2V's per-criterion yes / no (Table 15) for the template checklist items
+    (``synth.k2v.template_checklist``), from the knowledge base: "States the fact: S" is yes when
+    a reasoning sentence states S's country and relation and the world supports it; "Connects
+    both facts through X" when every "States the fact" item of ``checklist`` is yes and X is
+    named; "Names A ..." when A is named (normalized word match); "Avoids unsupported claims
+    and self-contradictions" when no reasoning sentence is contradicted. Any other criterion:
+    None (unreadable, counted)."""
+    kb = knowledge_base()
+    rows = label_sentences(reasoning, kb)
+    norm = f" {T.normalize_answer(reasoning)} "
+    m = _STATES.match(criterion.strip())
+    if m is not None:
+        target = label_sentence(m.group(1), kb)
+        if target["country"] is None or target["label"] != SUPPORTED:
+            return None
+        return any(r["label"] == SUPPORTED and r["country"] == target["country"]
+                   and r["relation"] == target["relation"] for r in rows)
+    m = _CONNECTS.match(criterion.strip())
+    if m is not None:
+        facts = [c for c in checklist if _STATES.match(c.strip())]
+        named = m.group(1) == "the missing entity" or f" {T.normalize_answer(m.group(1))} " in norm
+        return named and bool(facts) and all(criterion_verdict(c, reasoning) for c in facts)
+    m = _NAMES.match(criterion.strip())
+    if m is not None:
+        return f" {T.normalize_answer(m.group(1))} " in norm
+    if criterion.strip().startswith("Avoids unsupported claims"):
+        return not any(r["label"] == CONTRADICTED for r in rows)
+    return None
+
+
+def gold_label(claim: str, dataset_label: str) -> str:
+    """SEVA's gold label by the world's truth: ``attributable`` when the knowledge base
+    supports the claim, ``not_attributable`` when it contradicts it, the dataset's label when
+    the world cannot check it. (A true fact wrapped in a detail its source lacks, Table 19's
+    unanswerable wrap, is true in the world but not attributable to its source.)"""
+    label = label_sentence(claim, knowledge_base())["label"]
+    return {SUPPORTED: "attributable", CONTRADICTED: "not_attributable"}.get(label, dataset_label)

@@ -1,0 +1,188 @@
+"""Evidence runs: arms x seeds on one budget, each evaluated per held-out question with the
+mini-world's exact truth (issue 28).
+
+A paper's claim is tested as a pre-registered hypothesis (``factlab.evidence``): a treatment
+arm against its control(s) on a named truth metric. ``run_arms`` trains every arm with every
+seed through the one GRPO entry point (``train.run``: resumable, every run logging reward
+validity, ``train.validity``), evaluates the base model once and every trained policy with the
+notebook's own ``evaluate(result) -> [{"question": id, <metric>: value, ...}]`` (``result``: the
+arm's ``TrainResult``, whose ``load_policy`` gives the trained model; None for the base model),
+and writes
+``evidence.json``:
+
+- ``rows``: one per (arm, seed, question) with the metrics (the base arm has seed None);
+- ``curves``: one per (arm, seed, step) with ``reward`` and ``truth/score`` from the training
+  log (the figures: the truth metric and the reward over steps, one line per seed);
+- ``cpu_seconds``: per (arm, seed), the training's process CPU time (every thread), the
+  denominator of "truth gain per CPU-minute".
+
+``factlab.evidence`` reads it, computes each effect with a paired bootstrap over questions and
+seeds (``eval.bootstrap``) and writes ``results/``. Everything resumes: a finished arm is read
+back from its folder.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pydantic import Field, field_validator
+
+from ..config import Section
+from ..eval.truth import completion_truth, label_sentences, question_of
+from ..models import generate, load_model, release_memory
+from ..rewards import RewardSpec, build_rewards
+from ..rewards.registry import check_reward_list
+from .grpo import TrainResult, run
+
+__all__ = ["EvidenceArm", "EvidenceSection", "BASE_ARM", "run_arms", "EVIDENCE_FILE", "truth_evaluator",
+           "generate_for_rows"]
+
+BASE_ARM = "base"
+EVIDENCE_FILE = "evidence.json"
+
+
+class EvidenceArm(Section):
+    """One arm: a name and its reward list (any registered rewards); ``grpo`` overrides the
+    run's GRPO section for this arm only (e.g. a longer run for a slower family is not the
+    same budget: use it only when the hypothesis says so)."""
+
+    name: str
+    rewards: list[RewardSpec]
+    grpo: dict[str, Any] = {}
+
+    @field_validator("rewards")
+    @classmethod
+    def _reward_list(cls, specs: list[RewardSpec]) -> list[RewardSpec]:
+        check_reward_list(specs)
+        return specs
+
+
+class EvidenceSection(Section):
+    """``evidence:`` of a notebook's ``*_evidence.yaml``: the hypothesis it tests (a name of
+    ``factlab.evidence.HYPOTHESES``), the arms trained, the seeds (3 or more: an interval over
+    one seed says nothing about seeds) and how many held-out questions each arm answers."""
+
+    hypothesis: str
+    arms: list[EvidenceArm]
+    seeds: list[int] = [0, 1, 2]
+    heldout: int = Field(48, ge=4)
+
+    @field_validator("seeds")
+    @classmethod
+    def _three_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(seeds) < 3 or len(set(seeds)) < len(seeds):
+            raise ValueError(f"an evidence run needs 3 or more distinct seeds, got {seeds}")
+        return seeds
+
+    @field_validator("arms")
+    @classmethod
+    def _named_arms(cls, arms: list[EvidenceArm]) -> list[EvidenceArm]:
+        names = [a.name for a in arms]
+        if not arms or len(set(names)) < len(names) or BASE_ARM in names:
+            raise ValueError(f"arm names must be unique, non-empty and not '{BASE_ARM}': {names}")
+        return arms
+
+
+def _folder(out: Path, arm: str, seed: int | None) -> Path:
+    return out / arm.replace("/", "_").replace(" ", "_") / ("once" if seed is None else f"seed{seed}")
+
+
+def _curves(arm: str, seed: int, result: TrainResult) -> list[dict[str, Any]]:
+    keys = ("reward", "truth/score", "frac_reward_zero_std", "validity/reward/auroc")
+    return [{"arm": arm, "seed": seed, "step": int(h["step"]), **{k: h.get(k) for k in keys if k in h}}
+            for h in result.log_history if "loss" in h]
+
+
+def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources: Any,
+             evaluate: Callable[[TrainResult | None], list[dict[str, Any]]], out_dir: str | Path, *,
+             start_model: str | None = None, arm_rows: dict[str, Sequence[dict]] | None = None) -> dict[str, Any]:
+    """Train every arm of ``section`` with every seed on ``rows`` (or ``arm_rows[arm]``) from
+    ``start_model`` (default the run's model), evaluate each policy and the base model with
+    ``evaluate``, and write ``<out_dir>/evidence.json`` (module docstring); returns its content."""
+    out = Path(out_dir)
+    done = out / EVIDENCE_FILE
+    if done.exists():
+        return json.loads(done.read_text())
+    record: dict[str, Any] = {"hypothesis": section.hypothesis, "seeds": list(section.seeds),
+                              "arms": [a.name for a in section.arms], "rows": [], "curves": [], "cpu_seconds": []}
+    base_file = _folder(out, BASE_ARM, None) / "eval.json"
+    if not base_file.exists():
+        base_file.parent.mkdir(parents=True, exist_ok=True)
+        base_file.write_text(json.dumps(evaluate(None), default=float))
+    record["rows"] += [{"arm": BASE_ARM, "seed": None, **r} for r in json.loads(base_file.read_text())]
+    for arm in section.arms:
+        for seed in section.seeds:
+            folder = _folder(out, arm.name, seed)
+            arm_file = folder / "eval.json"
+            if not arm_file.exists():
+                rewards = build_rewards(arm.rewards, resources)
+                grpo = cfg.grpo.model_copy(update={**arm.grpo, "seed": seed})
+                cpu0, wall0 = time.process_time(), time.perf_counter()
+                result = run(cfg, (arm_rows or {}).get(arm.name, rows), rewards, folder / "train",
+                             name=f"evidence-{arm.name}-seed{seed}", model=start_model, grpo=grpo)
+                cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+                evaluated = evaluate(result)
+                arm_file.write_text(json.dumps({"rows": evaluated, "curves": _curves(arm.name, seed, result),
+                                                "cpu_seconds": cpu, "wall_seconds": wall,
+                                                "resumed": result.resumed}, default=float))
+            got = json.loads(arm_file.read_text())
+            record["rows"] += [{"arm": arm.name, "seed": seed, **r} for r in got["rows"]]
+            record["curves"] += got["curves"]
+            record["cpu_seconds"].append({"arm": arm.name, "seed": seed, "cpu_seconds": got["cpu_seconds"],
+                                          "wall_seconds": got["wall_seconds"]})
+    done.write_text(json.dumps(record, indent=1, default=float))
+    return record
+
+
+
+# ---------------------------------------------------------------- per-question truth of a policy
+
+
+def generate_for_rows(cfg: Any, result: TrainResult | None, rows: Sequence[dict], *, max_new_tokens: int,
+                      batch_size: int = 16, start_model: str | None = None) -> list[str]:
+    """Greedy answers of a policy to training-style rows (``prompt``: chat messages, rendered
+    with the policy's chat template): the trained one (``result``), else the start model."""
+    if result is None:
+        model, tok = load_model(start_model or cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device)
+    else:
+        model, tok = result.load_policy(dtype=cfg.model.dtype, device=cfg.model.device)
+    prompts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
+    outs = generate(model, tok, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=False,
+                    desc="evidence eval")
+    del model
+    release_memory()
+    return [o[0].text for o in outs]
+
+
+def truth_evaluator(cfg: Any, rows: Sequence[dict], *, max_new_tokens: int, batch_size: int = 16,
+                    start_model: str | None = None) -> Callable[[TrainResult | None], list[dict[str, Any]]]:
+    """``evaluate`` for ``run_arms``: each held-out row answered greedily, then its exact truth
+    (``eval.truth.completion_truth``) as the per-question metrics: short answers ``correct``,
+    ``wrong``, ``abstain`` (0 / 1), ``truth`` (+1 / 0 / -1) and ``contradicted`` (contradicted
+    sentences, read in the question); verdicts ``correct`` and ``format_ok`` (a readable label);
+    long answers ``kb_precision`` (None when nothing is verifiable), ``supported`` and
+    ``contradicted`` sentence counts."""
+    def evaluate(result: TrainResult | None) -> list[dict[str, Any]]:
+        texts = generate_for_rows(cfg, result, rows, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                                  start_model=start_model)
+        out = []
+        for row, text in zip(rows, texts):
+            t = completion_truth(row, text)
+            rec: dict[str, Any] = {"question": str(row.get("id") or row.get("prompt_id") or len(out))}
+            if t["kind"] == "short":
+                rec.update(correct=float(t["label"] == "correct"), wrong=float(t["label"] == "wrong"),
+                           abstain=float(t["label"] == "abstain"), truth=t["score"],
+                           contradicted=float(sum(r["label"] == "contradicted"
+                                                  for r in label_sentences(text, context=question_of(row)))))
+            elif t["kind"] == "verdict":
+                rec.update(correct=float(t["truthful"]), format_ok=float(t["readable"]))
+            else:
+                rec.update(kb_precision=t["score"], supported=float(t["supported"]),
+                           contradicted=float(t["contradicted"]), truth=t["score"])
+            out.append(rec)
+        return out
+    return evaluate
+
