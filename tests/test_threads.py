@@ -27,11 +27,11 @@ def _probe(code: str, **env: str) -> dict:
 def test_importing_factlab_sets_passive_waiting_and_the_thread_count_before_torch_loads():
     got = _probe(PROBE, FACTLAB_THREADS="1")
     assert got == {"policy": "PASSIVE", "threads": 1, "applies": True, "child": "1"}
-    assert _probe(PROBE)["policy"] == "PASSIVE" and _probe(PROBE)["child"] is None  # no count: torch's default
 
 
 def test_a_policy_from_the_environment_wins_and_torch_first_is_reported():
-    assert _probe(PROBE, OMP_WAIT_POLICY="ACTIVE")["policy"] == "ACTIVE"
+    own = _probe(PROBE, OMP_WAIT_POLICY="ACTIVE")
+    assert own["policy"] == "ACTIVE" and own["child"] is None  # and no count: torch's default
     late = _probe(TORCH_FIRST, FACTLAB_THREADS="1")
     # torch loaded first: the thread count still applies (set_num_threads), the policy cannot
     assert late["threads"] == 1 and late["applies"] is False
