@@ -150,8 +150,9 @@ longform_generation: {max_new_tokens: 24}
         assert len(bd) == 2 and all(b["n"] == 4 for b in bd.values())
         assert all(float(b[k] * 4).is_integer() for b in bd.values() for k in ("correct", "incorrect", "abstained"))
         lf = m[when]["longform"]
-        assert lf["unreadable"] + lf.get("n_responses", 0) == 2
-        assert "respond_ratio" in lf or lf.get("n_responses", 0) == 0  # abstentions reported beside precision
+        # every response counts (an unreadable one as answered and unscored, an abstention as not answered)
+        assert lf["n_responses"] == 2 and lf["n_answered"] + lf["abstained"] == 2 and lf["unreadable"] <= lf["n_answered"]
+        assert lf["respond_ratio"] == lf["n_answered"] / 2  # abstentions reported beside precision
     for fig in ("reward_comparison", "training_curves", "abstention"):
         assert (res.run_dir / "figures" / f"{fig}.png").exists(), fig
     assert "Every reward on the same responses" in res.report.read_text()
@@ -291,7 +292,8 @@ winrate: {max_new_tokens: 24}
     assert m["training"]["steps"] == 1 and m["training"]["queries"] == 3
     for when in ("before", "after"):
         lf = m[when]["longform"] if when == "before" else m[when]["longform"]["longform"]
-        assert lf["n_responses"] + lf["unreadable"] + lf["abstained"] == 2
+        # every response counts (an unreadable one as answered and unscored, an abstention as not answered)
+        assert lf["n_responses"] == 2 and lf["n_answered"] + lf["abstained"] == 2 and lf["unreadable"] <= lf["n_answered"]
     wr = m["after"]["win_rate"]
     assert wr["n"] == 2 and wr["n_valid"] + wr["dropped"] == 2
     # Table 14 analogue: two constructed answers of one query; KLCF searches nothing, FActScore
