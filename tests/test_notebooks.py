@@ -70,6 +70,16 @@ def test_retarget_models_points_every_embedded_model_name_at_the_tiny_model(tmp_
     assert runner.load_params(notebook, out).model.name == models.TINY_MODEL  # it validates
 
 
+def test_retarget_models_reaches_a_model_named_inside_a_rewards_list(tmp_path):
+    from factlab import models
+
+    params = tmp_path / "rm.yaml"
+    params.write_text(f"base: {ROOT / 'params/05_klcf_smoke.yaml'}\nrewards:\n"
+                      f"  - {{name: general_rm, weight: 0.1, args: {{model: {models.DEFAULT_MODEL}, stand_in: true}}}}\n")
+    cfg = runner.load_params("05_klcf", runner.retarget_models("05_klcf", params, tmp_path / "tiny.yaml", models.TINY_MODEL))
+    assert cfg.rewards[0].args["model"] == models.TINY_MODEL and cfg.rewards[0].name == "general_rm"
+
+
 def test_bad_params_fail_before_a_kernel_starts(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("base: %s\neval_generation:\n  max_tokens: 3\n" % (ROOT / "params/00_quickstart_smoke.yaml"))
