@@ -119,8 +119,8 @@ def test_plot_abstention():
         A.plot_abstention({"x": {"correct": 1.0}})
 
 
-def test_evaluate_abstention_on_embedded_model(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+def test_evaluate_abstention_on_a_model(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
     items = [QAItem.from_dict(d) for d in list(read_jsonl(ensure_world()["qa_heldout"]))[:3]]
     items.append(ITEM)
     out = {}

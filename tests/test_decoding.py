@@ -18,7 +18,7 @@ def test_common_prefix_length():
 def test_greedy_tokens_equal_transformers_generate(model_and_tokenizer, system):
     """With a shared system prompt (the prefix path) and without one (no common prefix); rows of
     different lengths, some stopping early and dropped, some hitting the length limit."""
-    model, tok = model_and_tokenizer
+    model, tok = model_and_tokenizer  # the real model: only it ends rows early (the dropped-row path)
     questions = ["What is the capital of France?", "Name a country that borders Peru.", "Hi", "What is 2+2?",
                  "In which region of the world is Kenya located? Answer in one word.", "Say yes."]
     chats = [models.chat_prompt(tok, q, system=system) for q in questions]
@@ -29,8 +29,8 @@ def test_greedy_tokens_equal_transformers_generate(model_and_tokenizer, system):
     assert any(g[0].finished for g in ours) and "Paris" in ours[0][0].text
 
 
-def test_sampling_is_seeded_and_returns_n_per_prompt(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+def test_sampling_is_seeded_and_returns_n_per_prompt(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
     chats = [models.chat_prompt(tok, "Name a colour."), models.chat_prompt(tok, "Name an animal.")]
     a = models.generate(model, tok, chats, max_new_tokens=12, temperature=1.0, top_p=0.9, num_return_sequences=3,
                         seed=5, progress=False)
@@ -42,12 +42,12 @@ def test_sampling_is_seeded_and_returns_n_per_prompt(model_and_tokenizer):
         models.generate(model, tok, chats, engine="vllm")
 
 
-def test_next_token_logits_equal_one_row_at_a_time(model_and_tokenizer):
+def test_next_token_logits_equal_one_row_at_a_time(tiny_model_and_tokenizer):
     import torch
 
     from factlab.decoding import next_token_logits
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     shared = tok("You are a careful judge. Answer yes or no.", add_special_tokens=False)["input_ids"]
     rows = [shared + tok(q, add_special_tokens=False)["input_ids"]
             for q in (" Is Paris in France?", " Is the sky green today?", " Is 2+2 four?")]
@@ -59,14 +59,14 @@ def test_next_token_logits_equal_one_row_at_a_time(model_and_tokenizer):
         assert torch.allclose(logits, alone, atol=1e-3)
 
 
-def test_generation_builds_no_autograd_graph(model_and_tokenizer):
+def test_generation_builds_no_autograd_graph(tiny_model_and_tokenizer):
     """A KV cache that carries an autograd graph grows memory and time with every step (a
     120-token verdict took minutes and 24 GB before this was fixed)."""
     import torch
 
     from factlab import models
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     seen = []
     handle = model.register_forward_hook(lambda mod, args, out: seen.append(torch.is_grad_enabled()))
     try:

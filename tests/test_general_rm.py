@@ -4,10 +4,11 @@ logit on (query, answer); a causal LM only as the labelled stand-in."""
 import pytest
 import torch
 
+from factlab.models import TINY_MODEL
 from factlab.rewards import RewardSpec, build_rewards
 from factlab.rewards.general_rm import GeneralRewardModel, GeneralRMArgs
 
-STAND_IN = GeneralRMArgs(model="smollm2-135m-instruct", stand_in=True, batch_size=2)
+STAND_IN = GeneralRMArgs(model=TINY_MODEL, stand_in=True, batch_size=2)  # the scoring path, not a preference
 Q = "Tell me about France."
 ANSWERS = ["France is a country in Western Europe. Its capital is Paris.",
            "no",
@@ -41,7 +42,7 @@ def test_reward_reads_the_answer_part_and_the_question_column(stand_in):
 
 def test_a_causal_lm_is_refused_unless_it_is_the_stand_in():
     with pytest.raises(ValueError, match=r"not a sequence-classification reward model.*stand_in"):
-        GeneralRewardModel(GeneralRMArgs(model="smollm2-135m-instruct")).load()
+        GeneralRewardModel(GeneralRMArgs(model=TINY_MODEL)).load()
 
 
 def test_a_saved_sequence_classifier_loads_and_registers_with_weight_0_1(stand_in, tmp_path):

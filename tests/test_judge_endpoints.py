@@ -232,11 +232,11 @@ def test_health_check_warns_when_the_model_is_not_served(caplog):
     assert "'m' is not among the models" in caplog.text
 
 
-def test_health_check_against_factlab_serve(model_and_tokenizer):
-    model, tok = model_and_tokenizer
-    with JudgeServer("smollm2-135m-instruct", model_obj=model, tokenizer=tok) as s:
-        j = make_judge(JudgeSection(backend="openai", base_url=s.url, cache=False))
-        assert j.check_endpoints() == {s.url: ["smollm2-135m-instruct"]}
+def test_health_check_against_factlab_serve(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
+    with JudgeServer("tiny-random-smollm2", model_obj=model, tokenizer=tok) as s:
+        j = make_judge(JudgeSection(backend="openai", model="tiny-random-smollm2", base_url=s.url, cache=False))
+        assert j.check_endpoints() == {s.url: ["tiny-random-smollm2"]}
 
 
 # ------------------------------------------------------------------ prefill modes
@@ -287,11 +287,11 @@ def test_prefill_completions_posts_the_locally_templated_prompt(tokenizer):
     assert j.stats["prompt_tokens"] == 7 and j.stats["completion_tokens"] == 3
 
 
-def test_prefill_completions_through_factlab_serve_equals_the_local_judge(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+def test_prefill_completions_through_factlab_serve_equals_the_local_judge(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
     prompts = ["What is the capital of France? Answer in JSON.", "Is the sky green? Answer in JSON."]
     local = TransformersJudge(max_new_tokens=8, cache=None, model_obj=model, tokenizer=tok)
-    with JudgeServer("smollm2-135m-instruct", model_obj=model, tokenizer=tok) as s:
+    with JudgeServer("tiny-random-smollm2", model_obj=model, tokenizer=tok) as s:
         remote = _judge(s.url, prefill_mode="completions", tokenizer=tok, max_new_tokens=8, timeout_s=300)
         assert remote.judge(prompts, prefix=PREFIX) == local.judge(prompts, prefix=PREFIX)
         assert s.stats["requests"] == 2 and s.stats["bad_requests"] == 0

@@ -170,7 +170,7 @@ def test_corrupt_cache_file_is_set_aside(tmp_path, caplog):
 
 @pytest.fixture(scope="module")
 def local_judge(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+    model, tok = model_and_tokenizer  # the real model: its answers end at different lengths, so padding shows
     return TransformersJudge(model_obj=model, tokenizer=tok, max_new_tokens=12, batch_size=4, cache=None)
 
 
@@ -186,8 +186,8 @@ def test_transformers_judge_batched_matches_single(local_judge):
     assert local_judge.stats["completion_tokens"] > 0 and local_judge.stats["prompt_tokens"] > 0
 
 
-def test_transformers_judge_truncates_huge_prompts(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+def test_transformers_judge_truncates_huge_prompts(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
     j = TransformersJudge(model_obj=model, tokenizer=tok, max_new_tokens=4, max_prompt_tokens=64, cache=None)
     out = j.judge(["word " * 5000 + "What is 2+2?", ""])
     assert len(out) == 2 and j.stats["truncated_prompts"] == 1

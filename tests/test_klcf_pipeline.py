@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from factlab import config
+from factlab import config, models
 from factlab import prompts as P
 from factlab.corpus.retrieval import Chunk, Datastore
 from factlab.eval.winrate import judge_win_rate, parse_win_judgment, win_prompts, win_rate
@@ -358,6 +358,24 @@ def test_stages_resume_from_their_caches_counting_judge_calls(tmp_path):
     assert s4.judge.asked == Counter({"verify": k})
 
 
+def test_sentences_mode_makes_each_complete_sentence_a_claim_without_a_judge(tmp_path):
+    """``extract: sentences`` (the CPU smoke's Stage 2, which the notebook test's tiny model cannot
+    exercise: random text has no complete sentences): each complete sentence of a sample is a
+    claim, no extraction prompt is asked, and Stage 3 labels every distinct claim."""
+    from factlab.text import sentence_claims
+
+    pipe = _pipeline(tmp_path, extract="sentences", verify="cooccurrence", max_claims=2, cooccurrence_support=2)
+    pipe.stage1(QUERIES)
+    rows = pipe.stage2()
+    texts = {json.loads(x)["key"]: json.loads(x)["text"] for x in (tmp_path / "stage1_samples.jsonl").read_text().splitlines()}
+    assert all(r["claims"] == sentence_claims(texts[r["key"]])[:2] for r in rows)
+    assert sum(len(r["claims"]) for r in rows) > len(rows) and pipe.judge.asked["extract"] == 0
+    pipe.scorer = FakeScorer({c: 5 for c in TRUE})
+    labels = pipe.stage3()["cooccurrence"]
+    assert set(labels) == {c for r in rows for c in r["claims"]} and sum(pipe.report["labels"].values()) == len(labels)
+    assert {labels[c] for c in labels if c in TRUE} == {K.SUPPORT}
+
+
 def test_cooccurrence_verifier_and_agreement_with_the_judge(tmp_path):
     counts = {"Atlantis has a capital called Poseidonia.": 4, "Atlantis borders the Sea.": 0,
               "Atlantis uses the Orichalcum.": 0, "Lemuria is in the Indian Ocean.": 7}
@@ -528,7 +546,7 @@ def test_small_real_run_on_the_default_model(tmp_path, model_and_tokenizer):
     from factlab.data.miniworld import ensure_world
     from factlab.data.types import read_jsonl
 
-    model, tok = model_and_tokenizer
+    model, tok = model_and_tokenizer  # the real model: its extracted claims feed the verification and RM stages
     docs = [d for d in read_jsonl(ensure_world()["corpus"])][:12]
     ds = Datastore.from_documents(docs, tok, chunk_tokens=128)
     cfg = K.KLCFPipelineSection(nu=2, max_new_tokens=12, few_shot=2, few_shot_chars=120, batch_size=4,
@@ -635,12 +653,12 @@ def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back(
         fit_answer_readout(h[:3], labels[:2], zero, zero)
 
 
-def test_readout_model_is_read_by_the_scorer_through_its_new_rows(model_and_tokenizer, tmp_path):
+def test_readout_model_is_read_by_the_scorer_through_its_new_rows(tiny_model_and_tokenizer, tmp_path):
     import torch
     from factlab.rewards.klcf import TruthfulnessScorer
     from factlab.train.klcf import save_readout_model
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     base = TruthfulnessScorer(model_obj=model, tokenizer=tok, batch_size=2)
     claims = ["The capital of Kenya is Nairobi.", "The capital of Kenya is Lima.", "Chad borders Niger."]
     states = base.answer_states(claims)
@@ -696,7 +714,7 @@ def test_truth_rm_sft_method_trains_with_trl_and_scores_the_merged_model(tmp_pat
 
     cfg = config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig, {
         "truth_rm": {"method": "sft", "sft": {"max_steps": 1, "save_steps": 1}},
-        "pipeline": {"heldout_size": 20}})
+        "pipeline": {"heldout_size": 20}, "model": {"name": models.TINY_MODEL}})  # the SFT path, not its gain
     folder, rm = klcf.truth_rm(cfg, Resources(cfg), tmp_path)
     assert rm["sft"]["method"] == "sft" and rm["sft"]["steps"] == 1 and rm["sft"]["resumed"] is False
     assert (Path(folder) / "config.json").exists() and rm["sft"]["model"] == folder

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from factlab import config
 from factlab import prompts as P
 from factlab.config import ParamError, describe_errors
+from factlab.models import TINY_MODEL
 from factlab.experiment import TrainingConfig
 from factlab.rewards import Resources, RewardSpec, available, build_rewards
 from factlab.rewards.klcf import (DEFAULT_WEIGHTS, LABELS, TABLE2_WEIGHTS, VERDICT_PREFILL, ChecklistReward,
@@ -373,8 +374,8 @@ def test_length_penalty_counts_answer_tokens_with_the_policy_tokenizer(tokenizer
 class _Res(Resources):
     """The run's resources with a scripted judge."""
 
-    def __init__(self, judge):
-        super().__init__(TrainingConfig())
+    def __init__(self, judge, model: str | None = None):
+        super().__init__(TrainingConfig() if model is None else TrainingConfig(model={"name": model}))
         self.scripted = judge
 
     def judge(self, max_new_tokens=None):
@@ -430,23 +431,23 @@ def test_registered_rewards_build_and_run():
 def test_registered_truth_reward_on_the_policy_model():
     """klcf_truth with the scripted extractor and the real reward model (rm_model: the policy)."""
     judge = ScriptedJudge(lambda p: '["Paris is the capital of France."]')
-    res = _Res(judge)
+    res = _Res(judge, model=TINY_MODEL)  # the wiring: which model scores, shared by both rewards
     rs = build_rewards([RewardSpec(name="klcf_truth", args={"rm_device": "cpu"}),
                         RewardSpec(name="klcf_fact", args={"rm_device": "cpu", "variant": "truth"})], res)
     truth = rs.funcs[0](prompts=["q"], completions=[THINK + "<answer>Paris.</answer>"])
     assert 0.0 < truth[0] < 1.0
     assert rs.funcs[1](prompts=["q"], completions=[THINK + "<answer>Paris.</answer>"]) == pytest.approx(truth)
     assert rs.funcs[0].truth.scorer is rs.funcs[1].truth.scorer  # one reward model per run
-    assert rs.funcs[0].truth.scorer.model_name == "smollm2-135m-instruct"
+    assert rs.funcs[0].truth.scorer.model_name == TINY_MODEL
 
 
 # ---------------------------------------------------------------- the real reward model and judge
 
 
-def test_truthfulness_scorer_on_the_default_model(model_and_tokenizer):
+def test_truthfulness_scorer_reads_the_two_answer_rows(tiny_model_and_tokenizer):
     import torch
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     scorer = TruthfulnessScorer(model_obj=model, tokenizer=tok, batch_size=3)
     claims = ["Paris is the capital of France.", "The Moon is made of green cheese.", "Berlin is in Germany.",
               "Water boils at 100 degrees Celsius at sea level.", "Paris is the capital of France.", "x"]
@@ -466,10 +467,10 @@ def test_truthfulness_scorer_on_the_default_model(model_and_tokenizer):
     assert scorer.probabilities([]) == [] and not model.training
 
 
-def test_checklist_reward_with_the_real_judge_choice():
+def test_checklist_reward_with_a_model_judge_choice():
     from factlab.judges import make_judge
 
-    judge = make_judge(config.JudgeSection(backend="transformers", model="smollm2-135m-instruct", dtype="float32",
+    judge = make_judge(config.JudgeSection(backend="transformers", model=TINY_MODEL, dtype="float32",
                                            device="cpu", max_new_tokens=8), cache=False)
     reward = ChecklistReward(ChecklistVerifier(judge, verdict="choice"))
     out = reward(prompts=["What is the capital of France?"] * 2,

@@ -27,6 +27,7 @@ CONFIGS = {"ddp": ("MULTI_GPU", None), "zero2": ("DEEPSPEED", 2), "zero3": ("DEE
 
 TINY = """\
 base: {base}
+model: {{name: tiny-random-smollm2}}   # the launcher's wiring, not what the model learns
 rewards: [{{name: format}}]   # quickstart-style GRPO on mini-world questions, no judge to load
 runs: [A1]
 self_filter: {{enabled: false}}

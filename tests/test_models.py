@@ -36,6 +36,55 @@ def test_default_model_is_a_cached_plain_hf_folder():
     assert (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists()
 
 
+def test_tiny_random_model_shares_the_tokenizer_and_template_with_its_source(tmp_path):
+    """tiny-random-smollm2: the embedded model's architecture, vocabulary, tokenizer and chat
+    template at 2 layers x 64, random weights from a fixed seed, cached under its spec's folder."""
+    import torch
+    from transformers import AutoConfig
+
+    from factlab.paths import cache_dir
+
+    spec = models.TINY_MODELS[models.TINY_MODEL]
+    real = Path(models.resolve_model(models.DEFAULT_MODEL))
+    tiny = Path(models.resolve_model(models.TINY_MODEL))
+    assert tiny == cache_dir() / "models" / spec.folder()
+    cfg, src = AutoConfig.from_pretrained(tiny), AutoConfig.from_pretrained(real)
+    assert (cfg.model_type, cfg.vocab_size, cfg.tie_word_embeddings) == (src.model_type, src.vocab_size,
+                                                                        src.tie_word_embeddings)
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.head_dim) == (2, 64, 16)
+    model, tok = models.load_model(models.TINY_MODEL, device="cpu")
+    real_tok = models.load_tokenizer(models.DEFAULT_MODEL)
+    assert tok.get_vocab() == real_tok.get_vocab()
+    assert models.chat_prompt(tok, "Capital of Peru?", "SYS") == models.chat_prompt(real_tok, "Capital of Peru?", "SYS")
+    assert models.stop_token_ids(tok) == models.stop_token_ids(real_tok)
+    assert sum(p.numel() for p in model.parameters()) < 5_000_000  # the 135M model has 135M
+    # a cached model is not rebuilt; the same seed gives the same weights elsewhere, and building
+    # leaves the caller's random state alone
+    stamp = (tiny / "model.safetensors").stat().st_mtime_ns
+    assert models.resolve_model(models.TINY_MODEL) == str(tiny) and (tiny / "model.safetensors").stat().st_mtime_ns == stamp
+    before = torch.random.get_rng_state()
+    other = models.build_tiny_model(spec, tmp_path / "again")
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert not any(p.name.startswith("again.tmp-") for p in tmp_path.iterdir())
+    again, _ = models.load_model(str(other), device="cpu")
+    a, b = model.state_dict(), again.state_dict()
+    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["model.layers.0.self_attn.q_proj.weight"], a["model.layers.1.self_attn.q_proj.weight"])
+    questions = ["What is the capital of France?", "Name a color.", "Say yes.", "Is the sky green?"]
+    gens = models.generate(model, tok, [models.chat_prompt(tok, q) for q in questions], max_new_tokens=6,
+                           progress=False)
+    assert [len(g[0].token_ids) for g in gens] == [6] * 4  # random weights: no stop token this soon
+    # greedy answers depend on the prompt, so tests that compare two paths' answers can fail
+    assert len({tuple(g[0].token_ids) for g in gens}) == len(questions)
+
+
+def test_tiny_model_spec_changes_its_folder():
+    spec = models.TINY_MODELS[models.TINY_MODEL]
+    assert models.TinySpec(source=spec.source, hidden_size=32).folder() != spec.folder()
+    assert models.TinySpec(source=spec.source, seed=1).folder() != spec.folder()
+    assert models.TinySpec(source=spec.source, initializer_range=0.02).folder() != spec.folder()
+
+
 @pytest.mark.slow  # two de-quantizations (~40 s); CI converts once on its first load, which every model test uses
 def test_conversion_into_fresh_folder_matches_gguf_weights(tmp_path):
     """The GGUF load path itself: convert again into tmp and compare with a direct GGUF load."""
@@ -68,7 +117,7 @@ def test_chat_prompt_uses_native_template(tokenizer):
 
 
 def test_batched_greedy_generation_is_real_and_order_preserving(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+    model, tok = model_and_tokenizer  # the real model: it knows these capitals
     qs = ["What is the capital of France?", "What is the capital of Japan? Answer in one word.",
           "What is the capital of Germany?"]
     prompts = [models.chat_prompt(tok, q) for q in qs]
@@ -83,8 +132,8 @@ def test_batched_greedy_generation_is_real_and_order_preserving(model_and_tokeni
     assert all(t not in models.stop_token_ids(tok) for g in batched for t in g[0].token_ids)
 
 
-def test_sampling_returns_n_per_prompt_and_length_limit(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+def test_sampling_returns_n_per_prompt_and_length_limit(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
     out = models.generate(model, tok, [models.chat_prompt(tok, "Tell me a long story.")],
                           max_new_tokens=5, temperature=0.7, top_p=0.95,
                           num_return_sequences=3, progress=False)
@@ -94,13 +143,13 @@ def test_sampling_returns_n_per_prompt_and_length_limit(model_and_tokenizer):
     assert models.generate(model, tok, [], progress=False) == []
 
 
-def test_generate_leaves_the_callers_random_state_and_mode_alone(model_and_tokenizer):
+def test_generate_leaves_the_callers_random_state_and_mode_alone(tiny_model_and_tokenizer):
     """A judge or utility check calling ``generate`` inside a training step must not reseed the
     policy's sampling (or a judge-cache hit would change the training run) nor leave the model
     in another mode."""
     import torch
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     prompt = [models.chat_prompt(tok, "Name a colour.")]
     model.train()
     torch.manual_seed(123)
@@ -118,13 +167,13 @@ def test_adapter_adds_nothing_only_while_every_lora_b_is_zero(tmp_path):
     import torch
     from peft import get_peft_model
 
-    model, tok = models.load_model(device="cpu")  # a fresh copy: peft edits the model it wraps
+    model, tok = models.load_model(models.TINY_MODEL, device="cpu")  # a fresh copy: peft edits the model it wraps
     peft_model = get_peft_model(model, models.lora_config(r=2, alpha=4, target_modules=("q_proj", "v_proj")))
     peft_model.save_pretrained(str(tmp_path / "fresh"))
     assert models.adapter_adds_nothing(tmp_path / "fresh")  # peft starts B at zero
-    fresh, _ = models.load_model(adapter=str(tmp_path / "fresh"), device="cpu")
+    fresh, _ = models.load_model(models.TINY_MODEL, adapter=str(tmp_path / "fresh"), device="cpu")
     ids = tok("The capital of Peru is", return_tensors="pt")["input_ids"]
-    base, _ = models.load_model(device="cpu")
+    base, _ = models.load_model(models.TINY_MODEL, device="cpu")
     with torch.no_grad():
         assert torch.equal(fresh(ids).logits, base(ids).logits)  # what the compare notebook relies on
     with torch.no_grad():

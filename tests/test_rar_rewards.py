@@ -168,7 +168,7 @@ def test_paper_defaults_in_params():
 
 def test_real_judge_end_to_end(model_and_tokenizer, store):
     """The embedded model as the judge: real prompts, real generation, parsed or counted."""
-    model, tok = model_and_tokenizer
+    model, tok = model_and_tokenizer  # the real model: some of its prefilled verdicts parse (random weights' do not)
     judge = TransformersJudge(model_obj=model, tokenizer=tok, max_new_tokens=6, batch_size=4, cache=None)
     r = BinaryRAR(judge, store, k=1, prefill=True)
     out = r(prompts=["Tell me about France.", "Tell me about Japan."],

@@ -39,7 +39,7 @@ def test_prompts_with_fewer_than_three_documents_are_discarded(tmp_path):
         validate({"datastore": {"precache_docs": 2}}, RARConfig)
 
 
-def test_early_stop_evaluates_the_last_checkpoint_that_passed(tmp_path, monkeypatch, model_and_tokenizer):
+def test_early_stop_evaluates_the_last_checkpoint_that_passed(tmp_path, monkeypatch, tiny_model_and_tokenizer):
     """001 §4.3: when utility drops > 10% the model evaluated is the one saved at the last check
     that passed, and the run records which step that was (a real callback on a real model; the
     GRPO steps are replaced by a loop that calls the callback as the trainer would)."""
@@ -49,7 +49,7 @@ def test_early_stop_evaluates_the_last_checkpoint_that_passed(tmp_path, monkeypa
 
     import factlab.train.rar as rar
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     utilities = iter([0.80, 0.78, 0.60])  # baseline, step 1 passes (-2.5%), step 2 drops 25%
     monkeypatch.setattr(rar, "utility_fn", lambda cfg, tokenizer, items: lambda m: {"qa": next(utilities)})
 

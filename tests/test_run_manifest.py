@@ -66,6 +66,7 @@ def test_manifest_of_a_finished_run(tmp_path, fake_pm):
     assert m["packages"]["transformers"] and m["packages"]["trl"] and "peft" in m["packages"]
     assert m["hardware"]["cpu_count"] == os.cpu_count() and m["hardware"]["ram_gb"] > 0
     assert m["hardware"]["gpus"] is None or m["hardware"]["gpus"]
+    assert m["hardware"]["threads"]["OMP_WAIT_POLICY"] == os.environ["OMP_WAIT_POLICY"]  # what kernels inherit
     assert m["started_at"] <= m["ended_at"] and len(m["attempts"]) == 1
     assert m["attempts"][0]["pid"] == os.getpid() and m["attempts"][0]["state"] == "ok"
     assert "commit" in m["git"] and "dirty" in m["git"]

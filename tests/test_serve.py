@@ -48,18 +48,18 @@ def test_parse_request_reads_system_user_and_prefill():
 
 
 @pytest.fixture(scope="module")
-def server(model_and_tokenizer):
-    model, tok = model_and_tokenizer
-    with JudgeServer("smollm2-135m-instruct", model_obj=model, tokenizer=tok, max_batch=8, wait_s=0.05) as s:
+def server(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
+    with JudgeServer("tiny-random-smollm2", model_obj=model, tokenizer=tok, max_batch=8, wait_s=0.05) as s:
         yield s
 
 
-def test_served_answers_equal_the_local_judge(server, model_and_tokenizer):
+def test_served_answers_equal_the_local_judge(server, tiny_model_and_tokenizer):
     """The same greedy answers (and prefill continuation) over HTTP as from TransformersJudge,
     with the usage counted in tokens; concurrent requests are batched into fewer generations."""
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     local = TransformersJudge(max_new_tokens=12, cache=None, model_obj=model, tokenizer=tok)
-    remote = OpenAIJudge("smollm2-135m-instruct", server.url, cache=None, concurrency=4, max_new_tokens=12)
+    remote = OpenAIJudge("tiny-random-smollm2", server.url, cache=None, concurrency=4, max_new_tokens=12)
     before = dict(server.stats)
     assert remote.judge(PROMPTS) == local.judge(PROMPTS)
     assert remote.judge(PROMPTS[:2], prefix="Answer:") == local.judge(PROMPTS[:2], prefix="Answer:")
@@ -86,15 +86,15 @@ def test_bad_requests_get_400_and_the_server_keeps_serving(server):
         urllib.request.urlopen(server.url + "/nope", timeout=10)
     assert err.value.code == 404
     models = json.loads(urllib.request.urlopen(server.url + "/models", timeout=10).read())
-    assert models["data"][0]["id"] == "smollm2-135m-instruct"
+    assert models["data"][0]["id"] == "tiny-random-smollm2"
     ok = json.loads(post(json.dumps({"messages": [{"role": "user", "content": "Hi"}],
                                      "max_tokens": 3}).encode()).read())
     assert isinstance(ok["choices"][0]["message"]["content"], str)
     assert 1 <= ok["usage"]["completion_tokens"] <= 3
 
 
-def test_a_failing_generation_answers_500_not_a_hang(model_and_tokenizer, monkeypatch):
-    model, tok = model_and_tokenizer
+def test_a_failing_generation_answers_500_not_a_hang(tiny_model_and_tokenizer, monkeypatch):
+    model, tok = tiny_model_and_tokenizer
     with JudgeServer("m", model_obj=model, tokenizer=tok, wait_s=0.0) as s:
         monkeypatch.setattr(s, "_answer", lambda reqs: (_ for _ in ()).throw(RuntimeError("CUDA out of memory")))
         judge = OpenAIJudge("m", s.url, cache=None, max_retries=0, max_new_tokens=4)

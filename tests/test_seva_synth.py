@@ -52,8 +52,8 @@ def test_annotate_rejects_wrong_label_and_gives_up_after_three():
         S.annotate(j, pairs, max_attempts=0)
 
 
-def test_annotate_with_the_embedded_model(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+def test_annotate_with_a_model_teacher(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
     teacher = TransformersJudge(model_obj=model, tokenizer=tok, system=S.teacher_system_prompt(), max_new_tokens=24,
                                 temperature=1.0, cache=None)
     pairs = [ClaimPair("c", "The capital of France is Paris.", "France's capital is Paris.", "attributable")]

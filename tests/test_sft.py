@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from factlab.config import LoraSection
+from factlab.config import LoraSection, ModelConfig
 from factlab.data.pairs import ClaimPair
+from factlab.models import TINY_MODEL
 from factlab.config import SFTSection
 from factlab.train.sft import run_sft, sft_args, sft_dataset
 
@@ -48,7 +49,7 @@ def test_real_sft_lowers_loss_and_resumes(tmp_path):
 
 
 def test_short_sft_lowers_loss_and_resumes_from_its_checkpoint(tmp_path):
-    """The CI tier's SFT check (the slow test above runs the SEVA-sized one): 4 steps on one
+    """The CI tier's SFT check (the slow test above runs the SEVA-sized one on SmolLM2): 4 steps on one
     repeated Prompt-6-style row with LoRA; the loss falls, and a run killed after step 2's
     checkpoint trains steps 3-4 only."""
     import shutil
@@ -60,7 +61,8 @@ def test_short_sft_lowers_loss_and_resumes_from_its_checkpoint(tmp_path):
     rows = [{"prompt": "Claim: The capital of France is Paris.\nFactual correctness:", "completion": " True"}] * 8
     cfg = SFTSection(learning_rate=3e-3, max_steps=4, per_device_train_batch_size=2, max_length=32, bf16=False,
                      gradient_checkpointing=False, save_steps=2, save_total_limit=2, warmup_ratio=0.0)
-    exp = SevaConfig(sft=cfg, lora=LoraSection(r=4, alpha=8, target_modules=["q_proj", "v_proj"]))
+    exp = SevaConfig(sft=cfg, lora=LoraSection(r=4, alpha=8, target_modules=["q_proj", "v_proj"]),
+                     model=ModelConfig(name=TINY_MODEL))  # the training and resume path, on the tiny model
     res = run_sft(exp, Dataset.from_list(rows), tmp_path / "sft")
     losses = [l for _, l in res.losses()]
     assert res.steps == 4 and len(losses) == 4 and losses[-1] < losses[0]

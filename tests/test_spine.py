@@ -31,7 +31,7 @@ def test_suites_by_name_and_unknown_name_lists_known():
 
 
 def test_shortform_suite_grades_a_real_generation(model_and_tokenizer):
-    model, tok = model_and_tokenizer
+    model, tok = model_and_tokenizer  # the real model: a GOOD grade needs an answer that is right
     items = [QAItem(id="q1", question="What is the capital of France?", golds=["Paris"]),
              QAItem(id="q2", question="What is the capital of Japan?", golds=["Tokyo"])]
     out = suites.evaluate("shortform", model, tok, {"capitals": items},

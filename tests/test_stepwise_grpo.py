@@ -133,15 +133,13 @@ def test_pad_shaping_checks_lengths():
 
 # --- the real TRL seam: SmolLM2, real sampling -------------------------------------------------
 
-@pytest.fixture(scope="module")
-def grpo_setup(model_and_tokenizer, tmp_path_factory):
+def _grpo_setup(model, tok, tmp_path_factory):
     from datasets import Dataset
     from trl import GRPOConfig
 
     from factlab import prompts
     from factlab.rewards.qa import FormatReward, JudgeReward
 
-    model, tok = model_and_tokenizer
     rows = [{"prompt": [{"role": "system", "content": prompts.CORVER_TRAIN_SYSTEM},
                         {"role": "user", "content": q}], "golds": g}
             for q, g in [("What is the capital of France?", ["Paris"]),
@@ -150,6 +148,18 @@ def grpo_setup(model_and_tokenizer, tmp_path_factory):
                       num_generations=4, max_completion_length=16, max_steps=1, report_to="none",
                       use_cpu=True, bf16=False, beta=0.0, seed=42, save_strategy="no", disable_tqdm=True)
     return model, tok, Dataset.from_list(rows), args, [JudgeReward(), FormatReward()]
+
+
+@pytest.fixture(scope="module")
+def grpo_setup(tiny_model_and_tokenizer, tmp_path_factory):
+    """The tiny model: these tests compare two trainers' arithmetic on the same samples."""
+    return _grpo_setup(*tiny_model_and_tokenizer, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def real_grpo_setup(model_and_tokenizer, tmp_path_factory):
+    """SmolLM2-135M: it ends some rollouts on a stop token (random weights never do)."""
+    return _grpo_setup(*model_and_tokenizer, tmp_path_factory)
 
 
 def _score(trainer, ds, seed=0):
@@ -220,10 +230,10 @@ def test_token_level_advantages_refuse_a_liger_fused_loss(grpo_setup):
                            extensions=[TokenLevelAdvantages()])
 
 
-def test_fast_rollouts_are_sampled_completions_ending_in_eos(grpo_setup):
+def test_fast_rollouts_are_sampled_completions_ending_in_eos(real_grpo_setup):
     """Rollouts through factlab.decoding: G completions per prompt, TRL's layout (the stop
     token kept as the last id of a finished completion), reproducible under one seed."""
-    model, tok, ds, args, funcs = grpo_setup
+    model, tok, ds, args, funcs = real_grpo_setup
     trainer = FactlabGRPOTrainer(model=model, processing_class=tok, reward_funcs=funcs, args=args, train_dataset=ds,
                                  extensions=[TokenLevelAdvantages()])
     a, b = _score(trainer, ds), _score(trainer, ds)

@@ -3,6 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from factlab.models import TINY_MODEL
 from factlab.rewards.triplets import (QUCO_EXTRACTOR_ID, HeuristicExtractor, LLMTripletExtractor, Triplet,
                                       get_extractor, parse_extractor_output, parse_triplets)
 
@@ -78,8 +79,8 @@ def test_get_extractor_by_name():
 
 
 def test_llm_extractor_runs_a_real_model():
-    """The LLM path with the embedded SmolLM2 (a real forward pass, parsed leniently)."""
-    ex = LLMTripletExtractor("smollm2-135m-instruct", batch_size=4, max_new_tokens=24)
+    """The LLM path with a real forward pass (the tiny model's), parsed leniently."""
+    ex = LLMTripletExtractor(TINY_MODEL, batch_size=4, max_new_tokens=24)
     sents = ["Mario Camerini directed Il Seduttore.", "Kabul is the capital of Afghanistan."]
     out = ex.extract(sents)
     raws = ex.raw_outputs(sents)  # greedy: the same text again

@@ -83,10 +83,10 @@ def test_a_bare_label_is_a_format_error_per_appendix_j():
     assert V.confusion_table([r.gold for r in recs], [r.predicted for r in recs]).loc["Format errors", "Pred A"] == 0.75
 
 
-def test_evaluate_verifier_on_embedded_model(model_and_tokenizer):
+def test_evaluate_verifier_on_a_model(tiny_model_and_tokenizer):
     from factlab.data.pairs import ClaimPair
 
-    model, tok = model_and_tokenizer
+    model, tok = tiny_model_and_tokenizer
     pairs = [ClaimPair("p1", "The capital of France is Paris.", "France's capital is Paris.", "attributable"),
              ClaimPair("p2", "The capital of France is Lyon.", "France's capital is Paris.", "not_attributable")]
     recs, m = V.evaluate_verifier(model, tok, pairs, max_new_tokens=24, batch_size=2, progress=False)

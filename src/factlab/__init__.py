@@ -4,4 +4,8 @@ The five reproduced papers live in ``../shared/papers/`` (see its README); each 
 cites the section it implements.
 """
 
+# before anything imports torch: OpenMP's wait policy and the intra-op thread count
+# (``factlab.threads``; FACTLAB_THREADS, OMP_WAIT_POLICY)
+from . import threads  # noqa: F401
+
 __version__ = "0.1.0"

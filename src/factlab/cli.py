@@ -26,6 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import threads
 from .corpus import CorpusIndex
 from .data.miniworld import build_world, default_world_dir
 from .evidence import HYPOTHESES
@@ -188,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(prog="factlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", metavar="N", default=None,
+                   help="torch intra-op threads here and in every kernel / worker started (default: "
+                        "$FACTLAB_THREADS, else one per core); see factlab.threads")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="execute one notebook into a run folder")
@@ -257,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = p.parse_args(argv)
     try:
+        threads.configure(args.threads)
         return args.func(args)
     except OSError as e:  # a user path that is missing, a folder, a file, unreadable, ...
         print(f"error: {_os_error(e)}", file=sys.stderr)

@@ -60,7 +60,8 @@ def git_state(root: str | Path) -> dict[str, Any]:
 
 
 def hardware() -> dict[str, Any]:
-    """CPU count, RAM, GPU name(s) (``None`` without CUDA), host, OS and Python."""
+    """CPU count, RAM, GPU name(s) (``None`` without CUDA), host, OS and Python, and the CPU
+    thread settings the kernels inherit (``factlab.threads``: ``None`` where unset)."""
     try:
         ram_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (AttributeError, OSError, ValueError):
@@ -74,7 +75,8 @@ def hardware() -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - a broken CUDA setup must not stop the run from starting
         gpus = [f"unknown ({type(e).__name__}: {e})"]
     return {"cpu_count": os.cpu_count(), "ram_gb": ram_gb, "gpus": gpus, "host": socket.gethostname(),
-            "platform": platform.platform(), "python": sys.version.split()[0]}
+            "platform": platform.platform(), "python": sys.version.split()[0],
+            "threads": {k: os.environ.get(k) for k in ("FACTLAB_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")}}
 
 
 def find_seeds(config: Any, path: str = "") -> dict[str, Any]:

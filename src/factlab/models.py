@@ -5,6 +5,11 @@ The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the
 with transformers and saves a normal HF folder in the user cache, so later loads take
 seconds. Any HF id or local folder works in its place.
 
+``tiny-random-smollm2`` is a 2-layer, 64-wide model of the same architecture, vocabulary,
+tokenizer and chat template with random weights from a fixed seed, built from the embedded
+model's config in well under a second and cached (TRL's tests run on such checkpoints): the
+model for plumbing tests and quick checks of a params file, never for numbers.
+
 Generation follows CorVer's evaluation protocol (000 §A.3): the model's own chat
 template, greedy by default, stop tokens chosen from ``<|im_end|>``, ``<|endoftext|>``
 and ``<|eot_id|>`` according to which exist in the tokenizer's vocabulary.
@@ -31,6 +36,35 @@ _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # name -> (python package holding the GGUF, file name, cache folder name)
 EMBEDDED_MODELS = {DEFAULT_MODEL: (_GGUF_PACKAGE, _GGUF_FILE, "smollm2-135m-instruct-hf")}
 STOP_TOKEN_CANDIDATES = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
+
+TINY_MODEL = "tiny-random-smollm2"
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """A small random model of ``source``'s architecture: its config with these sizes, its
+    tokenizer files copied unchanged, weights drawn with ``seed``."""
+
+    source: str
+    num_hidden_layers: int = 2
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    # transformers' 0.02 leaves a 64-wide model's greedy output the same for every prompt (a
+    # run of newlines); at 0.3 it depends on the prompt, so a test comparing two decoding paths
+    # or two prompts' answers can fail
+    initializer_range: float = 0.3
+    seed: int = 0
+
+    def folder(self) -> str:
+        """The cache folder name; it changes with every size, so a changed spec rebuilds."""
+        return (f"{TINY_MODEL}-l{self.num_hidden_layers}-h{self.hidden_size}-i{self.intermediate_size}"
+                f"-a{self.num_attention_heads}-kv{self.num_key_value_heads}-r{self.initializer_range:g}-s{self.seed}")
+
+
+# name -> spec of the random models built from an embedded one
+TINY_MODELS = {TINY_MODEL: TinySpec(source=DEFAULT_MODEL)}
 
 
 def gguf_path(package: str = _GGUF_PACKAGE, filename: str = _GGUF_FILE) -> Path:
@@ -93,16 +127,60 @@ def convert_gguf_to_hf(gguf_file: Path, out_dir: Path) -> Path:
     return out_dir
 
 
+def build_tiny_model(spec: TinySpec, out_dir: Path) -> Path:
+    """Write the random model of ``spec`` to ``out_dir``: ``spec.source``'s config with the
+    spec's sizes, its tokenizer files (tokenizer, chat template, generation config) copied, and
+    weights initialised by transformers under ``torch.manual_seed(spec.seed)`` (the caller's
+    random state is left alone). Written under a temporary name and renamed, like the GGUF
+    conversion."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    source = Path(resolve_model(spec.source))
+    config = AutoConfig.from_pretrained(source)
+    for key in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+                "num_key_value_heads", "initializer_range"):
+        setattr(config, key, getattr(spec, key))
+    config.head_dim = spec.hidden_size // spec.num_attention_heads
+    config.max_position_embeddings = min(config.max_position_embeddings, 8192)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
+    try:
+        model.save_pretrained(tmp)
+        for f in source.iterdir():  # tokenizer, chat template, generation config
+            if f.is_file() and not (tmp / f.name).exists() and not f.name.endswith((".safetensors", ".bin")):
+                shutil.copy2(f, tmp / f.name)
+        if out_dir.exists():  # another process finished first
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
 def resolve_model(name: str | None = None) -> str:
     """Turn a model name into something ``from_pretrained`` loads.
 
     The embedded alias (``smollm2-135m-instruct``, also ``default``/``None``) becomes the
-    cached HF folder, converted on first use; anything else (HF id or local path) is
-    returned unchanged.
+    cached HF folder, converted on first use; ``tiny-random-smollm2`` becomes its cached
+    random model (``build_tiny_model``, built on first use); anything else (HF id or local
+    path) is returned unchanged.
     """
     name = name or DEFAULT_MODEL
     if name == "default":
         name = DEFAULT_MODEL
+    if name in TINY_MODELS:
+        spec = TINY_MODELS[name]
+        out = cache_dir() / "models" / spec.folder()
+        if not (out / "config.json").exists():
+            build_tiny_model(spec, out)
+        return str(out)
     if name not in EMBEDDED_MODELS:
         return name
     package, filename, folder = EMBEDDED_MODELS[name]

@@ -39,6 +39,7 @@ from pydantic import BaseModel
 from .config import ConfigError, dump_config, load_config
 from .experiment import QuickstartConfig
 from .manifest import finish_manifest, resumable, start_manifest
+from .models import DEFAULT_MODEL
 from .train.compare import CompareConfig
 from .train.corver import CorVerConfig
 from .train.k2v import K2VConfig
@@ -71,6 +72,30 @@ def config_for_notebook(stem: str) -> type[BaseModel]:
 def load_params(notebook: str, params: str | Path) -> BaseModel:
     """Validate ``params`` against the notebook's config class (what ``factlab check`` does)."""
     return load_config(params, config_for_notebook(Path(notebook).stem))
+
+
+def retarget_models(notebook: str, params: str | Path, out: str | Path, model: str,
+                    replace: tuple[str, ...] = (DEFAULT_MODEL, "default")) -> Path:
+    """Write ``out``: ``params`` fully resolved for ``notebook`` (defaults included), with every
+    value that names a model in ``replace`` (the embedded default; wherever it sits: policy,
+    judge, teacher, extractor, generator, a reward's args) set to ``model``. With
+    ``models.TINY_MODEL`` this runs a notebook end to end on the tiny random model, the
+    plumbing check the notebook tests use. Returns ``out``; ``ConfigError`` as ``load_params``."""
+    config_class = config_for_notebook(Path(notebook).stem)
+    data = load_config(params, config_class).model_dump(mode="json")
+
+    def swap(node: Any, key: str | None = None) -> Any:
+        if isinstance(node, dict):
+            return {k: swap(v, k) for k, v in node.items()}
+        if isinstance(node, list):
+            return [swap(v, key) for v in node]
+        # "default" names the embedded model only under a model key (elsewhere it is a mode)
+        names = replace if key in ("model", "name", "tokenizer") else tuple(r for r in replace if r != "default")
+        return model if isinstance(node, str) and node in names else node
+
+    out = Path(out)
+    out.write_text(dump_config(config_class.model_validate(swap(data))), encoding="utf-8")
+    return out
 
 
 def project_root(start: str | Path | None = None) -> Path:

@@ -1,0 +1,85 @@
+"""CPU threads on shared machines: torch's intra-op thread count and the OpenMP wait policy.
+
+torch's CPU build runs its intra-op pool on OpenMP, whose idle threads spin while they wait
+for the next parallel region. When another process holds one of the cores, every region
+waits for the thread that lost its core while the others burn theirs spinning: on 2 cores
+with other jobs running, one SmolLM2-135M forward and backward took 5.7x longer than with
+passive waiting (``bench/bench_main_job.py --load``; bench/README.md).
+
+factlab therefore sets, for its own process and every kernel or worker it starts:
+
+* ``OMP_WAIT_POLICY=PASSIVE`` (waiting threads sleep) unless the variable is already set.
+  The OpenMP runtime reads it once, when torch is first imported, so it is set when
+  ``factlab`` is imported (before torch, in notebooks, the CLI and tests); a process that
+  imported torch first keeps the runtime's default (``configure`` says so in its result).
+* the intra-op thread count from ``FACTLAB_THREADS`` (an integer; unset or ``auto``: torch's
+  default, one per core). It is exported as ``OMP_NUM_THREADS`` for processes that have not
+  loaded torch yet and applied with ``torch.set_num_threads`` in one that has.
+
+``factlab --threads N ...`` (any command) and ``FACTLAB_THREADS=N`` do the same.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, MutableMapping
+
+ENV_THREADS = "FACTLAB_THREADS"
+WAIT_POLICY = "PASSIVE"
+
+
+def thread_count(value: int | str | None = None) -> int | None:
+    """The intra-op thread count asked for: ``value``, else ``$FACTLAB_THREADS``; ``None`` for
+    torch's default (unset, empty or ``auto``). ``ValueError`` on anything but a positive integer."""
+    raw = os.environ.get(ENV_THREADS) if value is None else value
+    if raw is None or str(raw).strip().lower() in ("", "auto"):
+        return None
+    try:
+        n = int(str(raw).strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{ENV_THREADS} must be a positive integer or 'auto', got {raw!r}")
+    return n
+
+
+def export_env(threads: int | str | None = None, environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Put the settings into ``environ`` (default ``os.environ``), which child processes
+    (papermill kernels, sweep workers) inherit: ``OMP_WAIT_POLICY`` unless set, and with a
+    thread count ``FACTLAB_THREADS`` and ``OMP_NUM_THREADS``. Returns what was set."""
+    environ = os.environ if environ is None else environ
+    done = {}
+    if "OMP_WAIT_POLICY" not in environ:
+        environ["OMP_WAIT_POLICY"] = done["OMP_WAIT_POLICY"] = WAIT_POLICY
+    n = thread_count(threads)
+    if n is not None:
+        environ[ENV_THREADS] = environ["OMP_NUM_THREADS"] = done[ENV_THREADS] = str(n)
+    return done
+
+
+def configure(threads: int | str | None = None) -> dict[str, Any]:
+    """Apply the settings to this process and export them to its children (``export_env``).
+    Returns ``threads`` (torch's intra-op count, or the one it will take when it loads),
+    ``wait_policy``, and ``wait_policy_applies``: False when torch was imported before factlab
+    and the policy was not in the environment then (the OpenMP runtime had read it already)."""
+    export_env(threads)
+    n = thread_count(threads)
+    if "torch" in sys.modules:
+        import torch
+
+        if n is not None and torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+        current = torch.get_num_threads()
+    else:
+        current = n if n is not None else len(os.sched_getaffinity(0))
+    return {"threads": current, "wait_policy": os.environ["OMP_WAIT_POLICY"],
+            "wait_policy_applies": POLICY_INHERITED or not TORCH_BEFORE_FACTLAB}
+
+
+# How this process started: torch already imported when factlab was, and a policy inherited
+# from the environment. Then factlab's settings are applied (the import of ``factlab`` imports
+# this module first).
+TORCH_BEFORE_FACTLAB = "torch" in sys.modules
+POLICY_INHERITED = "OMP_WAIT_POLICY" in os.environ
+configure()
