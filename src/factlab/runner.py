@@ -4,9 +4,9 @@ A run folder ``outputs/runs/<notebook>/<YYYYmmdd-HHMMSS>-<params>/`` holds:
 
 * ``config.yaml``   the fully-resolved, validated params (what the notebook read)
 * ``notebook.ipynb`` the executed notebook
-* ``report.html``   its reader-facing HTML rendering (nbconvert; no code, no stderr, outputs with
-  active HTML made inert), written even when a cell failed; with ``with_code`` the code cells
-  are kept
+* ``report.html``   its reader-facing HTML rendering (nbconvert; no code, no stderr, no script,
+  HTML and Markdown sanitized by ``report.sanitize_html``), written even when a cell failed;
+  with ``with_code`` the code cells are kept
 * ``metrics.json``  what the notebook logged with ``save_metrics``
 * ``figures/``      PNGs the notebook saved with ``save_figure``
 * ``manifest.json`` config, package versions, git commit, hardware, seeds, start / end
@@ -25,12 +25,11 @@ import html
 import json
 import logging
 import os
-import re
-from html.parser import HTMLParser
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import nbformat
 import papermill as pm
 from nbconvert import HTMLExporter
@@ -39,6 +38,8 @@ from pydantic import BaseModel
 from .config import ConfigError, dump_config, load_config
 from .experiment import QuickstartConfig
 from .manifest import finish_manifest, resumable, start_manifest
+from .paths import atomic_write_text
+from .report import sanitize_html
 from .train.compare import CompareConfig
 from .train.corver import CorVerConfig
 from .train.k2v import K2VConfig
@@ -124,59 +125,32 @@ class RunResult:
     error: str | None = None
 
 
-# Markup that can run script in a reader's browser. factlab's own outputs (escaped tables,
-# matplotlib PNGs, ``report.show_text``) never carry it; an output that does is model or judge
-# text that reached HTML unescaped.
-_ACTIVE_TAGS = {"script", "iframe", "object", "embed", "form", "meta", "link", "base", "frame", "frameset"}
-_ACTIVE_URL = re.compile(r"^\s*(javascript|vbscript|data\s*:\s*text/html)", re.IGNORECASE)
-_MARKDOWN_ACTIVE_LINK = re.compile(r"\]\(\s*<?\s*(javascript|vbscript|data\s*:\s*text/html)", re.IGNORECASE)
-_RICH_MIMES = ("text/html", "text/markdown", "image/svg+xml", "application/javascript")
+# What an output may show in a report. Everything else (JavaScript, widget views, Mermaid, PDF,
+# ...) is dropped: the exporter would put some of it into the page as script or raw markup.
+REPORT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg",
+                "image/svg+xml")
+# A reader report runs no script: the lab template's require.js, MathJax, Mermaid and widget
+# loaders are left out, so nothing but the sanitized content is on the page.
+_REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
 
 
-class _ActiveMarkup(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.found = False
-
-    def handle_starttag(self, tag: str, attrs) -> None:
-        if tag in _ACTIVE_TAGS or any(name.startswith("on") or (value and _ACTIVE_URL.match(value))
-                                      for name, value in attrs):
-            self.found = True
-
-    handle_startendtag = handle_starttag
-
-
-def is_active_html(text: str, markdown: bool = False) -> bool:
-    """Whether ``text`` (HTML, or Markdown with raw HTML) holds markup that runs script: a
-    script-like element, an ``on*`` event handler, or a ``javascript:`` / ``vbscript:`` /
-    ``data:text/html`` URL (as an attribute, or a Markdown link)."""
-    if markdown and _MARKDOWN_ACTIVE_LINK.search(text):
-        return True
-    parser = _ActiveMarkup()
-    parser.feed(text)
-    parser.close()
-    return parser.found
-
-
-def inert_outputs(nb) -> int:
-    """Make every output that carries active HTML inert, in place: its rich representations
-    are replaced by the escaped source as preformatted text (visible, never executed);
-    JavaScript outputs are dropped. Returns how many outputs were changed."""
-    changed = 0
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            data = out.get("data") or {}
-            risky = [m for m in _RICH_MIMES if m in data and
-                     (m == "application/javascript" or is_active_html(_text(data[m]), m == "text/markdown"))]
-            if not risky:
+def report_outputs(outputs: list) -> list:
+    """``outputs`` as a report shows them: rich data limited to ``REPORT_MIMES`` (an output
+    left with none is dropped) and no file names from the output metadata."""
+    kept = []
+    for out in outputs:
+        if "data" in out:
+            out["data"] = {m: v for m, v in out["data"].items() if m in REPORT_MIMES}
+            if not out["data"]:
                 continue
-            source = "\n".join(_text(data[m]) for m in risky if m != "application/javascript")
-            for m in risky:
-                del data[m]
-            data["text/html"] = ("<pre style='white-space:pre-wrap'>[factlab: active HTML shown as text]\n"
-                                 + html.escape(source) + "</pre>")
-            changed += 1
-    return changed
+            out.get("metadata", {}).pop("filenames", None)
+        kept.append(out)
+    return kept
 
 
 def _text(value: Any) -> str:
@@ -210,24 +184,35 @@ def _is_progress_widget(output) -> bool:
 
 def reader_notebook(nb, with_code: bool = False):
     """A copy of an executed notebook as its report shows it: stderr streams (progress bars,
-    warnings) dropped, active HTML made inert, and, unless ``with_code``, no code (the
-    executed notebook in the run folder keeps everything)."""
+    warnings) dropped, long prints folded, outputs limited to ``REPORT_MIMES``, no widget
+    state, and, unless ``with_code``, no code (the executed notebook in the run folder keeps
+    everything). HTML and Markdown are sanitized when the report is rendered (``html_report``)."""
     nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         if cell.cell_type == "code":
-            cell.outputs = [_fold_long_stream(o) for o in cell.get("outputs", [])
-                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
-                            and not _is_progress_widget(o)]
-    n = inert_outputs(nb)
-    if n:
-        log.warning("report: %d output(s) carried active HTML (script, event handler, javascript: link); "
-                    "shown as text", n)
+            cell.outputs = report_outputs([_fold_long_stream(o) for o in cell.get("outputs", [])
+                                           if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+                                           and not _is_progress_widget(o)])
     return nb
 
 
+def report_exporter(with_code: bool = False) -> HTMLExporter:
+    """nbconvert's exporter as reports use it: the lab template without its scripts, and every
+    HTML output, Markdown output (rendered to HTML first), Markdown cell and raw cell passed
+    through ``report.sanitize_html`` (nbconvert's ``clean_html`` hook); SVG figures are
+    embedded as ``<img>`` data URIs, where they run nothing."""
+    return HTMLExporter(exclude_input=not with_code, exclude_input_prompt=not with_code,
+                        exclude_output_prompt=not with_code, sanitize_html=True, exclude_anchor_links=True,
+                        skip_svg_encoding=False, filters={"clean_html": sanitize_html},
+                        extra_loaders=[jinja2.DictLoader({"factlab_report.html.j2": _REPORT_TEMPLATE})],
+                        template_file="factlab_report.html.j2")
+
+
 def html_report(executed: Path, out: Path, with_code: bool = False) -> Path:
-    """Render an executed notebook to a standalone, reader-facing HTML file (``reader_notebook``),
-    opened by the run's headline numbers (``save_headline``) when it recorded some."""
+    """Render an executed notebook to a standalone, reader-facing HTML file (``reader_notebook``,
+    ``report_exporter``), opened by the run's headline numbers (``save_headline``) when it
+    recorded some."""
     nb = reader_notebook(nbformat.read(str(executed), as_version=4), with_code)
     summary = headline_html(load_metrics(out.parent))
     if summary:
@@ -235,10 +220,8 @@ def html_report(executed: Path, out: Path, with_code: bool = False) -> Path:
         cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": summary, "text/plain": ""})]
         first_md = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
         nb.cells.insert(first_md + 1, cell)
-    exporter = HTMLExporter(exclude_input=not with_code, exclude_input_prompt=not with_code,
-                            exclude_output_prompt=not with_code)
-    body, _ = exporter.from_notebook_node(nb)
-    out.write_text(body, encoding="utf-8")
+    body, _ = report_exporter(with_code).from_notebook_node(nb)
+    atomic_write_text(out, body)
     return out
 
 
