@@ -37,7 +37,8 @@ from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, load_config
 from .experiment import QuickstartConfig
-from .manifest import finish_manifest, resumable, start_manifest
+from .manifest import (changed_keys, finish_manifest, last_config, read_manifest, resumable, run_lock,
+                       start_manifest)
 from .paths import atomic_write_text
 from .report import sanitize_html
 from .train.compare import CompareConfig
@@ -228,33 +229,57 @@ def html_report(executed: Path, out: Path, with_code: bool = False) -> Path:
 def run_notebook(notebook: str | Path, params: str | Path | None = None,
                  out: str | Path | None = None, smoke: bool = False,
                  progress: bool = True, raise_on_error: bool = True,
-                 resume: str | Path | None = None, with_code: bool = False) -> RunResult:
+                 resume: str | Path | None = None, with_code: bool = False, force: bool = False) -> RunResult:
     """Validate params, execute the notebook with papermill, render HTML; return the run folder.
 
     The params file is validated *before* a kernel starts, so a bad key fails in a second
     with its key path. On a cell error the executed notebook and its HTML are still
     written (to see where it stopped), then ``RuntimeError`` names the run folder.
     ``resume``: a run folder of this notebook that did not finish ok; it is executed
-    again in place with its own ``config.yaml`` (see ``resume_run_dir``).
+    again in place with its own ``config.yaml`` (see ``resume_run_dir``; ``force`` accepts a
+    config.yaml edited since the last attempt). The run holds its folder's lock
+    (``manifest.run_lock``) from start to end: a second run in the same folder is refused.
     """
     nb_path = find_notebook(str(notebook))
     if resume is not None:
-        run_dir, cfg, params_source = resume_run_dir(nb_path, resume, params=params, out=out, smoke=smoke)
+        _no_resume_flags(params=params, out=out, smoke=smoke)
+        run_dir = Path(resume)
+        resumable(run_dir, nb_path.stem)  # a run folder of this notebook, before its lock file is made
     else:
         params_path = Path(params) if params else default_params(nb_path, smoke)
         cfg = load_config(params_path, config_for_notebook(nb_path.stem))
         params_source = params_path
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         base = Path(out) if out else outputs_root(nb_path.parent.parent) / "runs"
-        run_dir = base / nb_path.stem / f"{stamp}-{params_path.stem}"
-        n = 1
-        while run_dir.exists():  # two runs in the same second
+        run_dir = new_run_dir(base / nb_path.stem, f"{stamp}-{params_path.stem}")
+    with run_lock(run_dir):
+        if resume is not None:
+            run_dir, cfg, params_source = resume_run_dir(nb_path, run_dir, force=force)
+        else:
+            atomic_write_text(run_dir / "config.yaml", dump_config(cfg))
+        return _execute(nb_path, run_dir, cfg, params_source, resumed=resume is not None, progress=progress,
+                        raise_on_error=raise_on_error, with_code=with_code)
+
+
+def new_run_dir(parent: Path, name: str) -> Path:
+    """A new, empty run folder ``parent/name`` (``name-2``, ``name-3``, ... when taken), created
+    atomically: two runs started in the same second by two processes never get one folder."""
+    parent.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        run_dir = parent / (name if n == 1 else f"{name}-{n}")
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
             n += 1
-            run_dir = base / nb_path.stem / f"{stamp}-{params_path.stem}-{n}"
-        run_dir.mkdir(parents=True)
-        (run_dir / "config.yaml").write_text(dump_config(cfg), encoding="utf-8")
+
+
+def _execute(nb_path: Path, run_dir: Path, cfg: BaseModel, params_source, *, resumed: bool, progress: bool,
+             raise_on_error: bool, with_code: bool) -> RunResult:
+    """Run the notebook in ``run_dir`` (its lock held), recording start and end in the manifest."""
     start_manifest(run_dir, notebook=nb_path.stem, params=params_source, config=cfg.model_dump(mode="json"),
-                   project=nb_path.parent.parent, resume=resume is not None)
+                   project=nb_path.parent.parent, resume=resumed)
     executed = run_dir / "notebook.ipynb"
     error = None
     try:
@@ -283,8 +308,15 @@ def run_notebook(notebook: str | Path, params: str | Path | None = None,
     return result
 
 
+def _no_resume_flags(*, params, out, smoke) -> None:
+    given = [flag for flag, v in (("--params", params), ("--out", out), ("--smoke", smoke)) if v]
+    if given:
+        raise ValueError(f"--resume reuses the run folder's own config.yaml; drop {', '.join(given)}")
+
+
 def resume_run_dir(nb_path: Path, run_dir: str | Path, *, params: str | Path | None = None,
-                   out: str | Path | None = None, smoke: bool = False) -> tuple[Path, BaseModel, str]:
+                   out: str | Path | None = None, smoke: bool = False,
+                   force: bool = False) -> tuple[Path, BaseModel, str]:
     """The run folder, validated config and original params source of a run to resume.
 
     The run keeps its folder and its resolved ``config.yaml`` (so ``params``, ``out`` and
@@ -292,16 +324,29 @@ def resume_run_dir(nb_path: Path, run_dir: str | Path, *, params: str | Path | N
     finished training runs are loaded, interrupted ones continue from their last
     ``checkpoint-*`` (``train.run``, ``train.sft.run_sft``), and cached stages (indexes,
     judge answers, self-filter samples, KLCF stages) are read back. ``ValueError`` when the
-    folder is not a resumable run of this notebook (``manifest.resumable``)."""
-    given = [flag for flag, v in (("--params", params), ("--out", out), ("--smoke", smoke)) if v]
-    if given:
-        raise ValueError(f"--resume reuses the run folder's own config.yaml; drop {', '.join(given)}")
+    folder is not a resumable run of this notebook (``manifest.resumable``), or when its
+    config.yaml changed since the last attempt and ``force`` is not set (with ``force`` a
+    warning: the manifest keeps each attempt's config)."""
+    _no_resume_flags(params=params, out=out, smoke=smoke)
     run_dir = Path(run_dir)
     manifest = resumable(run_dir, nb_path.stem)
     if manifest is None:
         log.warning("%s has no manifest.json (an older run folder); resuming it as %s", run_dir, nb_path.stem)
     cfg = load_config(run_dir / "config.yaml", config_for_notebook(nb_path.stem))
+    changed = changed_keys(last_config(manifest), _json_plain(cfg.model_dump(mode="json"))) if manifest else []
+    if changed:
+        shown = ", ".join(changed[:8]) + (f" (+{len(changed) - 8} more)" if len(changed) > 8 else "")
+        if not force:
+            raise ValueError(f"--resume {run_dir}: config.yaml changed since the last attempt ({shown}); resume "
+                             "with --force to continue with the edited config (manifest.json keeps each "
+                             "attempt's config), or start a new run")
+        log.warning("%s: resuming with a config.yaml edited since the last attempt (%s); the manifest keeps "
+                    "each attempt's config", run_dir, shown)
     return run_dir, cfg, (manifest or {}).get("params") or str(run_dir / "config.yaml")
+
+
+def _json_plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
 
 
 def exit_state(outcome: BaseException | str | None) -> tuple[str, str | None]:
@@ -318,21 +363,40 @@ def exit_state(outcome: BaseException | str | None) -> tuple[str, str | None]:
 
 
 def save_metrics(run_dir: str | Path | None, metrics: dict[str, Any], key: str | None = None) -> None:
-    """Merge ``metrics`` (under ``key`` if given) into ``<run_dir>/metrics.json``. Returns
-    nothing, so a notebook cell that ends with it shows no path."""
+    """Merge ``metrics`` (under ``key`` if given) into ``<run_dir>/metrics.json``, written
+    atomically: a full disk or a crash leaves the previous file whole. A metrics.json that
+    cannot be read is moved aside (``metrics.json.unreadable``, warned) rather than lost.
+    Returns nothing, so a notebook cell that ends with it shows no path."""
     run_dir = Path(run_dir) if run_dir else interactive_run_dir()
     path = run_dir / "metrics.json"
-    data = load_metrics(run_dir)
+    try:
+        data = load_metrics(run_dir)
+    except ValueError as e:
+        aside = path.with_name("metrics.json.unreadable")
+        os.replace(path, aside)
+        log.warning("%s; moved to %s, starting a new metrics.json", e, aside)
+        data = {}
     if key:
-        data.setdefault(key, {}).update(metrics)
+        section = data.get(key)
+        data[key] = {**(section if isinstance(section, dict) else {}), **metrics}
     else:
         data.update(metrics)
-    path.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")
+    atomic_write_text(path, json.dumps(data, indent=2, default=float))
 
 
 def load_metrics(run_dir: str | Path) -> dict[str, Any]:
+    """``<run_dir>/metrics.json`` (``{}`` when there is none); ``ValueError`` naming the file
+    when it is not a readable JSON object."""
     path = Path(run_dir) / "metrics.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: unreadable metrics ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: metrics are a JSON object, got {type(data).__name__}")
+    return data
 
 
 def save_figure(fig, run_dir: str | Path | None, name: str) -> Path:
@@ -359,11 +423,14 @@ def run_all(smoke: bool = True, out: str | Path | None = None, root: Path | None
             only: list[str] | None = None, with_code: bool = False) -> list[RunResult]:
     """Run every numbered notebook (smoke or full params) and write ``outputs/index.html``.
 
-    Before the first kernel starts, every name in ``only`` must be a notebook stem (else
-    ``ValueError`` naming the unknown ones) and every selected notebook's params must
+    Before the first kernel starts, ``only`` (``None``: every notebook) must name at least one
+    notebook and every name in it must be a notebook stem (else ``ValueError`` naming the
+    unknown ones) and every selected notebook's params must
     validate (else ``ConfigError``). The index is left alone when nothing ran."""
     root = root or project_root()
     notebooks = list_notebooks(root)
+    if only is not None and not only:
+        raise ValueError("run-all --only needs at least one notebook name (leave --only out to run every notebook)")
     if only:
         known = [nb.stem for nb in notebooks]
         unknown = [name for name in only if Path(name).stem not in known]
@@ -436,29 +503,47 @@ def headline_html(metrics: dict[str, Any]) -> str:
     return f"<h2>Headline</h2><table>{rows}</table>"
 
 
+def _run_row(run_dir: Path, index_dir: Path) -> str:
+    """One run's row of ``outputs/index.html`` (every value escaped); raises on a manifest or
+    metrics.json that cannot be read."""
+    m = read_manifest(run_dir) or {}
+    wrong = [k for k in ("notebook", "params", "state", "error", "started_at", "ended_at")
+             if m.get(k) is not None and not isinstance(m[k], str)]
+    if wrong:
+        raise ValueError(f"manifest.json: {', '.join(wrong)} should be text")
+    started, ended = m.get("started_at") or "", m.get("ended_at")
+    try:
+        secs = (_dt.datetime.fromisoformat(ended) - _dt.datetime.fromisoformat(started)).total_seconds()
+        duration = f"{int(secs // 60)} min {int(secs % 60)} s"
+    except (TypeError, ValueError):
+        duration = ""
+    state = m.get("state", "?") + (f": {m['error']}" if m.get("error") else "")
+    head = headline_of(load_metrics(run_dir), limit=6)
+    numbers = "; ".join(f"{html.escape(str(k))} {_format_value(v)}" for k, v in head.items())
+    cells = [html.escape(m.get("notebook") or run_dir.parent.name), _report_link(run_dir, index_dir),
+             html.escape(Path(str(m.get("params", ""))).name), html.escape(state), duration, numbers]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _report_link(run_dir: Path, index_dir: Path) -> str:
+    report = run_dir / "report.html"
+    return (f"<a href='{html.escape(os.path.relpath(report, index_dir), quote=True)}'>"
+            f"{html.escape(run_dir.name)}</a>" if report.exists() else html.escape(run_dir.name))
+
+
 def _run_rows(runs_root: Path, index_dir: Path) -> list[tuple[str, str]]:
+    """(run folder name, row) of every run folder with a manifest; a folder whose manifest or
+    metrics cannot be read gets a visible "unreadable" row instead of stopping the index."""
     rows = []
     for manifest in runs_root.glob("*/*/manifest.json"):
         run_dir = manifest.parent
         try:
-            m = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
-        started, ended = m.get("started_at") or "", m.get("ended_at")
-        try:
-            secs = (_dt.datetime.fromisoformat(ended) - _dt.datetime.fromisoformat(started)).total_seconds()
-            duration = f"{int(secs // 60)} min {int(secs % 60)} s"
-        except (TypeError, ValueError):
-            duration = ""
-        state = m.get("state", "?") + (f": {m['error']}" if m.get("error") else "")
-        head = headline_of(load_metrics(run_dir), limit=6)
-        numbers = "; ".join(f"{html.escape(str(k))} {_format_value(v)}" for k, v in head.items())
-        report = run_dir / "report.html"
-        link = (f"<a href='{html.escape(os.path.relpath(report, index_dir), quote=True)}'>"
-                f"{html.escape(run_dir.name)}</a>" if report.exists() else html.escape(run_dir.name))
-        cells = [html.escape(str(m.get("notebook", run_dir.parent.name))), link,
-                 html.escape(Path(str(m.get("params", ""))).name), html.escape(state), duration, numbers]
-        rows.append((run_dir.name, "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"))  # stamp first
+            row = _run_row(run_dir, index_dir)
+        except Exception as e:  # noqa: BLE001 - any damage to an old run folder: shown, never fatal
+            why = f"unreadable: {type(e).__name__}: {e}".splitlines()[0][:300]
+            cells = [html.escape(run_dir.parent.name), _report_link(run_dir, index_dir), "", html.escape(why), "", ""]
+            row = "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+        rows.append((run_dir.name, row))  # stamp first
     return rows
 
 

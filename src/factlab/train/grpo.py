@@ -37,6 +37,7 @@ from trl import GRPOConfig
 
 from ..config import GRPOSection
 from ..models import load_model, lora_config, release_memory
+from ..paths import atomic_write_text
 from ..rewards.registry import RewardSet
 from ..eval.alarms import AlarmsSection
 from .health import CompletionHealth
@@ -81,7 +82,7 @@ class TrainResult:
         return load_model(self.base_model, dtype=dtype, device=device, adapter=self.model_dir)
 
     def save(self) -> None:
-        (Path(self.output_dir) / _DONE).write_text(json.dumps(asdict(self), default=float, indent=1))
+        atomic_write_text(Path(self.output_dir) / _DONE, json.dumps(asdict(self), default=float, indent=1))
 
     @classmethod
     def finish(cls, trainer, tokenizer, name: str, base_model: str, is_adapter: bool, resumed: bool,
