@@ -260,7 +260,7 @@ def _http_judge(url, **kw):
 
 
 def test_http_judge_answers_with_the_default_model(local_judge, monkeypatch, caplog):
-    monkeypatch.setenv("FACTLAB_TEST_KEY", "sk-very-secret")
+    monkeypatch.setenv("FACTLAB_TEST_API_KEY", "sk-very-secret")
     lock = threading.Lock()
 
     def answer(prompt):
@@ -269,7 +269,7 @@ def test_http_judge_answers_with_the_default_model(local_judge, monkeypatch, cap
 
     prompts = ["What is the capital of France?", "Name a color.", "Say the word yes."]
     with _Server(answer) as srv, caplog.at_level(logging.DEBUG):
-        j = _http_judge(srv.url, api_key_env="FACTLAB_TEST_KEY", concurrency=2, max_new_tokens=12)
+        j = _http_judge(srv.url, api_key_env="FACTLAB_TEST_API_KEY", concurrency=2, max_new_tokens=12)
         out = j.judge(prompts)
     assert out == local_judge.judge(prompts)  # the same greedy answers as the local model
     assert len(srv.requests) == 3 and all(r["path"] == "/v1/chat/completions" for r in srv.requests)

@@ -17,10 +17,11 @@ dotted key path, the expected type and the file.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Sequence, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
@@ -279,13 +280,18 @@ class SFTSection(Section):
         return self
 
 
-_URL_SECRET_PARAMS = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig|signature)=)[^&#]*")
+# a query parameter whose name is, or ends in (after - or _), one of these words carries a secret:
+# api_key, key, token, access_token, secret, password, sig, signature, X-Amz-Signature, X-Amz-Credential
+_URL_SECRET_PARAMS = re.compile(r"(?i)([?&](?:[\w.-]*[_-])?(?:api[_-]?key|key|token|secret|password|passwd|pwd|sig|"
+                                r"signature|credential|auth)=)[^&#]*")
+_URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
 def redact_url(url: str | None) -> str | None:
     """``url`` with credentials hidden: ``user:password@`` and secret-looking query values
-    (``api_key=``, ``key=``, ``token=``, ...) become ``***``. For config dumps, logs, reports."""
+    (``api_key=``, ``key=``, ``token=``, ``password=``, ``sig=``, ``signature=``, ...) become
+    ``***``. For config dumps, logs, reports."""
     if not url:
         return url
     parts = urlsplit(url)
@@ -294,6 +300,52 @@ def redact_url(url: str | None) -> str | None:
         netloc = "***@" + netloc.rsplit("@", 1)[1]
     query = _URL_SECRET_PARAMS.sub(lambda m: m.group(1) + "***", "?" + parts.query)[1:] if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URL in it passed through ``redact_url``."""
+    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)) or "", text)
+
+
+class RedactCredentials(logging.Filter):
+    """A logging filter that writes the URLs of a record's message with their credentials
+    hidden (``redact_text``). factlab puts it on the ``httpx`` logger, whose INFO line names
+    every request URL as given, password included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True
+        clean = redact_text(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        return True
+
+
+def redact_http_logs() -> None:
+    """Hide URL credentials in the request log of httpx (the openai judge's HTTP client), once."""
+    logger = logging.getLogger("httpx")
+    if not any(isinstance(f, RedactCredentials) for f in logger.filters):
+        logger.addFilter(RedactCredentials())
+
+
+# Variables whose name says "API key" (``*_API_KEY``, or ``API_KEY``) may be sent as a judge's
+# Bearer token; so may these token variables of LLM providers. Any other needs judge.allowed_key_envs.
+API_KEY_ENV = re.compile(r"^(?:[A-Z][A-Z0-9_]*_)?API_KEY$")
+PROVIDER_TOKEN_ENVS = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACEHUB_API_TOKEN",
+                                 "REPLICATE_API_TOKEN", "DEEPINFRA_TOKEN", "DEEPINFRA_API_TOKEN",
+                                 "CLOUDFLARE_API_TOKEN", "OPENROUTER_API_TOKEN"})
+
+
+def api_key_env_problem(name: str, allowed: Sequence[str] = ()) -> str | None:
+    """Why the variable ``name`` may not be sent as a judge's API key, or ``None`` when it may:
+    it looks like an API key (``*_API_KEY``), is a known provider token, or is in ``allowed``."""
+    if name in allowed or API_KEY_ENV.match(name) or name in PROVIDER_TOKEN_ENVS:
+        return None
+    return (f"${name} does not look like an API key variable, and its value would be sent as a Bearer token to the "
+            f"judge server (health check included); use a variable named *_API_KEY or one of "
+            f"{', '.join(sorted(PROVIDER_TOKEN_ENVS))}, or list {name} in judge.allowed_key_envs to send it anyway")
 
 
 def sends_key_in_clear(url: str | None) -> bool:
@@ -335,7 +387,8 @@ class JudgeSection(Section):
     # openai backend
     # e.g. http://localhost:8000/v1, or a list of replicas; written to config.yaml with credentials redacted
     base_url: str | list[str] | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = "OPENAI_API_KEY"  # *_API_KEY, a provider token (HF_TOKEN, ...), or one in allowed_key_envs
+    allowed_key_envs: list[str] = []  # other variable names that may be sent as the API key
     allow_key_over_http: bool = False  # send the key over plain http:// to a host that is not this machine
     concurrency: int = Field(8, ge=1)
     timeout_s: float = Field(120.0, gt=0.0)
@@ -359,6 +412,13 @@ class JudgeSection(Section):
         if not self.base_url:
             return []
         return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+
+    @model_validator(mode="after")
+    def _key_variable_looks_like_a_key(self) -> "JudgeSection":
+        problem = api_key_env_problem(self.api_key_env, self.allowed_key_envs)
+        if problem:
+            raise ParamError("api_key_env", problem)
+        return self
 
     @model_validator(mode="after")
     def _endpoint_for_openai(self) -> "JudgeSection":

@@ -47,13 +47,14 @@ from typing import Any, Sequence
 
 import httpx
 
-from .config import JudgeSection, redact_url, sends_key_in_clear
+from .config import JudgeSection, api_key_env_problem, redact_http_logs, redact_url, sends_key_in_clear
 from .decoding import next_token_logits
 from .parsing import parse_json, parse_score  # noqa: F401  (re-exported: the public API names them here)
 from .models import chat_prompt, generate, load_model, load_tokenizer, resolve_model
 from .paths import cache_dir
 
 log = logging.getLogger(__name__)
+redact_http_logs()  # httpx logs each request's URL at INFO, credentials included
 
 
 class JudgeError(RuntimeError):
@@ -492,7 +493,7 @@ class OpenAIJudge(Judge):
     def __init__(self, model: str, base_url: str | Sequence[str], *, api_key_env: str = "OPENAI_API_KEY",
                  concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4, backoff_s: float = 1.0,
                  allow_key_over_http: bool = False, prefill_mode: str = "continue", tokenizer: Any = None,
-                 **kw: Any):
+                 allowed_key_envs: Sequence[str] = (), **kw: Any):
         super().__init__(model, **kw)
         urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
         if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
@@ -504,10 +505,10 @@ class OpenAIJudge(Judge):
         self.endpoints = [Endpoint(u.strip().rstrip("/"), redact_url(u.strip().rstrip("/"))) for u in urls]
         self.url = self.endpoints[0].base + self._path  # the first endpoint's route (kept for callers)
         self.shown_url = ", ".join(e.shown + self._path for e in self.endpoints)  # what logs, errors, reports show
+        problem = api_key_env_problem(api_key_env, allowed_key_envs)
+        if problem:
+            raise JudgeError(f"judge.api_key_env: {problem}")
         self.api_key_env, self.allow_key_over_http = api_key_env, allow_key_over_http
-        if not any(word in api_key_env.upper() for word in ("KEY", "TOKEN", "SECRET")):
-            log.warning("judge.api_key_env = %r does not look like an API key variable; its value is sent as a "
-                        "Bearer token to %s", api_key_env, self.shown_url)
         self.concurrency, self.timeout_s = concurrency, timeout_s
         self.max_retries, self.backoff_s = max_retries, backoff_s
         self._stats_lock = threading.Lock()  # stats and endpoint load
@@ -894,7 +895,7 @@ def make_judge(cfg: JudgeSection | None = None, **overrides: Any) -> Judge:
     judge = OpenAIJudge(cfg.model, cfg.base_url or "", api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
                         timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s,
                         allow_key_over_http=cfg.allow_key_over_http, prefill_mode=cfg.prefill_mode,
-                        tokenizer=cfg.tokenizer, **common)
+                        tokenizer=cfg.tokenizer, allowed_key_envs=cfg.allowed_key_envs, **common)
     if cfg.health_check:
         judge.check_endpoints()
     return judge

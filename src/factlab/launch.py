@@ -345,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m factlab.launch``: what ``factlab train`` runs in every process."""
     rank = os.environ.get("RANK", "0")
     logging.basicConfig(level=logging.INFO, format=f"[rank {rank}] %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per judge request: noise, and the URL
     p = argparse.ArgumentParser(prog="python -m factlab.launch", description=main.__doc__)
     p.add_argument("--notebook", required=True, help="notebook stem, e.g. 01_corver")
     p.add_argument("--params", required=True, help="params YAML (factlab train passes the run folder's config.yaml)")
