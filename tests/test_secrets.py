@@ -137,3 +137,58 @@ def test_cache_key_holds_every_setting_that_changes_the_answer():
     assert OpenAIJudge("m", "http://127.0.0.1:8001/v1", cache=None).cache_key("p") != a  # another server
     assert OpenAIJudge("m", "http://u:p@127.0.0.1:8000/v1", cache=None).cache_key("p") != a  # credentials redacted
     assert OpenAIJudge("m", "http://127.0.0.1:8000/v1", concurrency=2, cache=None).cache_key("p") == a
+
+
+# ---------------------------------------------------------------- caches keyed by what the model is
+
+
+def _local_model(folder, weights: bytes):
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    (folder / "model.safetensors").write_bytes(weights)
+    return str(folder)
+
+
+def test_a_judge_retrained_into_the_same_folder_is_not_served_the_old_answers(tmp_path, monkeypatch):
+    """A verifier saved again into its folder must be asked again (issue 30: ``cache_hits: 1`` with
+    the old model's answer)."""
+    answers = {"now": "old model's answer"}
+    monkeypatch.setattr(TransformersJudge, "_generate", lambda self, prompts, prefix="": [answers["now"]] * len(prompts))
+    folder = tmp_path / "verifier"
+    path = _local_model(folder, b"weights-v1")
+    cache = tmp_path / "cache.sqlite"
+    first = TransformersJudge(path, cache=cache)
+    assert first.judge(["is it true?"]) == ["old model's answer"]
+    again = TransformersJudge(path, cache=cache)
+    assert again.judge(["is it true?"]) == ["old model's answer"] and again.stats["cache_hits"] == 1  # same model
+    _local_model(folder, b"weights-v2, retrained")  # training writes the new weights into the same folder
+    answers["now"] = "new model's answer"
+    retrained = TransformersJudge(path, cache=cache)
+    assert retrained.judge(["is it true?"]) == ["new model's answer"] and retrained.stats["cache_hits"] == 0
+    # a hub id or alias has no folder: its key is what it always was
+    assert TransformersJudge("smollm2-135m-instruct", cache=None).answer_settings() == {
+        "dtype": "float32", "max_prompt_tokens": None}
+
+
+def test_completions_judges_with_another_tokenizer_do_not_share_answers(tokenizer):
+    import copy
+
+    other = copy.deepcopy(tokenizer)
+    other.chat_template = "{% for m in messages %}<<{{ m['content'] }}>>{% endfor %}"
+    url = "http://127.0.0.1:8000/v1"
+    a = OpenAIJudge("m", url, prefill_mode="completions", tokenizer=tokenizer, cache=None)
+    b = OpenAIJudge("m", url, prefill_mode="completions", tokenizer=other, cache=None)
+    assert a.render("q") != b.render("q")
+    assert a.cache_key("q", '{"SCORE": ') != b.cache_key("q", '{"SCORE": ')
+    same = OpenAIJudge("m", url, prefill_mode="completions", tokenizer=copy.deepcopy(tokenizer), cache=None)
+    assert same.cache_key("q") == a.cache_key("q")  # the same rendering: the same answer
+
+
+def test_self_filter_counts_are_keyed_by_a_local_model_content(tmp_path):
+    from factlab.train.selffilter import SelfFilterConfig, _settings_key
+
+    path = _local_model(tmp_path / "policy", b"v1")
+    before = _settings_key(path, SelfFilterConfig())
+    assert _settings_key(path, SelfFilterConfig()) == before
+    _local_model(tmp_path / "policy", b"v2 retrained")
+    assert _settings_key(path, SelfFilterConfig()) != before

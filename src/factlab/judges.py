@@ -50,7 +50,7 @@ import httpx
 from .config import JudgeSection, api_key_env_problem, redact_http_logs, redact_url, sends_key_in_clear
 from .decoding import next_token_logits
 from .parsing import parse_json, parse_score  # noqa: F401  (re-exported: the public API names them here)
-from .models import chat_prompt, generate, load_model, load_tokenizer, resolve_model
+from .models import chat_prompt, generate, load_model, load_tokenizer, model_fingerprint, resolve_model
 from .paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -157,9 +157,13 @@ class Judge(ABC):
         """The backend's settings beyond ``sampling`` that change an answer (part of the cache key)."""
         return {}
 
+    def key_parts(self, prompt: str, prefix: str = "") -> dict[str, Any]:
+        """Everything that decides the answer to ``prompt``: what the cache key hashes."""
+        return {"backend": self.backend, "model": self.model_name, "system": self.system, "prompt": prompt,
+                "prefix": prefix, "sampling": self.sampling(), "settings": self.answer_settings()}
+
     def cache_key(self, prompt: str, prefix: str = "") -> str:
-        return JudgeCache.key(backend=self.backend, model=self.model_name, system=self.system,
-                              prompt=prompt, prefix=prefix, sampling=self.sampling(), settings=self.answer_settings())
+        return JudgeCache.key(**self.key_parts(prompt, prefix))
 
     def judge(self, prompts: Sequence[str], prefix: str | None = None) -> list[str]:
         """One answer per prompt, in order; cached answers are not recomputed.
@@ -293,9 +297,13 @@ class TransformersJudge(Judge):
         self.dtype, self.device, self.batch_size = dtype, device, batch_size
         self.max_prompt_tokens, self.progress = max_prompt_tokens, progress
         self._model, self._tok = model_obj, tokenizer
+        self.model_fingerprint = model_fingerprint(model)  # a local folder: what it holds now
 
     def answer_settings(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "max_prompt_tokens": self.max_prompt_tokens}
+        out: dict[str, Any] = {"dtype": self.dtype, "max_prompt_tokens": self.max_prompt_tokens}
+        if self.model_fingerprint:  # a local model is keyed by its content, not its path
+            out["model_fingerprint"] = self.model_fingerprint
+        return out
 
     def load(self):
         if self._model is None:
@@ -375,9 +383,13 @@ class VLLMJudge(Judge):
         self._engine_kw = dict(tensor_parallel_size=tensor_parallel_size, dtype=dtype,
                                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)
         self._llm = None
+        self.model_fingerprint = model_fingerprint(model)
 
     def answer_settings(self) -> dict[str, Any]:
-        return {"dtype": self._engine_kw["dtype"], "max_model_len": self._engine_kw["max_model_len"]}
+        out: dict[str, Any] = {"dtype": self._engine_kw["dtype"], "max_model_len": self._engine_kw["max_model_len"]}
+        if self.model_fingerprint:
+            out["model_fingerprint"] = self.model_fingerprint
+        return out
 
     def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:  # pragma: no cover - needs a GPU and vLLM
         from vllm import LLM, SamplingParams
@@ -543,6 +555,15 @@ class OpenAIJudge(Judge):
         if self.prefill_mode != "continue":
             out["prefill_mode"] = self.prefill_mode
         return out
+
+    def key_parts(self, prompt: str, prefix: str = "") -> dict[str, Any]:
+        """As ``Judge.key_parts``; with ``prefill_mode: completions`` also the prompt as rendered by
+        the local tokenizer's chat template, which the server receives (another ``judge.tokenizer``
+        renders it differently)."""
+        parts = super().key_parts(prompt, prefix)
+        if self.prefill_mode == "completions":
+            parts["rendered"] = hashlib.sha256(self.render(prompt, prefix).encode()).hexdigest()
+        return parts
 
     # -- HTTP plumbing ---------------------------------------------------------------------
     def _client(self) -> httpx.Client:

@@ -432,8 +432,11 @@ def _hash(obj: Any) -> str:
 
 def _judge_identity(judge) -> dict[str, Any]:
     sampling = judge.sampling() if hasattr(judge, "sampling") else {}
-    return {"backend": getattr(judge, "backend", type(judge).__name__), "model": getattr(judge, "model_name", ""),
-            "system": getattr(judge, "system", None), "sampling": sampling}
+    out = {"backend": getattr(judge, "backend", type(judge).__name__), "model": getattr(judge, "model_name", ""),
+           "system": getattr(judge, "system", None), "sampling": sampling}
+    if getattr(judge, "model_fingerprint", None):  # a local model, by content
+        out["model_fingerprint"] = judge.model_fingerprint
+    return out
 
 
 class _StageCache:
