@@ -45,7 +45,7 @@ import torch
 import yaml
 from pydantic import BaseModel
 
-from .config import ConfigError, dump_config, read_params, validate
+from .config import ConfigError, dump_config, load_yaml, read_params, validate
 from .data import load_eval_sets
 from .models import load_model, release_memory
 from .rewards import Resources
@@ -371,10 +371,7 @@ def _overrides(data: dict[str, Any], items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. grpo.vllm_server_host=10.0.0.5")
-        try:
-            parsed = yaml.safe_load(value) if value else None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"--set {item!r}: the value is not valid YAML: {e}") from None
+        parsed = load_yaml(value, f"--set {item!r}: the value") if value else None
         data = set_dotted(data, key.strip(), parsed)
     return data
 

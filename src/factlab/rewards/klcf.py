@@ -68,11 +68,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .. import prompts as P
 from .. import text
-from ..config import Dtype, ParamError, Section
+from ..config import MAX_TOKENS, Dtype, ParamError, Section, existing_model
 from ..decoding import next_token_logits
 from ..models import load_model
 from ..parsing import parse_json
@@ -592,6 +592,11 @@ class KLCFTruthArgs(KLCFChecklistArgs):
     missing_only: bool = False
     claim_extraction: Literal["judge", "sentences"] = "judge"
 
+    @field_validator("rm_model")
+    @classmethod
+    def _rm_model_exists(cls, name: str | None) -> str | None:
+        return existing_model(name)
+
 
 class KLCFFactArgs(KLCFTruthArgs):
     """``klcf_fact`` arguments: Eq. 13's kappa, lambda, mu (in [0, 1], summing to 1; default
@@ -617,7 +622,7 @@ class LengthPenaltyArgs(Section):
     and how the answer is read (``lenient`` by default, so that a long reply without an
     ``<answer>`` tag is still penalised; ``strict`` counts only the ``<answer>`` block)."""
 
-    max_len: int = Field(2048, ge=2)
+    max_len: int = Field(2048, ge=2, le=MAX_TOKENS)
     critical: int = Field(1198, ge=1)
     answer_parsing: Literal["strict", "lenient"] = "lenient"
 

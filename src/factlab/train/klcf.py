@@ -42,7 +42,7 @@ from datasets import Dataset
 from pydantic import Field, model_validator
 
 from .. import prompts as P
-from ..config import GenerationConfig, LoraSection, ParamError, Section, SFTSection
+from ..config import MAX_TOKENS, GenerationConfig, LoraSection, ParamError, SFTSection, Section
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.cost import compare_rewards
@@ -131,7 +131,7 @@ class WinRateSection(Section):
     judge is the run's ``judge:`` with Prompt 8's system turn."""
 
     enabled: bool = True
-    max_new_tokens: int = Field(64, ge=8)
+    max_new_tokens: int = Field(64, ge=8, le=MAX_TOKENS)
     answer: Literal["generate", "choice"] = "generate"  # choice: eval.winrate's constrained first rank
 
 

@@ -41,7 +41,7 @@ from pydantic import Field, model_validator
 from tqdm.auto import tqdm
 
 from .. import text
-from ..config import ParamError, Section
+from ..config import MAX_TOKENS, ParamError, Section
 from ..data.types import QAItem
 from ..eval.shortform import grade_completion
 from ..models import chat_prompt, generate, model_fingerprint
@@ -80,7 +80,7 @@ class SelfFilterConfig(Section):
     num_samples: int = Field(16, ge=2)
     temperature: float = Field(0.7, ge=0.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(512, ge=1)
+    max_new_tokens: int = Field(512, ge=1, le=MAX_TOKENS)
     batch_size: int = Field(8, ge=1)
     keep_min: int = Field(1, ge=0)
     keep_max: int | None = None
