@@ -332,3 +332,24 @@ def test_http_judge_cache(tmp_path):
         j.judge(["a", "b"])
         j.judge(["a", "b"])
     assert len(srv.requests) == 2 and j.stats["cache_hits"] == 2
+
+
+@pytest.mark.parametrize("text", ["[" * 1999 + "]" * 1999, "{\"a\": " * 3000 + "1" + "}" * 3000,
+                                  "```json\n" + "[" * 5000 + "]" * 5000 + "\n```", "(" * 3000 + ")" * 3000])
+def test_deeply_nested_answers_are_unreadable_not_a_crash(text):
+    """Issue 30: ``parse_win_judgment("[" * 1999 + "]" * 1999)`` let a RecursionError escape."""
+    from factlab.eval.winrate import parse_win_judgment
+    from factlab.parsing import loads_bounded
+
+    assert parse_win_judgment(text) is None
+    assert parse_json(text) is None
+    with pytest.raises(ValueError, match="nested"):
+        loads_bounded(text.strip("`json\n"))
+
+
+def test_nesting_depth_ignores_brackets_inside_strings():
+    from factlab.parsing import nesting_depth
+
+    assert nesting_depth('{"a": [1, {"b": "[[[[" }], "c": "\\"{{"}') == 3
+    assert nesting_depth("no brackets") == 0
+    assert parse_json('[{"model": "model_1", "rank": 1, "note": "' + "[" * 500 + '"}]') is not None

@@ -444,6 +444,7 @@ class JudgeSection(Section):
     timeout_s: float = Field(120.0, gt=0.0)
     max_retries: int = Field(4, ge=0)
     backoff_s: float = Field(1.0, ge=0.0)
+    max_retry_after_s: float = Field(60.0, gt=0.0)  # a longer Retry-After fails the request instead of sleeping
     health_check: bool = True  # GET {base_url}/models on every endpoint when the judge is built
     prefill_mode: Literal["continue", "completions", "none"] = "continue"
     tokenizer: str | None = None  # prefill_mode completions: HF id or path of the chat template (default: model)

@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["parse_json", "parse_score", "MAX_PARSE_CHARS"]
+__all__ = ["parse_json", "parse_score", "loads_bounded", "nesting_depth", "MAX_PARSE_CHARS", "MAX_JSON_DEPTH"]
 
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"',
                         "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
@@ -23,6 +23,41 @@ _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _BARE_LITERAL = re.compile(r"(?<![\w\"'])(True|False|None)(?![\w\"'])")
 MAX_PARSE_CHARS = 50_000
+MAX_JSON_DEPTH = 64  # a judge's JSON is a few levels deep; deeper input is refused, never recursed into
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of ``[ { (`` in ``text`` outside quoted strings (one linear pass):
+    checked before a recursive parser (``json``, ``ast``) sees the text."""
+    depth = deepest = 0
+    quote, escaped = None, False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]})":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def loads_bounded(text: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` for untrusted text: ``ValueError`` for nesting deeper than ``max_depth``
+    (also when the parser itself would run out of stack), never a ``RecursionError``."""
+    if nesting_depth(text) > max_depth:
+        raise ValueError(f"nested deeper than {max_depth} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested too deeply to parse") from None
 
 
 def _balanced_spans(text: str, max_openers: int = 64):
@@ -103,10 +138,12 @@ def _loads(candidate: str) -> Any:
         lambda s: _BARE_LITERAL.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)],
                                     _TRAILING_COMMA.sub(r"\1", _requote(s))),
     ]
+    if nesting_depth(candidate) > MAX_JSON_DEPTH:
+        return None
     for fix in fixes:
         try:
-            obj = json.loads(fix(candidate))
-        except (ValueError, RecursionError):
+            obj = loads_bounded(fix(candidate))
+        except ValueError:
             continue
         if isinstance(obj, (dict, list)):
             return obj

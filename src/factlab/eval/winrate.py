@@ -34,6 +34,7 @@ import re
 from typing import Any, Sequence
 
 from .. import prompts as P
+from ..parsing import MAX_JSON_DEPTH, loads_bounded, nesting_depth
 
 __all__ = ["parse_win_judgment", "win_prompts", "win_rate", "judge_win_rate", "MODELS", "MAX_ANSWER_CHARS",
            "WIN_CHOICE_PREFILL"]
@@ -56,8 +57,12 @@ def win_prompts(instruction: str, output_a: str, output_b: str) -> tuple[str, st
 
 
 def _literal(candidate: str) -> Any:
+    """The JSON or Python literal in ``candidate``; ``None`` when it is neither, or nested deeper
+    than ``MAX_JSON_DEPTH`` (a ranking is two levels deep; deeper text is never recursed into)."""
+    if nesting_depth(candidate) > MAX_JSON_DEPTH:
+        return None
     try:
-        return json.loads(candidate)
+        return loads_bounded(candidate)
     except ValueError:
         pass
     try:
