@@ -14,12 +14,12 @@ import math
 import re
 from typing import Any
 
-__all__ = ["parse_json", "parse_score", "loads_bounded", "nesting_depth", "MAX_PARSE_CHARS", "MAX_JSON_DEPTH"]
+__all__ = ["parse_json", "parse_score", "loads_bounded", "nesting_depth", "fenced_blocks", "MAX_PARSE_CHARS",
+           "MAX_JSON_DEPTH"]
 
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"',
                         "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
                         "\u00ab": '"', "\u00bb": '"'})
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _BARE_LITERAL = re.compile(r"(?<![\w\"'])(True|False|None)(?![\w\"'])")
 MAX_PARSE_CHARS = 50_000
@@ -58,6 +58,26 @@ def loads_bounded(text: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError(f"nested too deeply to parse") from None
+
+
+def fenced_blocks(text: str) -> list[str]:
+    """The contents of the ```-fenced blocks of ``text``, in order, stripped, without the
+    language tag after the opening fence. One pass of ``str.find`` (the regex it replaces,
+    ``` ``` ```[a-z]*\s*(.*?)``` ``` ```, backtracked over whitespace: quadratic on an unclosed fence)."""
+    out, i = [], 0
+    while (start := text.find("```", i)) >= 0:
+        j = start + 3
+        while j < len(text) and text[j] in _TAG_CHARS:
+            j += 1
+        end = text.find("```", j)
+        if end < 0:
+            break
+        out.append(text[j:end].strip())
+        i = end + 3
+    return out
+
+
+_TAG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
 def _balanced_spans(text: str, max_openers: int = 64):
@@ -160,7 +180,7 @@ def parse_json(text: Any) -> dict | list | None:
     if not isinstance(text, str) or not text.strip():
         return None
     text = text[:MAX_PARSE_CHARS].translate(_SMART)
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    candidates = fenced_blocks(text) + [text]
     for block in candidates:
         for span in _balanced_spans(block):
             obj = _loads(span)

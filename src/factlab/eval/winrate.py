@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from typing import Any, Sequence
 
 from .. import prompts as P
-from ..parsing import MAX_JSON_DEPTH, loads_bounded, nesting_depth
+from ..parsing import MAX_JSON_DEPTH, fenced_blocks, loads_bounded, nesting_depth
 
 __all__ = ["parse_win_judgment", "win_prompts", "win_rate", "judge_win_rate", "MODELS", "MAX_ANSWER_CHARS",
            "WIN_CHOICE_PREFILL"]
@@ -42,7 +41,6 @@ __all__ = ["parse_win_judgment", "win_prompts", "win_rate", "judge_win_rate", "M
 MODELS = ("model_1", "model_2")
 MAX_ANSWER_CHARS = 4000  # longer judge answers are not parsed (a ranking is ~80 characters)
 WIN_CHOICE_PREFILL = "[\n    {'model': 'model_"  # Prompt 8's output format up to the first-ranked model
-_FENCE = re.compile(r"```(?:[a-zA-Z]+)?\s*(.*?)```", re.S)
 
 
 def _escape(text: str) -> str:
@@ -73,7 +71,7 @@ def _literal(candidate: str) -> Any:
 
 def _candidates(text: str) -> list[str]:
     """The fenced blocks, then the text from its first '[' (or '{') to the matching last bracket."""
-    out = [m.group(1).strip() for m in _FENCE.finditer(text)]
+    out = fenced_blocks(text)
     for open_, close in (("[", "]"), ("{", "}")):
         a, b = text.find(open_), text.rfind(close)
         if 0 <= a < b:

@@ -175,7 +175,10 @@ def miniworld_fewshot(world: Any = None, n: int = P.KLCF_FEWSHOT_EXAMPLES, *, ex
     return [(LONGFORM_TEMPLATE.format(title=d["title"]), _cut_sentences(d["text"], max_chars)) for d in picked]
 
 
-_BULLET = re.compile(r"^\s*(?:[*\-\u2022]|\d+[.)])\s+(.+?)\s*$", re.M)
+# A bullet line: its item from the first to the last non-blank character. Within one line only
+# ([^\S\n]: a blank that is not a newline), and without a lazy group before optional blanks: both
+# made the earlier pattern quadratic on blank lines and on long blank runs inside an item.
+_BULLET = re.compile(r"^[^\S\n]*(?:[*\-\u2022]|\d+[.)])[^\S\n]+(\S(?:.*\S)?)[^\S\n]*$", re.M)
 _PLACEHOLDER = re.compile(r"^(?:(?:final\s+)?key\s+)?claim\s*\d*$|^\.{2,}$|^\u2026$", re.I)
 _NO_CLAIMS = "no verifiable objective claims"
 
