@@ -490,3 +490,25 @@ def test_cli_index_verify(tiny, tmp_path, capsys):
     assert main(["index", "verify", str(path)]) == 2
     err = capsys.readouterr().err
     assert "offset.0 has" in err and "factlab index build" in err
+
+
+def test_run_verify_flag_checksums_every_load_of_the_run(monkeypatch, tmp_path):
+    """``factlab run --verify`` / ``run-all --verify``: the run (and its kernel, which inherits the
+    environment) hashes every index and datastore file on every load."""
+    import os
+
+    from factlab import cli, runner
+
+    seen = []
+
+    def fake_run(*a, **kw):
+        seen.append(os.environ.get("FACTLAB_VERIFY"))
+        return runner.RunResult(tmp_path, tmp_path / "notebook.ipynb", tmp_path / "report.html", {}, True)
+
+    monkeypatch.setenv("FACTLAB_VERIFY", "0")  # restored after the test
+    monkeypatch.setattr(cli, "run_notebook", fake_run)
+    assert cli.main(["run", "00_quickstart", "--smoke"]) == 0
+    assert cli.main(["run", "00_quickstart", "--smoke", "--verify"]) == 0
+    monkeypatch.setattr(cli, "run_all", lambda **kw: [fake_run()])
+    assert cli.main(["run-all", "--verify"]) == 0
+    assert seen == ["0", "1", "1"]

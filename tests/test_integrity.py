@@ -4,6 +4,7 @@ truncated ``checkpoint-*`` to the one before it."""
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -95,3 +96,21 @@ def test_an_unreadable_train_result_is_an_unfinished_run(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         assert TrainResult.load(tmp_path) is None
     assert "unreadable" in caplog.text
+
+
+def test_a_read_only_folder_is_verified_once_with_its_stamp_under_the_cache(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setenv("FACTLAB_CACHE", str(tmp_path / "cache"))
+    d = _folder(tmp_path)
+    (d / integrity.STAMP_FILE).unlink()
+    real_access = os.access
+    monkeypatch.setattr(integrity.os, "access", lambda p, mode: False if Path(p) == d else real_access(p, mode))
+    hashed = []
+    real = integrity.file_sha256
+    monkeypatch.setattr(integrity, "file_sha256", lambda p, *a: hashed.append(p) or real(p, *a))
+    verify_files(d, "rebuild-it")
+    assert hashed and integrity.stamp_path(d).parent == tmp_path / "cache" / "verified"
+    hashed.clear()
+    verify_files(d, "rebuild-it")
+    assert hashed == []  # remembered, though the folder could not hold the stamp

@@ -8,7 +8,8 @@ first. Sizes are compared on every load (a truncated file never reaches a reader
 Checksums are compared on the first load after the files changed, and remembered: a stamp
 (``.factlab_verified.json``) records the size and modification time of every file as last
 verified (and their change times and inodes: a copy or a write is hashed again), so later
-loads of the same files skip the hashing. ``full=True``, or
+loads of the same files skip the hashing; for a folder this process cannot write (a shared,
+read-only index) the stamp is kept under the cache (``<cache>/verified/``). ``full=True``, or
 ``FACTLAB_VERIFY=1`` in the environment (``factlab run --verify``), hashes every time. A
 mismatch is one ``IntegrityError`` naming the file and how to rebuild the folder.
 """
@@ -21,7 +22,7 @@ import logging
 import os
 from pathlib import Path
 
-from .paths import atomic_write_text
+from .paths import atomic_write_text, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +85,22 @@ def write_file_manifest(folder: str | os.PathLike) -> Path:
     return path
 
 
+def stamp_path(folder: Path) -> Path:
+    """Where the verification stamp of ``folder`` lives: in it, or under the cache when the folder
+    cannot be written."""
+    if os.access(folder, os.W_OK):
+        return folder / STAMP_FILE
+    key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:24]
+    return cache_dir() / "verified" / f"{key}.json"
+
+
 def _write_stamp(folder: Path, names) -> None:
+    path = stamp_path(folder)
     try:
-        atomic_write_text(folder / STAMP_FILE, json.dumps(_state(folder, [*names, MANIFEST_FILE])))
-    except OSError as e:  # a read-only folder: every load hashes again, nothing worse
-        log.debug("cannot write %s (%s); checksums will be compared on every load", folder / STAMP_FILE, e)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(_state(folder, [*names, MANIFEST_FILE])))
+    except OSError as e:  # nowhere to write: every load hashes again, nothing worse
+        log.debug("cannot write %s (%s); checksums will be compared on every load", path, e)
 
 
 def _read_manifest(folder: Path, rebuild: str) -> dict[str, dict]:
@@ -136,6 +148,6 @@ def verify_files(folder: str | os.PathLike, rebuild: str, *, full: bool | None =
 
 def _stamp(folder: Path) -> dict | None:
     try:
-        return json.loads((folder / STAMP_FILE).read_text(encoding="utf-8"))
+        return json.loads(stamp_path(folder).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None

@@ -57,7 +57,7 @@ def loads_bounded(text: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise ValueError(f"nested too deeply to parse") from None
+        raise ValueError("nested too deeply to parse") from None
 
 
 def fenced_blocks(text: str) -> list[str]:

@@ -563,9 +563,9 @@ def write_index(results: list[RunResult], path: Path) -> Path:
             rows.append((Path(r.run_dir).name, "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"))
     rows.sort(key=lambda row: row[0], reverse=True)
     head = "".join(f"<th>{h}</th>" for h in ("notebook", "run", "params", "status", "duration", "headline"))
-    path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>factlab reports</title>"
-                    "<style>body{font-family:sans-serif;margin:2em}td,th{padding:0.3em 0.8em;text-align:left;"
-                    "vertical-align:top;border-bottom:1px solid #ddd}</style></head><body><h1>factlab reports</h1>"
-                    f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(r for _, r in rows)}</tbody></table>"
-                    "</body></html>", encoding="utf-8")
+    atomic_write_text(path, "<!DOCTYPE html><html><head><meta charset='utf-8'><title>factlab reports</title>"
+                      "<style>body{font-family:sans-serif;margin:2em}td,th{padding:0.3em 0.8em;text-align:left;"
+                      "vertical-align:top;border-bottom:1px solid #ddd}</style></head><body><h1>factlab reports</h1>"
+                      f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(r for _, r in rows)}</tbody></table>"
+                      "</body></html>")
     return path
