@@ -380,3 +380,135 @@ def test_miniworld_count_matches_brute_force(world_index, tokenizer):
     # at W=1000 the articles are shorter than the window: the raw engine loses most matches
     clauses = [index.clause(w) for w in ["capital", "Asia"]]
     assert index.engine_count_cnf(clauses, 1000)["count"] < index.cooccurrence(["capital", "Asia"], 1000) // 2
+
+
+# --------------------------------------------------------------------------- files verified before use
+
+
+def _copy_index(index, dest: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(index.path, dest))
+
+
+@pytest.mark.parametrize("name", ["table.0", "offset.0", "tokenized.0", ig.META_FILE])
+@pytest.mark.parametrize("damage", ["truncated", "random"])
+def test_a_damaged_index_file_is_refused_naming_it_and_the_rebuild_command(tiny, tmp_path, name, damage):
+    from factlab.integrity import IntegrityError
+
+    corpus, index = tiny
+    good = index.cooccurrence(["capital"])
+    path = _copy_index(index, tmp_path / "copy")
+    assert CorpusIndex.load(path).cooccurrence(["capital"]) == good  # the copy itself is fine
+    target = path / name
+    size = target.stat().st_size
+    if damage == "truncated":
+        target.write_bytes(target.read_bytes()[:size // 2])
+    else:  # same size, other bytes: only the checksum tells
+        target.write_bytes(np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8).tobytes())
+    with pytest.raises(IntegrityError) as e:
+        CorpusIndex.load(path)
+    assert str(target) in str(e.value)
+    assert f"factlab index build {corpus.absolute()} --tokenizer {TOKENIZER} --out {path}" in str(e.value) \
+        or name == ig.META_FILE and "factlab index build" in str(e.value)
+
+
+def test_a_truncated_token_file_never_reaches_the_engine(tiny, tmp_path):
+    """The engine segfaults on a truncated ``tokenized.0`` (exit 139): the load must stop before it,
+    in a child process so that a regression kills the child, not the test run."""
+    import subprocess
+    import sys
+
+    path = _copy_index(tiny[1], tmp_path / "copy")
+    data = (path / "tokenized.0").read_bytes()
+    (path / "tokenized.0").write_bytes(data[:len(data) // 3])
+    code = ("from factlab.corpus import CorpusIndex\nfrom factlab.integrity import IntegrityError\nimport sys\n"
+            f"try:\n    CorpusIndex.load({str(path)!r}).cooccurrence(['capital'])\n"
+            "except IntegrityError as e:\n    print(e)\n    sys.exit(3)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 3, (res.returncode, res.stderr[-2000:])
+    assert "tokenized.0 has" in res.stdout and "truncated" in res.stdout
+
+
+def test_checksums_are_compared_on_first_load_and_with_verify(tiny, tmp_path, monkeypatch):
+    import os
+
+    from factlab import integrity
+    from factlab.integrity import IntegrityError
+
+    path = _copy_index(tiny[1], tmp_path / "copy")  # copied: new mtimes, so the first load hashes
+    hashed = []
+    real = integrity.file_sha256
+    monkeypatch.setattr(integrity, "file_sha256", lambda p, *a: hashed.append(Path(p).name) or real(p, *a))
+    CorpusIndex.load(path)
+    assert "table.0" in hashed and "tokenized.0" in hashed
+    hashed.clear()
+    CorpusIndex.load(path)
+    assert hashed == []  # verified before, unchanged since: sizes only
+    CorpusIndex.load(path, verify=True)
+    assert "table.0" in hashed  # --verify: every time
+    # same size, other bytes, modification time put back: the change time still tells
+    table = path / "table.0"
+    st = table.stat()
+    raw = bytearray(table.read_bytes())
+    raw[0] ^= 0xFF
+    table.write_bytes(bytes(raw))
+    os.utime(table, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(IntegrityError, match="table.0: its content is not what was written"):
+        CorpusIndex.load(path)
+    monkeypatch.setenv("FACTLAB_VERIFY", "1")  # what `factlab run --verify` sets
+    with pytest.raises(IntegrityError, match="table.0"):
+        CorpusIndex.load(path)
+
+
+def test_a_cached_index_without_manifest_is_rebuilt_a_given_one_refused(tmp_path, monkeypatch, caplog):
+    import logging
+
+    from factlab.integrity import MANIFEST_FILE, MissingManifest
+
+    monkeypatch.setenv("FACTLAB_CACHE", str(tmp_path / "cache"))
+    corpus = write_jsonl(tmp_path / "c.jsonl", TINY_DOCS)
+    cfg = ig.IndexSection(corpus=str(corpus))
+    index = ig.ensure_index(cfg, None, TOKENIZER, progress=False)
+    (index.path / MANIFEST_FILE).unlink()  # as an older factlab left it
+    with caplog.at_level(logging.WARNING):
+        again = ig.ensure_index(cfg, None, TOKENIZER, progress=False)
+    assert "no file manifest" in caplog.text and (again.path / MANIFEST_FILE).is_file()
+    assert again.cooccurrence(["Paris", "France"]) == index.cooccurrence(["Paris", "France"])
+    (again.path / MANIFEST_FILE).unlink()
+    with pytest.raises(MissingManifest, match="factlab index build"):
+        ig.ensure_index(ig.IndexSection(dir=str(again.path)), None, TOKENIZER)  # a folder the params name
+
+
+def test_cli_index_verify(tiny, tmp_path, capsys):
+    from factlab.cli import main
+
+    path = _copy_index(tiny[1], tmp_path / "copy")
+    assert main(["index", "verify", str(path)]) == 0
+    assert "every file matches" in capsys.readouterr().out
+    (path / "offset.0").write_bytes((path / "offset.0").read_bytes()[:-8])
+    assert main(["index", "verify", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "offset.0 has" in err and "factlab index build" in err
+
+
+def test_run_verify_flag_checksums_every_load_of_the_run(monkeypatch, tmp_path):
+    """``factlab run --verify`` / ``run-all --verify``: the run (and its kernel, which inherits the
+    environment) hashes every index and datastore file on every load."""
+    import os
+
+    from factlab import cli, runner
+
+    seen = []
+
+    def fake_run(*a, **kw):
+        seen.append(os.environ.get("FACTLAB_VERIFY"))
+        return runner.RunResult(tmp_path, tmp_path / "notebook.ipynb", tmp_path / "report.html", {}, True)
+
+    monkeypatch.setenv("FACTLAB_VERIFY", "0")  # restored after the test
+    monkeypatch.setattr(cli, "run_notebook", fake_run)
+    assert cli.main(["run", "00_quickstart", "--smoke"]) == 0
+    assert cli.main(["run", "00_quickstart", "--smoke", "--verify"]) == 0
+    monkeypatch.setattr(cli, "run_all", lambda **kw: [fake_run()])
+    assert cli.main(["run-all", "--verify"]) == 0
+    assert seen == ["0", "1", "1"]

@@ -145,7 +145,8 @@ def test_only_malformed_bodies_end_in_a_clear_error(tmp_path):
     assert j.stats["malformed"] == 4 and j.stats["failures"] == 1 and len(JudgeCache(tmp_path / "answers.sqlite")) == 0
 
 
-@pytest.mark.parametrize("body", BAD_BODIES + [b"[]", b'"text"', b"null"])
+@pytest.mark.parametrize("body", BAD_BODIES + [b"[]", b'"text"', b"null", b"[" * 100_000 + b"]" * 100_000,
+                                  b'{"choices": ' + b"[" * 5000 + b"]" * 5000 + b"}"])
 def test_read_completion_rejects_malformed_bodies(body):
     with pytest.raises(MalformedAnswer):
         read_completion(body)
@@ -181,3 +182,55 @@ def test_malformed_verdicts_at_a_rate_are_counted_failures(tmp_path):
                      log_metric=lambda k, v: logged.__setitem__(k, v))
     assert sorted(out, key=lambda x: x is None) == [1.0] * 4 + [None] * 2
     assert reward.stats["failures"] == 2 and logged["binary_rar/failure_rate"] == pytest.approx(1 / 3)
+
+
+def _rate_limited(retry_after: str, then_ok: bool = True):
+    """An httpx transport: HTTP 429 with ``Retry-After: retry_after``, then (``then_ok``) an answer."""
+    import httpx
+
+    calls = []
+
+    def handle(request):
+        calls.append(request)
+        if len(calls) == 1 or not then_ok:
+            return httpx.Response(429, headers={"Retry-After": retry_after}, text="slow down")
+        return httpx.Response(200, json={"choices": [{"message": {"content": "ok"}}]})
+
+    return httpx.MockTransport(handle), calls
+
+
+@pytest.mark.parametrize("header", ["3600", "Wed, 21 Oct 2099 07:28:00 GMT"])
+def test_a_retry_after_past_the_cap_fails_at_once_with_a_clear_error(monkeypatch, header):
+    """Issue 30: ``Retry-After: 3600`` made the judge sleep an hour per retry."""
+    import httpx
+
+    from factlab import judges
+
+    slept = []
+    monkeypatch.setattr(judges.time, "sleep", slept.append)
+    transport, calls = _rate_limited(header)
+    j = OpenAIJudge("m", "http://127.0.0.1:9/v1", cache=None, max_retries=4)
+    monkeypatch.setattr(j, "_http", httpx.Client(transport=transport))
+    with pytest.raises(JudgeError, match=r"asked to wait [\d,]+ s before a retry \(Retry-After\), more than "
+                                         r"judge.max_retry_after_s = 60 s.*HTTP 429"):
+        j.judge(["q"])
+    assert slept == [] and len(calls) == 1 and j.stats["failures"] == 1
+
+
+def test_a_retry_after_within_the_cap_is_honoured(monkeypatch):
+    import httpx
+
+    from factlab import judges
+    from factlab.config import JudgeSection
+
+    slept = []
+    monkeypatch.setattr(judges.time, "sleep", slept.append)
+    transport, calls = _rate_limited("30")
+    j = OpenAIJudge("m", "http://127.0.0.1:9/v1", cache=None, max_retries=2)
+    monkeypatch.setattr(j, "_http", httpx.Client(transport=transport))
+    assert j.judge(["q"]) == ["ok"] and slept == [30.0] and len(calls) == 2
+    # the cap is a params key, and reaches the judge
+    cfg = JudgeSection(backend="openai", base_url="http://127.0.0.1:9/v1", max_retry_after_s=7200, health_check=False)
+    assert judges.make_judge(cfg, cache=False).max_retry_after_s == 7200
+    with pytest.raises(ValueError, match="max_retry_after_s"):
+        JudgeSection(max_retry_after_s=0)

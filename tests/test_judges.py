@@ -260,7 +260,7 @@ def _http_judge(url, **kw):
 
 
 def test_http_judge_answers_with_the_default_model(local_judge, monkeypatch, caplog):
-    monkeypatch.setenv("FACTLAB_TEST_KEY", "sk-very-secret")
+    monkeypatch.setenv("FACTLAB_TEST_API_KEY", "sk-very-secret")
     lock = threading.Lock()
 
     def answer(prompt):
@@ -269,7 +269,7 @@ def test_http_judge_answers_with_the_default_model(local_judge, monkeypatch, cap
 
     prompts = ["What is the capital of France?", "Name a color.", "Say the word yes."]
     with _Server(answer) as srv, caplog.at_level(logging.DEBUG):
-        j = _http_judge(srv.url, api_key_env="FACTLAB_TEST_KEY", concurrency=2, max_new_tokens=12)
+        j = _http_judge(srv.url, api_key_env="FACTLAB_TEST_API_KEY", concurrency=2, max_new_tokens=12)
         out = j.judge(prompts)
     assert out == local_judge.judge(prompts)  # the same greedy answers as the local model
     assert len(srv.requests) == 3 and all(r["path"] == "/v1/chat/completions" for r in srv.requests)
@@ -332,3 +332,24 @@ def test_http_judge_cache(tmp_path):
         j.judge(["a", "b"])
         j.judge(["a", "b"])
     assert len(srv.requests) == 2 and j.stats["cache_hits"] == 2
+
+
+@pytest.mark.parametrize("text", ["[" * 1999 + "]" * 1999, "{\"a\": " * 3000 + "1" + "}" * 3000,
+                                  "```json\n" + "[" * 5000 + "]" * 5000 + "\n```", "(" * 3000 + ")" * 3000])
+def test_deeply_nested_answers_are_unreadable_not_a_crash(text):
+    """Issue 30: ``parse_win_judgment("[" * 1999 + "]" * 1999)`` let a RecursionError escape."""
+    from factlab.eval.winrate import parse_win_judgment
+    from factlab.parsing import loads_bounded
+
+    assert parse_win_judgment(text) is None
+    assert parse_json(text) is None
+    with pytest.raises(ValueError, match="nested"):
+        loads_bounded(text.strip("`json\n"))
+
+
+def test_nesting_depth_ignores_brackets_inside_strings():
+    from factlab.parsing import nesting_depth
+
+    assert nesting_depth('{"a": [1, {"b": "[[[[" }], "c": "\\"{{"}') == 3
+    assert nesting_depth("no brackets") == 0
+    assert parse_json('[{"model": "model_1", "rank": 1, "note": "' + "[" * 500 + '"}]') is not None

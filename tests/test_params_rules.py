@@ -54,6 +54,39 @@ RULES = [
                  "grpo.vllm_server_base_url", "must be an http:// or https:// URL", id="vllm-base-url-no-scheme"),
     pytest.param("01_corver", "grpo: {vllm_server_base_url: 'http://gen:8000', vllm_server_host: gen}",
                  "grpo.vllm_server_base_url", "not both", id="vllm-base-url-and-host"),
+    # issue 30: inputs that passed `factlab check`
+    pytest.param("01_corver", "grpo: {extra: {learning_rate: -5, beta: -1}}",
+                 "grpo.extra.beta", "grpo.beta is a validated setting of its own", id="extra-shadows-beta"),
+    pytest.param("01_corver", "grpo: {extra: {learning_rate: -5}}",
+                 "grpo.extra.learning_rate", "set it there, not in grpo.extra", id="extra-shadows-learning-rate"),
+    pytest.param("01_corver", "grpo: {extra: {warmup_steps: 100}}",
+                 "grpo.extra.warmup_steps", "grpo.warmup_ratio is a validated setting", id="extra-shadows-warmup"),
+    pytest.param("03_seva", "sft: {extra: {learning_rate: 1.0}}",
+                 "sft.extra.learning_rate", "sft.learning_rate is a validated setting", id="sft-extra-shadows"),
+    pytest.param("01_corver", "rewards:\n  - {name: qa_judge, weight: .nan}\n  - {name: format}",
+                 "rewards.0.weight", "finite number", id="reward-weight-nan"),
+    pytest.param("01_corver", "rewards:\n  - {name: qa_judge, weight: .inf}\n  - {name: format}",
+                 "rewards.0.weight", "finite number", id="reward-weight-inf"),
+    pytest.param("01_corver", "rewards:\n  - {name: qa_judge}\n  - {name: format, weight: -.inf}",
+                 "rewards.1.weight", "finite number", id="reward-weight-minus-inf"),
+    pytest.param("01_corver", "grpo: {learning_rate: .inf}", "grpo.learning_rate", "finite number", id="lr-inf"),
+    pytest.param("01_corver", "grpo: {temperature: .inf}", "grpo.temperature", "finite number", id="temperature-inf"),
+    pytest.param("00_quickstart", "eval_generation: {temperature: .inf}",
+                 "eval_generation.temperature", "finite number", id="eval-temperature-inf"),
+    pytest.param("00_quickstart", "eval_generation: {max_new_tokens: 1.0e+12}",
+                 "eval_generation.max_new_tokens", "less than or equal to 1048576", id="max-new-tokens-1e12"),
+    pytest.param("02_binary_rar", "judge: {max_new_tokens: 1.0e+12}",
+                 "judge.max_new_tokens", "less than or equal to 1048576", id="judge-max-new-tokens-1e12"),
+    pytest.param("00_quickstart", "eval_generation: {max_new_tokens: true}",
+                 "eval_generation.max_new_tokens", "expected a number, got the boolean true", id="max-new-tokens-true"),
+    pytest.param("01_corver", "grpo: {learning_rate: false}",
+                 "grpo.learning_rate", "expected a number, got the boolean false", id="learning-rate-false"),
+    pytest.param("05_klcf", "grpo: {max_completion_length: 32}",
+                 "rewards.1.args.max_len", "48 is above grpo.max_completion_length = 32", id="klcf-length-penalty-max-len"),
+    pytest.param("04_k2v", "grpo: {max_completion_length: 32}",
+                 "rewards.1.args.max_len", "40 is above grpo.max_completion_length = 32", id="k2v-overlong-max-len"),
+    pytest.param("05_klcf", "rewards:\n  - {name: klcf_truth, args: {rm_model: /nonexistent/truth_rm}}",
+                 "rewards.0.args.rm_model", "/nonexistent/truth_rm does not exist", id="rm-model-missing-folder"),
 ]
 
 
@@ -95,3 +128,71 @@ def test_corver_scorer_counts_up_to_the_params_tau_2(tmp_path):
     resources.scorer(CorVerArgs(count_thresholds=(5, 30))).count(["France", "Paris"])
     resources.scorer(CorVerArgs(), count_limit=None).count(["France", "Paris"])
     assert index.limits == [30, None]
+
+
+def _check(tmp_path, capsys, body: str, notebook: str = "01_corver") -> tuple[int, str]:
+    params = tmp_path / "p.yaml"
+    params.write_text(body, encoding="utf-8")
+    rc = main(["check", notebook, "--params", str(params)])
+    return rc, capsys.readouterr().err
+
+
+def test_a_key_written_twice_in_one_mapping_is_refused(tmp_path, capsys):
+    base = ROOT / "params" / "01_corver_smoke.yaml"
+    rc, err = _check(tmp_path, capsys, f"base: {base}\ngrpo:\n  learning_rate: 1.0e-5\n  beta: 0.0\n"
+                                       "  learning_rate: 0.5\n")
+    assert rc == 2 and "duplicate key 'grpo.learning_rate' (lines 3 and 5)" in err and "silently win" in err
+    rc, err = _check(tmp_path, capsys, f"base: {base}\nbase: {base}\n")
+    assert rc == 2 and "duplicate key 'base'" in err
+    # a merge key (<<) overriding an anchored mapping is YAML, not a duplicate
+    rc, err = _check(tmp_path, capsys, f"base: {base}\nx: &g {{beta: 0.0}}\ngrpo:\n  <<: *g\n  beta: 0.01\n")
+    assert "duplicate" not in err
+
+
+def test_an_empty_params_file_is_refused(tmp_path, capsys):
+    for body in ("", "# only a comment\n", "---\n"):
+        rc, err = _check(tmp_path, capsys, body)
+        assert rc == 2 and "empty params file: every key would take its default" in err, body
+
+
+def bomb(indent: str = "") -> str:
+    """A billion laughs in YAML: nine levels of nine aliases, 9**9 values from about 650 bytes."""
+    lines = [f"{indent}a: &a [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"{indent}{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_load_not_expanded(tmp_path, capsys):
+    """Refused in a moment, naming the key that explodes (issue 30: it passed check, then hung
+    run, ignoring SIGTERM; in model.name a MemoryError in the error message's repr)."""
+    import time
+
+    base = ROOT / "params" / "04_k2v_smoke.yaml"
+    assert len(bomb()) < 700
+    t0 = time.perf_counter()
+    rc, err = _check(tmp_path, capsys, f"base: {base}\nsweep:\n  grid:\n{bomb('    ')}", "04_k2v")
+    assert rc == 2 and "'sweep.grid.f' expands to more than 100,000 values through YAML aliases" in err, err  # 9**6
+    rc, err = _check(tmp_path, capsys, f"base: {base}\nmodel:\n  name:\n{bomb('    ')}", "04_k2v")
+    assert rc == 2 and "'model.name.f' expands" in err and "MemoryError" not in err, err
+    assert time.perf_counter() - t0 < 60  # nothing was expanded (that would not end)
+
+
+def test_the_same_bound_holds_for_sweep_and_launch_values():
+    from factlab.config import ConfigError
+    from factlab.launch import _overrides
+    from factlab.sweep import parse_grid
+
+    flow = "{" + ", ".join(bomb().strip().splitlines()) + "}"
+    with pytest.raises(ConfigError, match="through YAML aliases"):
+        parse_grid([f"model.name=[{flow}]"])
+    with pytest.raises(ConfigError, match="through YAML aliases"):
+        _overrides({}, [f"model.name={flow}"])
+
+
+def test_error_messages_print_a_bounded_repr():
+    from factlab.config import _short
+
+    shared = ["x"] * 9
+    for _ in range(9):
+        shared = [shared] * 9  # 9**10 leaves behind 10 list objects, as an alias bomb builds
+    assert len(_short(shared)) <= 60 and len(_short("y" * 10**7)) <= 60

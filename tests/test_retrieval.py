@@ -346,3 +346,49 @@ def test_cache_and_chunk_validation(store):
 def test_rar_query():
     assert rar_query("Who?", "Paris.") == "Who?\nParis."
     assert rar_query(None, "Paris.") == "Paris."
+
+
+# -- files verified before use ----------------------------------------------------------------
+
+def _store_files(folder):
+    from factlab.integrity import MANIFEST_FILE, STAMP_FILE
+
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in (MANIFEST_FILE, STAMP_FILE))
+
+
+def test_every_saved_datastore_file_is_verified_on_load(tmp_path, store):
+    """chunks.jsonl, the bm25s arrays (.npy) and json files, precache.json: truncated, or changed
+    at the same size, each is an error naming the file, never a store that answers wrongly."""
+    from factlab.integrity import IntegrityError
+
+    store.precache({"de": "Germany"}, k_docs=1)
+    saved = store.save(tmp_path / "ds")
+    files = _store_files(saved)
+    names = {p.name for p in files}
+    assert {"chunks.jsonl", "precache.json", "factlab_retriever.json"} <= names
+    assert any(n.endswith(".npy") for n in names)
+    for i, path in enumerate(files):
+        original = path.read_bytes()
+        damaged = original[:len(original) // 2] if i % 2 else bytes(b ^ 0x20 for b in original)
+        path.write_bytes(damaged)
+        with pytest.raises(IntegrityError) as e:
+            Datastore.load(saved)
+        assert str(path) in str(e.value) and "rebuild" in str(e.value), path
+        path.write_bytes(original)
+    assert Datastore.load(saved).cache == store.cache  # all put back: loads again
+
+
+def test_ensure_datastore_rebuilds_one_saved_before_manifests(tmp_path, world, monkeypatch, caplog):
+    import logging
+
+    from factlab.integrity import MANIFEST_FILE
+
+    monkeypatch.setenv("FACTLAB_CACHE", str(tmp_path / "cache"))
+    cfg = R.DatastoreSection()
+    first = R.ensure_datastore(cfg, world["corpus"], "smollm2-135m-instruct", 128)
+    folder = R.datastore_dir(cfg, world["corpus"], "smollm2-135m-instruct", 128)
+    (folder / MANIFEST_FILE).unlink()
+    with caplog.at_level(logging.WARNING):
+        again = R.ensure_datastore(cfg, world["corpus"], "smollm2-135m-instruct", 128)
+    assert "no file manifest" in caplog.text and (folder / MANIFEST_FILE).is_file()
+    assert len(again) == len(first)

@@ -175,3 +175,141 @@ def test_git_state_commit_dirty_and_no_repository(tmp_path):
     assert re.fullmatch(r"[0-9a-f]{40}", clean["commit"]) and clean["dirty"] is False
     (tmp_path / "a.txt").write_text("2")
     assert manifest.git_state(tmp_path) == {"commit": clean["commit"], "dirty": True}
+
+
+# ---------------------------------------------------------------- runs keep their record (issue 30)
+
+
+def _interrupted_run(tmp_path, fake_pm):
+    fake_pm.outcome = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path)
+    fake_pm.outcome = None
+    return next((tmp_path / "runs/00_quickstart").iterdir())
+
+
+def test_resume_after_config_edit_is_refused_without_force_and_every_attempt_keeps_its_config(
+        tmp_path, fake_pm, caplog):
+    import logging
+
+    run_dir = _interrupted_run(tmp_path, fake_pm)
+    first = manifest.read_manifest(run_dir)["attempts"][0]["config"]
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg["eval_generation"]["max_new_tokens"] = 7
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ValueError, match=r"config.yaml changed since the last attempt \(eval_generation.max_new_tokens\)"
+                                         r".*--force"):
+        runner.run_notebook("00_quickstart", resume=run_dir, progress=False)
+    assert len(fake_pm.calls) == 1  # nothing ran
+    assert cli.main(["run", "00_quickstart", "--resume", str(run_dir)]) == 2
+    with caplog.at_level(logging.WARNING):
+        assert cli.main(["run", "00_quickstart", "--resume", str(run_dir), "--force"]) == 0
+    assert "edited since the last attempt" in caplog.text
+    m = manifest.read_manifest(run_dir)
+    assert [a["state"] for a in m["attempts"]] == ["interrupted", "ok"]
+    assert m["attempts"][0]["config"] == first  # attempt 1's config, kept
+    assert m["attempts"][0]["config"]["eval_generation"]["max_new_tokens"] != 7
+    assert m["attempts"][1]["config"]["eval_generation"]["max_new_tokens"] == 7 == m["config"]["eval_generation"]["max_new_tokens"]
+    assert m["attempts"][1]["config_changed"] == ["eval_generation.max_new_tokens"]
+
+
+def test_two_resumes_of_one_folder_never_run_at_once(tmp_path, fake_pm):
+    import threading
+
+    run_dir = _interrupted_run(tmp_path, fake_pm)
+    started, release = threading.Event(), threading.Event()
+    real = fake_pm.__call__
+
+    def slow(*a, **kw):  # the first resume is still running...
+        started.set()
+        release.wait(30)
+        return real(*a, **kw)
+
+    runner.pm.execute_notebook = slow
+    first = threading.Thread(target=lambda: runner.run_notebook("00_quickstart", resume=run_dir, progress=False))
+    first.start()
+    try:
+        assert started.wait(30)
+        with pytest.raises(ValueError, match=r"another factlab process \(pid \d+\) is running in this run folder"):
+            runner.run_notebook("00_quickstart", resume=run_dir, progress=False)  # ... when the second one starts
+    finally:
+        release.set()
+        first.join(30)
+    assert [a["state"] for a in manifest.read_manifest(run_dir)["attempts"]] == ["interrupted", "ok"]
+
+
+def test_a_new_run_folder_is_created_atomically(tmp_path, monkeypatch):
+    """Another process may create the same folder between a check and the mkdir: creation itself
+    must be the check (the race is made certain here by an ``exists`` that always says no)."""
+    parent = tmp_path / "runs" / "00_quickstart"
+    (parent / "20260101-000000-x").mkdir(parents=True)
+    (parent / "20260101-000000-x-2").mkdir()
+    monkeypatch.setattr(runner.Path, "exists", lambda self: False)
+    made = runner.new_run_dir(parent, "20260101-000000-x")
+    assert made.name == "20260101-000000-x-3" and made.is_dir()
+
+
+_FULL_DISK = """
+import resource, signal, sys
+from factlab import manifest, runner
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), like a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    {call}
+except OSError as e:
+    print("failed:", e.strerror)
+"""
+
+
+@pytest.mark.parametrize("call, name", [
+    ("runner.save_metrics(sys.argv[1], {'big': 'x' * 20000})", "metrics.json"),
+    ("manifest.write_manifest(sys.argv[1], {'state': 'ok', 'big': 'x' * 20000})", "manifest.json"),
+])
+def test_a_full_disk_leaves_metrics_and_manifest_whole_and_no_temporary_file(tmp_path, call, name):
+    import sys
+
+    (tmp_path / name).write_text(json.dumps({"state": "running", "accuracy": 0.5}))
+    res = subprocess.run([sys.executable, "-c", _FULL_DISK.format(call=call), str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert "failed:" in res.stdout, res.stdout + res.stderr
+    assert json.loads((tmp_path / name).read_text()) == {"state": "running", "accuracy": 0.5}  # the earlier one, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no leftover .tmp
+
+
+def test_save_metrics_moves_an_unreadable_file_aside(tmp_path):
+    (tmp_path / "metrics.json").write_text('{"a": 1, "b"')
+    runner.save_metrics(tmp_path, {"c": 2})
+    assert runner.load_metrics(tmp_path) == {"c": 2}
+    assert (tmp_path / "metrics.json.unreadable").read_text() == '{"a": 1, "b"'
+
+
+def test_write_index_shows_unreadable_run_folders_instead_of_crashing(tmp_path):
+    runs = tmp_path / "runs" / "00_quickstart"
+    bad = {"a-list": b"[1, 2]", "wrong-types": json.dumps({"state": 5, "started_at": 3, "notebook": ["x"]}).encode(),
+           "torn": b'{"state": "ok", "star', "not-utf8": b"\xff\xfe\x00{", "deep": b"[" * 100000 + b"]" * 100000}
+    for name, raw in bad.items():
+        (runs / name).mkdir(parents=True)
+        (runs / name / "manifest.json").write_bytes(raw)
+    good = runs / "zz-good"
+    good.mkdir()
+    (good / "manifest.json").write_text(json.dumps({"notebook": "00_quickstart", "state": "ok"}))
+    (good / "metrics.json").write_text('{"headline": [1, 2')  # its metrics are torn
+    fine = runs / "zz-fine"
+    fine.mkdir()
+    (fine / "manifest.json").write_text(json.dumps({"notebook": "00_quickstart", "state": "ok"}))
+    runner.save_headline(fine, {"accuracy": 0.5})
+    result = runner.RunResult(fine, fine / "notebook.ipynb", fine / "report.html", {}, True)
+    page = runner.write_index([result], tmp_path / "index.html").read_text()
+    for name in [*bad, "zz-good"]:
+        row = next(r for r in page.split("<tr>") if name in r)
+        assert "unreadable: " in row, (name, row)
+    assert "accuracy 0.500" in page  # the readable run keeps its row
+
+
+def test_run_all_only_without_names_is_refused(tmp_path, fake_pm, capsys):
+    with pytest.raises(ValueError, match="--only needs at least one notebook name"):
+        runner.run_all(out=tmp_path / "runs", only=[])
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run-all", "--only", "--out", str(tmp_path / "runs")])
+    assert e.value.code == 2 and "--only" in capsys.readouterr().err
+    assert fake_pm.calls == []  # nothing ran

@@ -243,3 +243,135 @@ def test_token_char_offsets_unicode(tokenizer):
 ])
 def test_is_abstention(response, abstains):
     assert text.is_abstention(response) is abstains
+
+
+# --- model text never stalls: every regex that reads it runs in linear time (issue 30) --------
+
+import re  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+
+from factlab import parsing  # noqa: E402
+from factlab.eval import alarms, winrate  # noqa: E402
+from factlab.rewards import corver, k2v, klcf, rar, seva, triplets  # noqa: E402
+from factlab.synth import kg, klcf as klcf_synth  # noqa: E402
+
+# (prefix, unit repeated to the size, suffix): the shapes that made factlab's regexes superlinear
+# (repeated and unclosed tags, long runs of one character that a pattern half matches, unclosed
+# fences, quotes and brackets), plus plain text.
+DEGENERATE = [("", "<think>a</think>", ""), ("", "<think>", ""), ("", "<think><answer>", ""), ("", ".", "a"),
+              ("a", " ", "b"), ("a", "\n", "b"), ("```", " ", ""), ("```", "a", ""), ("- a", " ", "b"),
+              ("", "[", ""), ("", "{", ""), ('"', "a", ""), ("(", " ", "x"), ("1", ",", "x"), ("", "not ", ""),
+              ("x", ", ", "y"), ("", "#", ""), ("", "*", "x"), ("", "<|>", ""), ('("entity"<|>', "a", ""),
+              ('("entity"<|>a', " ", "b"), ('("entity"<|>', ".", "a<|>PLACE<|>x)"),
+              ("", "Paris is the capital of France. ", ""), ("* ", "a ", ""),
+              ("", "a", "")]
+
+MODEL_TEXT_READERS = {
+    "text.format_violation": text.format_violation, "text.split_sentences": text.split_sentences,
+    "text.is_abstention": text.is_abstention, "text.lenient_answer": text.lenient_answer,
+    "text.extract_answer": text.extract_answer, "text.grade_answer": lambda s: text.grade_answer(s, ["Paris"]),
+    "text.content_words": text.content_words, "parsing.parse_json": parsing.parse_json,
+    "parsing.parse_score": parsing.parse_score, "winrate.parse_win_judgment": winrate.parse_win_judgment,
+    "k2v.format_score": k2v.format_score, "k2v.parse_yes_no": k2v.parse_yes_no,
+    "klcf.format_reward": klcf.format_reward, "klcf.parse_verification": klcf.parse_verification,
+    "rar.parse_verdict": rar.parse_verdict, "rar.parse_claims": rar.parse_claims,
+    "seva.claim_verdict": seva.claim_verdict, "seva.parse_verifier_output": seva.parse_verifier_output,
+    "corver.entity_content_words": corver.entity_content_words, "triplets.parse_triplets": triplets.parse_triplets,
+    "kg.parse_records": kg.parse_records, "klcf.parse_claim_list": klcf_synth.parse_claim_list,
+    "klcf.parse_verification_label": klcf_synth.parse_verification_label,
+    "alarms.completion_health": lambda s: alarms.completion_health([s]),
+}
+
+
+# A reader that cuts its input reads no more than that: compare below the cut.
+SIZES = {"parsing.parse_json": (5_000, parsing.MAX_PARSE_CHARS), "parsing.parse_score": (5_000, parsing.MAX_PARSE_CHARS)}
+
+
+def _battery(size: int) -> list[str]:
+    return [pre + unit * (size // len(unit)) + post for pre, unit, post in DEGENERATE]
+
+
+class _Superlinear(Exception):
+    pass
+
+
+def _cpu_seconds(read, texts, repeats: int, limit: float | None = None) -> float:
+    """CPU time of ``repeats`` passes of ``read`` over ``texts``; ``_Superlinear`` past ``limit``
+    (a CPU-time alarm: the regex engine checks for signals, so a runaway match stops)."""
+    def stop(*_):
+        raise _Superlinear
+
+    previous = signal.signal(signal.SIGPROF, stop)
+    if limit is not None:
+        signal.setitimer(signal.ITIMER_PROF, limit)
+    t0 = time.process_time()
+    try:
+        for _ in range(repeats):
+            for t in texts:
+                try:
+                    read(t)
+                except _Superlinear:
+                    raise
+                except Exception:  # noqa: BLE001 - an error on garbage is fine; only the time matters here
+                    pass
+        return time.process_time() - t0
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+
+
+RATIO_BOUND = 40  # linear: 10; n log n: about 13; quadratic: 100
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_TEXT_READERS))
+def test_reading_model_text_is_linear_on_degenerate_input(name):
+    """100 KB of degenerate text against 10 KB (below its cut for a reader that cuts its input),
+    as a ratio of CPU times measured in this process (no absolute time): linear code takes about
+    10x, quadratic 100x, the cubic ``format_violation`` of issue 30 (22 s for 12.8 KB) far more."""
+    read = MODEL_TEXT_READERS[name]
+    small_size, big_size = SIZES.get(name, (10_000, 100_000))
+    small, big = _battery(small_size), _battery(big_size)
+    repeats, spent = 1, _cpu_seconds(read, small, 1)
+    while spent < 0.2:  # enough passes to read well above the CPU clock's resolution
+        repeats *= 4
+        spent = _cpu_seconds(read, small, repeats)
+    per_pass = spent / repeats
+    big_repeats = max(1, repeats // 10)
+    allowed = RATIO_BOUND * per_pass * big_repeats + 0.02  # + the CPU clock's resolution
+    try:
+        ratio = _cpu_seconds(read, big, big_repeats, limit=allowed) / big_repeats / per_pass
+    except _Superlinear:
+        pytest.fail(f"{name}: {big_size:,} characters took more than {RATIO_BOUND}x the time of {small_size:,} "
+                    f"({per_pass:.4f} s a pass)")
+    assert ratio < RATIO_BOUND, (name, ratio)
+
+
+# The patterns the linear code replaced, as references: same answers on ordinary text.
+OLD_FORMAT = re.compile(r"<think>(.*?)</think>.*?<answer>", re.DOTALL)
+OLD_BUT = re.compile(r",?\s+(?:but|however)\b,?\s*", re.IGNORECASE)
+OLD_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)")
+OLD_WORD_EDGE = re.compile(r"^[^\w]+|[^\w]+$")
+OLD_EDGE_PUNCT = re.compile(r"^[\s\"'`<>\[\]{}.,;:*#-]+|[\s\"'`<>\[\]{}.,;:*-]+$")
+OLD_TRAILING_DELIM = re.compile(r"(?:\s|##|\*{2,})+\Z")
+OLD_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+OLD_RECORD = re.compile(r"\(\s*[\"'`]?\s*([a-z_]+)\s*[\"'`]?\s*<\|>", re.IGNORECASE)
+
+PIECES = st.lists(st.sampled_from(["<think>", "</think>", "<answer>", "a", "Paris", " ", "\n", ".", "!", ",", "but",
+                                   "however", "##", "**", "*", "#", "```", "json", "(", '"', "entity", "<|>", "-", "é"]),
+                  max_size=14).map("".join)
+
+
+@given(PIECES)
+def test_linear_readers_answer_as_the_patterns_they_replaced(s):
+    from factlab.text import _BUT, _SENTENCE_END, _think_before_answer
+
+    m = OLD_FORMAT.search(s)
+    assert _think_before_answer(s) == (m.group(1) if m else None)
+    assert _BUT.split(s) == OLD_BUT.split(s)
+    assert [x.span() for x in _SENTENCE_END.finditer(s)] == [x.span() for x in OLD_SENTENCE_END.finditer(s)]
+    assert corver._WORD_EDGE.sub("", s) == OLD_WORD_EDGE.sub("", s)
+    assert kg._EDGE_PUNCT.sub("", s) == OLD_EDGE_PUNCT.sub("", s)
+    assert kg._without_trailing_delimiters(s) == OLD_TRAILING_DELIM.sub("", s)
+    assert parsing.fenced_blocks(s) == [x.group(1).strip() for x in OLD_FENCE.finditer(s)]
+    assert [x.group(1) for x in kg._RECORD.finditer(s)] == [x.group(1) for x in OLD_RECORD.finditer(s)]

@@ -1,15 +1,16 @@
 """The ``factlab`` command: run notebooks, build the mini-world, bench.
 
-    factlab run NOTEBOOK [--params FILE] [--out DIR] [--smoke]
-    factlab run NOTEBOOK --resume RUN_DIR
+    factlab run NOTEBOOK [--params FILE] [--out DIR] [--smoke] [--verify]
+    factlab run NOTEBOOK --resume RUN_DIR [--force] [--verify]
     factlab check NOTEBOOK [--params FILE] [--smoke]
-    factlab run-all [--full] [--out DIR]
+    factlab run-all [--full] [--out DIR] [--only NAME ...] [--verify]
     factlab sweep NOTEBOOK [--params FILE] --grid KEY=V1,V2 ... [--executor local|ray] [--dry-run]
     factlab train NOTEBOOK [--params FILE] --accelerate-config {ddp,zero2,zero3,fsdp2,PATH}
                   [--num-processes N] [--set KEY=VALUE ...] [--run-dir DIR] [--dry-run]
     factlab world [--out DIR]
     factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR [--text-field text]
                         [--shard-tokens N] [--cpus N]
+    factlab index verify DIR
     factlab serve [--model NAME] [--port 8000] [--max-batch 16]
     factlab evidence [NAME ...]
     factlab bench [NAME ...]
@@ -21,6 +22,7 @@ import argparse
 import contextlib
 import errno
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from . import threads
 from .corpus import CorpusIndex
+from .integrity import VERIFY_ENV
 from .data.miniworld import build_world, default_world_dir
 from .evidence import HYPOTHESES
 from .evidence import run as run_evidence
@@ -61,12 +64,21 @@ def _os_error(e: OSError) -> str:
     return f"{' -> '.join(paths)}: {e.strerror or e}" if paths else str(e)
 
 
+def _verify_on_every_load(args) -> None:
+    """``--verify``: every index and datastore the run loads is checksummed, not only the first
+    time (``factlab.integrity``); the kernel inherits the setting."""
+    if getattr(args, "verify", False):
+        os.environ[VERIFY_ENV] = "1"
+
+
 def _cmd_run(args) -> int:
     _out_folder(args.out)
+    _verify_on_every_load(args)
     try:
         with _sigterm_as_interrupt():
             res = run_notebook(args.notebook, params=args.params, out=args.out, smoke=args.smoke,
-                               raise_on_error=False, resume=args.resume, with_code=args.with_code)
+                               raise_on_error=False, resume=args.resume, with_code=args.with_code,
+                               force=args.force)
     except KeyboardInterrupt:
         print("interrupted (the run folder's manifest.json says so); see the --resume line above",
               file=sys.stderr)
@@ -124,7 +136,8 @@ def _cmd_rewards(args) -> int:
 
 def _cmd_run_all(args) -> int:
     _out_folder(args.out)
-    results = run_all(smoke=not args.full, out=args.out, only=args.only or None, with_code=args.with_code)
+    _verify_on_every_load(args)
+    results = run_all(smoke=not args.full, out=args.out, only=args.only, with_code=args.with_code)
     failed = [r for r in results if not r.ok]
     for r in results:
         print(f"{'ok    ' if r.ok else 'FAILED'} {r.report}" + (f"  ({r.error})" if r.error else ""))
@@ -159,6 +172,12 @@ def _cmd_index_build(args) -> int:
     return 0
 
 
+def _cmd_index_verify(args) -> int:
+    index = CorpusIndex.load(args.dir, verify=True)  # IntegrityError (a ValueError): exit 2 naming the file
+    print(f"ok: {index.path}: {len(index.meta['shards'])} shard(s), every file matches its size and SHA-256")
+    return 0
+
+
 def _cmd_serve(args) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger(__name__).warning("serving on %s without authentication: anyone who can reach this port "
@@ -187,6 +206,7 @@ def _cmd_bench(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per judge request: noise, and the URL
     p = argparse.ArgumentParser(prog="factlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", metavar="N", default=None,
@@ -203,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--resume", metavar="RUN_DIR",
                    help="continue a run that did not finish (interrupted or failed) in its own folder, "
                         "with its config.yaml, finished stages and last training checkpoint")
+    r.add_argument("--force", action="store_true",
+                   help="with --resume: continue even though config.yaml changed since the last attempt "
+                        "(each attempt's config is kept in manifest.json)")
+    r.add_argument("--verify", action="store_true",
+                   help="checksum every index and datastore file on every load, not only the first time")
     r.set_defaults(func=_cmd_run)
 
     c = sub.add_parser("check", help="validate a notebook's params without running anything")
@@ -217,8 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("run-all", help="execute every notebook (smoke params unless --full)")
     a.add_argument("--full", action="store_true", help="full-scale params (GPU)")
     a.add_argument("--out", help="runs folder (default: outputs/runs)")
-    a.add_argument("--only", nargs="*", help="notebook stems to run")
+    a.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="notebook stems to run (at least one)")
     a.add_argument("--with-code", action="store_true", help="keep the code cells in every report.html")
+    a.add_argument("--verify", action="store_true",
+                   help="checksum every index and datastore file on every load, not only the first time")
     a.set_defaults(func=_cmd_run_all)
 
     w = sub.add_parser("world", help="build the countryinfo mini-world files")
@@ -237,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="start a new shard after this many tokens (default: 500,000,000)")
     ib.add_argument("--cpus", type=_positive_int, default=None, help="suffix-array jobs (default: all cores)")
     ib.set_defaults(func=_cmd_index_build)
+    iv = ix_sub.add_parser("verify", help="check every file of an index against its manifest (sizes and SHA-256)")
+    iv.add_argument("dir", help="index folder")
+    iv.set_defaults(func=_cmd_index_verify)
 
     add_sweep_command(sub)  # factlab sweep NOTEBOOK --grid KEY=V1,V2 ... (factlab.sweep)
     add_train_command(sub)  # factlab train NOTEBOOK --accelerate-config NAME ... (factlab.launch)

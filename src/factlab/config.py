@@ -11,24 +11,34 @@ SelfFilterSection``, ...); the experiment configs that compose them are in
 A params file may name a ``base:`` file (relative to itself) whose values it overrides key
 by key, so ``*_smoke.yaml`` states only what differs from the full-scale file. Unknown keys,
 ill-typed values and rules that involve several keys fail when the file loads, with the
-dotted key path, the expected type and the file.
+dotted key path, the expected type and the file. So do a key written twice in one mapping,
+an empty file, YAML aliases that expand past ``MAX_PARAMS_NODES`` values (an alias bomb),
+infinite or NaN numbers, a boolean where a number belongs, and token counts above
+``MAX_TOKENS``.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import re
+import reprlib
+import types
+import typing
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Sequence, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_serializer,
+                      field_validator, model_validator)
 
 T = TypeVar("T", bound=BaseModel)
 
 Dtype = Literal["float32", "bfloat16", "float16", "auto"]
+MAX_TOKENS = 1 << 20  # no length in tokens (generation, prompt, completion, model context) goes above this
+MAX_PARAMS_NODES = 100_000  # values a params file may hold once YAML aliases are expanded
 
 
 class ConfigError(ValueError):
@@ -45,10 +55,28 @@ class ParamError(ValueError):
         self.path, self.message = path, message
 
 
-class Section(BaseModel):
-    """Base of every config block: unknown keys are errors, values are validated on set."""
+def _numeric(annotation: Any) -> bool:
+    """Whether a field annotation only admits numbers (``int``, ``float``, optionally ``None``)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _numeric(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return bool(kinds) and all(_numeric(a) for a in kinds)
+    return annotation in (int, float)
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+class Section(BaseModel):
+    """Base of every config block: unknown keys are errors, values are validated on set, numbers
+    are finite (no ``.inf`` / ``.nan``) and never booleans (``max_new_tokens: true`` is not 1)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=(), allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name and _numeric(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
+        return value
 
 
 def known_optimizers() -> list[str]:
@@ -80,12 +108,35 @@ def _one_of(value: str, known: list[str], what: str) -> str:
     return value
 
 
-def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"]) -> dict[str, Any]:
+def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated: set[str]) -> dict[str, Any]:
+    """``extra``: TRL config fields passed through unchanged; unknown ones are refused, and so are
+    those the section validates itself (``validated``: its fields, and ``warmup_steps``, which
+    ``warmup_ratio`` fills), since a value there would replace the validated one unchecked."""
     unknown = sorted(set(extra) - config_fields(kind))
     if unknown:
         cls = "GRPOConfig" if kind == "grpo" else "SFTConfig"
         raise ParamError(unknown[0], f"not a field of TRL's {cls} (unknown: {', '.join(unknown)})")
+    shadowing = sorted(set(extra) & ((validated | {"warmup_steps"}) - {"extra"}))
+    if shadowing:
+        name = shadowing[0]
+        field = "warmup_ratio" if name == "warmup_steps" else name
+        raise ParamError(name, f"{kind}.{field} is a validated setting of its own: set it there, not in "
+                               f"{kind}.extra (extra would pass it to TRL unchecked)")
     return extra
+
+
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def existing_model(name: str | None) -> str | None:
+    """``name`` unchanged when it can name a model: an existing file or folder, an HF hub id
+    (``org/name``) or a bare alias; ``ValueError`` for a local path (absolute, ``./``, ``../``,
+    ``~``, or several folders deep) that does not exist, which would fail only when loaded."""
+    if name is None or Path(name).expanduser().exists() or _HUB_ID.match(name):
+        return name
+    if "/" in name or name.startswith(("~", ".")):
+        raise ValueError(f"{name} does not exist (a local model folder; a hub model is written org/name)")
+    return name
 
 
 class ModelConfig(Section):
@@ -100,7 +151,7 @@ class ModelConfig(Section):
 class GenerationConfig(Section):
     """Sampling settings; defaults are the greedy evaluation of 000 §A.3."""
 
-    max_new_tokens: int = Field(1000, ge=1)
+    max_new_tokens: int = Field(1000, ge=1, le=MAX_TOKENS)
     temperature: float = Field(0.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     batch_size: int = Field(16, ge=1)
@@ -154,8 +205,8 @@ class GRPOSection(Section):
     loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = "grpo"  # TRL 1.16's
     scale_rewards: Literal["group", "batch", "none"] = "group"
     num_generations: int = Field(16, ge=2)  # G
-    max_prompt_length: int = Field(256, ge=1)  # prompts longer than this are dropped (and counted)
-    max_completion_length: int = Field(1024, ge=1)
+    max_prompt_length: int = Field(256, ge=1, le=MAX_TOKENS)  # prompts longer than this are dropped (and counted)
+    max_completion_length: int = Field(1024, ge=1, le=MAX_TOKENS)
     temperature: float = Field(1.0, gt=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     per_device_train_batch_size: int = Field(128, ge=1)  # completions per device: 8 prompts x G=16 (000 Table 6)
@@ -203,7 +254,7 @@ class GRPOSection(Section):
     @field_validator("extra")
     @classmethod
     def _grpo_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
-        return _extra_fields(extra, "grpo")
+        return _extra_fields(extra, "grpo", set(cls.model_fields))
 
     @model_validator(mode="before")
     @classmethod
@@ -257,7 +308,7 @@ class SFTSection(Section):
     max_steps: int = -1  # > 0 overrides epochs
     per_device_train_batch_size: int = Field(4, ge=1)
     gradient_accumulation_steps: int = Field(4, ge=1)
-    max_length: int = Field(1280, ge=16)
+    max_length: int = Field(1280, ge=16, le=MAX_TOKENS)
     lr_scheduler_type: str = "cosine"
     warmup_ratio: float = Field(0.05, ge=0.0, lt=1.0)
     weight_decay: float = Field(0.01, ge=0.0)
@@ -277,7 +328,7 @@ class SFTSection(Section):
     @field_validator("extra")
     @classmethod
     def _sft_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
-        extra = _extra_fields(extra, "sft")
+        extra = _extra_fields(extra, "sft", set(cls.model_fields))
         if "optim" in extra and extra["optim"] not in known_optimizers():
             raise ParamError("optim", f"unknown optimizer {extra['optim']!r}; known: {', '.join(known_optimizers())}")
         return extra
@@ -290,13 +341,18 @@ class SFTSection(Section):
         return self
 
 
-_URL_SECRET_PARAMS = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig|signature)=)[^&#]*")
+# a query parameter whose name is, or ends in (after - or _), one of these words carries a secret:
+# api_key, key, token, access_token, secret, password, sig, signature, X-Amz-Signature, X-Amz-Credential
+_URL_SECRET_PARAMS = re.compile(r"(?i)([?&](?:[\w.-]*[_-])?(?:api[_-]?key|key|token|secret|password|passwd|pwd|sig|"
+                                r"signature|credential|auth)=)[^&#]*")
+_URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
 def redact_url(url: str | None) -> str | None:
     """``url`` with credentials hidden: ``user:password@`` and secret-looking query values
-    (``api_key=``, ``key=``, ``token=``, ...) become ``***``. For config dumps, logs, reports."""
+    (``api_key=``, ``key=``, ``token=``, ``password=``, ``sig=``, ``signature=``, ...) become
+    ``***``. For config dumps, logs, reports."""
     if not url:
         return url
     parts = urlsplit(url)
@@ -305,6 +361,52 @@ def redact_url(url: str | None) -> str | None:
         netloc = "***@" + netloc.rsplit("@", 1)[1]
     query = _URL_SECRET_PARAMS.sub(lambda m: m.group(1) + "***", "?" + parts.query)[1:] if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URL in it passed through ``redact_url``."""
+    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)) or "", text)
+
+
+class RedactCredentials(logging.Filter):
+    """A logging filter that writes the URLs of a record's message with their credentials
+    hidden (``redact_text``). factlab puts it on the ``httpx`` logger, whose INFO line names
+    every request URL as given, password included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True
+        clean = redact_text(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        return True
+
+
+def redact_http_logs() -> None:
+    """Hide URL credentials in the request log of httpx (the openai judge's HTTP client), once."""
+    logger = logging.getLogger("httpx")
+    if not any(isinstance(f, RedactCredentials) for f in logger.filters):
+        logger.addFilter(RedactCredentials())
+
+
+# Variables whose name says "API key" (``*_API_KEY``, or ``API_KEY``) may be sent as a judge's
+# Bearer token; so may these token variables of LLM providers. Any other needs judge.allowed_key_envs.
+API_KEY_ENV = re.compile(r"^(?:[A-Z][A-Z0-9_]*_)?API_KEY$")
+PROVIDER_TOKEN_ENVS = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACEHUB_API_TOKEN",
+                                 "REPLICATE_API_TOKEN", "DEEPINFRA_TOKEN", "DEEPINFRA_API_TOKEN",
+                                 "CLOUDFLARE_API_TOKEN", "OPENROUTER_API_TOKEN"})
+
+
+def api_key_env_problem(name: str, allowed: Sequence[str] = ()) -> str | None:
+    """Why the variable ``name`` may not be sent as a judge's API key, or ``None`` when it may:
+    it looks like an API key (``*_API_KEY``), is a known provider token, or is in ``allowed``."""
+    if name in allowed or API_KEY_ENV.match(name) or name in PROVIDER_TOKEN_ENVS:
+        return None
+    return (f"${name} does not look like an API key variable, and its value would be sent as a Bearer token to the "
+            f"judge server (health check included); use a variable named *_API_KEY or one of "
+            f"{', '.join(sorted(PROVIDER_TOKEN_ENVS))}, or list {name} in judge.allowed_key_envs to send it anyway")
 
 
 def sends_key_in_clear(url: str | None) -> bool:
@@ -336,22 +438,24 @@ class JudgeSection(Section):
     device: str = "auto"
     system: str | None = None
     batch_size: int = Field(16, ge=1)
-    max_new_tokens: int = Field(256, ge=1)
+    max_new_tokens: int = Field(256, ge=1, le=MAX_TOKENS)
     temperature: float = Field(0.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     seed: int = 0
     enable_thinking: bool | None = None  # Qwen3 chat templates: False = no <think> block
-    max_prompt_tokens: int | None = Field(None, ge=1)  # transformers: left-truncate longer prompts
+    max_prompt_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # transformers: left-truncate longer prompts
     prefill: bool = False
     # openai backend
     # e.g. http://localhost:8000/v1, or a list of replicas; written to config.yaml with credentials redacted
     base_url: str | list[str] | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = "OPENAI_API_KEY"  # *_API_KEY, a provider token (HF_TOKEN, ...), or one in allowed_key_envs
+    allowed_key_envs: list[str] = []  # other variable names that may be sent as the API key
     allow_key_over_http: bool = False  # send the key over plain http:// to a host that is not this machine
     concurrency: int = Field(8, ge=1)
     timeout_s: float = Field(120.0, gt=0.0)
     max_retries: int = Field(4, ge=0)
     backoff_s: float = Field(1.0, ge=0.0)
+    max_retry_after_s: float = Field(60.0, gt=0.0)  # a longer Retry-After fails the request instead of sleeping
     health_check: bool = True  # GET {base_url}/models on every endpoint when the judge is built
     prefill_mode: Literal["continue", "completions", "none"] = "continue"
     tokenizer: str | None = None  # prefill_mode completions: HF id or path of the chat template (default: model)
@@ -360,7 +464,7 @@ class JudgeSection(Section):
     # vllm backend
     tensor_parallel_size: int = Field(1, ge=1)
     gpu_memory_utilization: float = Field(0.85, gt=0.0, le=1.0)
-    max_model_len: int | None = Field(None, ge=1)
+    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
     # on-disk cache keyed by (backend model, system, prompt, sampling)
     cache: bool = True
     cache_dir: str | None = None  # None = <factlab cache>/judge_cache
@@ -370,6 +474,13 @@ class JudgeSection(Section):
         if not self.base_url:
             return []
         return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+
+    @model_validator(mode="after")
+    def _key_variable_looks_like_a_key(self) -> "JudgeSection":
+        problem = api_key_env_problem(self.api_key_env, self.allowed_key_envs)
+        if problem:
+            raise ParamError("api_key_env", problem)
+        return self
 
     @model_validator(mode="after")
     def _endpoint_for_openai(self) -> "JudgeSection":
@@ -458,17 +569,81 @@ def _read_text(path: Path, named_by: str) -> str:
         raise ConfigError(f"{path}: cannot be read ({e.strerror or e}){named_by}") from None
 
 
+def _nodes_checked(root: yaml.Node, source: str) -> None:
+    """Refuse a YAML document whose mappings repeat a key (the last value would silently win)
+    or whose aliases expand past ``MAX_PARAMS_NODES`` values (an alias bomb: a few hundred
+    bytes that expand to billions). Each node is visited once; expanded sizes are counted,
+    not built."""
+    size: dict[int, int] = {}
+    path_of: dict[int, str] = {id(root): ""}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in size:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            size[id(node)] = 1
+            continue
+        pairs = node.value if isinstance(node, yaml.MappingNode) else [(None, v) for v in node.value]
+        if children_done:
+            total = 1 + sum(size[id(k)] if k is not None else 0 for k, _ in pairs) + sum(size[id(v)] for _, v in pairs)
+            if total > MAX_PARAMS_NODES:
+                where = path_of.get(id(node)) or "the top level"
+                raise ConfigError(f"{source}: '{where}' expands to more than {MAX_PARAMS_NODES:,} values through "
+                                  "YAML aliases (&anchor / *alias); write the values out, or use fewer aliases")
+            size[id(node)] = total
+            continue
+        here = path_of[id(node)]
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for k, _ in pairs:
+                if k.tag == "tag:yaml.org,2002:merge" or not isinstance(k, yaml.ScalarNode):
+                    continue
+                line = k.start_mark.line + 1
+                if k.value in seen:
+                    key = f"{here}.{k.value}" if here else k.value
+                    raise ConfigError(f"{source}: duplicate key '{key}' (lines {seen[k.value]} and {line}): "
+                                      "the last value would silently win; keep one")
+                seen[k.value] = line
+        stack.append((node, True))
+        for i, (k, v) in enumerate(pairs):
+            label = k.value if isinstance(k, yaml.ScalarNode) else str(i)
+            for child in (k, v):
+                if child is not None and id(child) not in size:
+                    path_of.setdefault(id(child), f"{here}.{label}" if here else str(label))
+                    stack.append((child, False))
+
+
+def load_yaml(text: str, source: str = "<params>") -> Any:
+    """Parse one YAML document safely (``yaml.SafeLoader``: no Python objects), after
+    ``_nodes_checked``; ``ConfigError`` naming ``source`` for any YAML problem."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _nodes_checked(node, source)
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: nested too deeply to be a params file") from None
+    finally:
+        loader.dispose()
+
+
 def read_params(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     """Read a params YAML into a plain dict, resolving its ``base:`` chain. Every failure is a
-    ``ConfigError`` naming the file, and for a ``base:`` file the params file that named it."""
+    ``ConfigError`` naming the file, and for a ``base:`` file the params file that named it;
+    an empty file is refused (every key would silently take its default)."""
     path = Path(path).resolve()
     named_by = f" (named by 'base:' in {_seen[-1]})" if _seen else ""
     if path in _seen:
         raise ConfigError(f"{path}: 'base' chain loops back to itself{named_by}")
-    try:
-        data = yaml.safe_load(_read_text(path, named_by)) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    data = load_yaml(_read_text(path, named_by), str(path))
+    if data is None:
+        raise ConfigError(f"{path}: empty params file: every key would take its default{named_by}; write the "
+                          "keys to set, or 'base: <file>' to start from another params file")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
     base = data.pop("base", None)
@@ -479,8 +654,16 @@ def read_params(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any
     return data
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 60, 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
+
+
 def _short(value: Any, limit: int = 60) -> str:
-    s = repr(value)
+    """A bounded ``repr`` for error messages: a few levels, items and characters, whatever
+    ``value`` holds (``reprlib``; a plain ``repr`` of a huge or alias-shared structure would not
+    end)."""
+    s = _SHORT.repr(value)
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .config import (GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError, Section,
                      SweepSection)
@@ -28,6 +28,8 @@ from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
 
 __all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig", "EvidenceArm", "EvidenceSection", "BASE_ARM"]
+
+LENGTH_REWARDS = ("overlong", "length_penalty")  # rewards whose args.max_len is a completion length in tokens
 
 
 class ExperimentConfig(Section):
@@ -111,6 +113,20 @@ class TrainingConfig(ExperimentConfig):
             raise ParamError("", "a training run needs at least one reward")
         check_reward_list(specs)
         return specs
+
+    @model_validator(mode="after")
+    def _length_rewards_within_completion(self) -> "TrainingConfig":
+        """A length reward's ``max_len`` (DAPO's overlong L_max, KLCF's length penalty L_m, Eq. 11)
+        may not pass ``grpo.max_completion_length``: completions stop before it, so the penalty
+        would never reach its full value (DAPO and KLCF set them equal)."""
+        for i, spec in enumerate(self.rewards):
+            max_len = (spec.args or {}).get("max_len")
+            if spec.name in LENGTH_REWARDS and isinstance(max_len, int) and max_len > self.grpo.max_completion_length:
+                raise ParamError(f"rewards.{i}.args.max_len",
+                                 f"{max_len} is above grpo.max_completion_length = {self.grpo.max_completion_length}: "
+                                 f"completions stop before the {spec.name} penalty ends, so it would never reach its "
+                                 f"full value (set them equal)")
+        return self
 
 
 class QuickstartConfig(ExperimentConfig):

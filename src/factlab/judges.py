@@ -29,6 +29,8 @@ evaluate code; anything unreadable is ``None`` for the caller to count.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import hashlib
 import json
 import logging
@@ -47,13 +49,14 @@ from typing import Any, Sequence
 
 import httpx
 
-from .config import JudgeSection, redact_url, sends_key_in_clear
+from .config import JudgeSection, api_key_env_problem, redact_http_logs, redact_url, sends_key_in_clear
 from .decoding import next_token_logits
-from .parsing import parse_json, parse_score  # noqa: F401  (re-exported: the public API names them here)
-from .models import chat_prompt, generate, load_model, load_tokenizer, resolve_model
+from .parsing import loads_bounded, parse_json, parse_score  # noqa: F401  (parse_*: the public API names them here)
+from .models import chat_prompt, generate, load_model, load_tokenizer, model_fingerprint, resolve_model
 from .paths import cache_dir
 
 log = logging.getLogger(__name__)
+redact_http_logs()  # httpx logs each request's URL at INFO, credentials included
 
 
 class JudgeError(RuntimeError):
@@ -156,9 +159,13 @@ class Judge(ABC):
         """The backend's settings beyond ``sampling`` that change an answer (part of the cache key)."""
         return {}
 
+    def key_parts(self, prompt: str, prefix: str = "") -> dict[str, Any]:
+        """Everything that decides the answer to ``prompt``: what the cache key hashes."""
+        return {"backend": self.backend, "model": self.model_name, "system": self.system, "prompt": prompt,
+                "prefix": prefix, "sampling": self.sampling(), "settings": self.answer_settings()}
+
     def cache_key(self, prompt: str, prefix: str = "") -> str:
-        return JudgeCache.key(backend=self.backend, model=self.model_name, system=self.system,
-                              prompt=prompt, prefix=prefix, sampling=self.sampling(), settings=self.answer_settings())
+        return JudgeCache.key(**self.key_parts(prompt, prefix))
 
     def judge(self, prompts: Sequence[str], prefix: str | None = None) -> list[str]:
         """One answer per prompt, in order; cached answers are not recomputed.
@@ -292,9 +299,13 @@ class TransformersJudge(Judge):
         self.dtype, self.device, self.batch_size = dtype, device, batch_size
         self.max_prompt_tokens, self.progress = max_prompt_tokens, progress
         self._model, self._tok = model_obj, tokenizer
+        self.model_fingerprint = model_fingerprint(model)  # a local folder: what it holds now
 
     def answer_settings(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "max_prompt_tokens": self.max_prompt_tokens}
+        out: dict[str, Any] = {"dtype": self.dtype, "max_prompt_tokens": self.max_prompt_tokens}
+        if self.model_fingerprint:  # a local model is keyed by its content, not its path
+            out["model_fingerprint"] = self.model_fingerprint
+        return out
 
     def load(self):
         if self._model is None:
@@ -374,9 +385,13 @@ class VLLMJudge(Judge):
         self._engine_kw = dict(tensor_parallel_size=tensor_parallel_size, dtype=dtype,
                                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)
         self._llm = None
+        self.model_fingerprint = model_fingerprint(model)
 
     def answer_settings(self) -> dict[str, Any]:
-        return {"dtype": self._engine_kw["dtype"], "max_model_len": self._engine_kw["max_model_len"]}
+        out: dict[str, Any] = {"dtype": self._engine_kw["dtype"], "max_model_len": self._engine_kw["max_model_len"]}
+        if self.model_fingerprint:
+            out["model_fingerprint"] = self.model_fingerprint
+        return out
 
     def _generate(self, prompts: list[str], prefix: str = "") -> list[str]:  # pragma: no cover - needs a GPU and vLLM
         from vllm import LLM, SamplingParams
@@ -428,8 +443,20 @@ class Endpoint:
 
 
 def _retry_after(value: str | None) -> float | None:
-    """Seconds of a ``Retry-After`` header given in seconds (the HTTP-date form is ignored)."""
-    return float(value) if value and value.replace(".", "", 1).isdigit() else None
+    """Seconds a ``Retry-After`` header asks to wait: given in seconds, or as an HTTP date
+    (seconds from now, 0 when past); ``None`` when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.replace(".", "", 1).isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
 
 
 def _repeats_prefix(prefix: str, text: str, min_len: int = 1) -> bool:
@@ -462,7 +489,8 @@ class OpenAIJudge(Judge):
     spent: the answer was never computed); a down endpoint is tried again after
     ``revive_after_s``. Each request has ``timeout_s``; connection errors, timeouts,
     408/429/5xx and unreadable bodies are retried ``max_retries`` times with exponential
-    backoff (``backoff_s * 2**attempt``, honouring ``Retry-After``), preferring another
+    backoff (``backoff_s * 2**attempt``, honouring ``Retry-After`` up to ``max_retry_after_s``:
+    a server that asks for a longer wait fails the request at once, saying so), preferring another
     endpoint; 401/403 and other 4xx are not retried. After the last retry: ``JudgeError``,
     which names every endpoint when all of them are down.
 
@@ -492,7 +520,7 @@ class OpenAIJudge(Judge):
     def __init__(self, model: str, base_url: str | Sequence[str], *, api_key_env: str = "OPENAI_API_KEY",
                  concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4, backoff_s: float = 1.0,
                  allow_key_over_http: bool = False, prefill_mode: str = "continue", tokenizer: Any = None,
-                 **kw: Any):
+                 allowed_key_envs: Sequence[str] = (), max_retry_after_s: float = 60.0, **kw: Any):
         super().__init__(model, **kw)
         urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
         if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
@@ -504,12 +532,12 @@ class OpenAIJudge(Judge):
         self.endpoints = [Endpoint(u.strip().rstrip("/"), redact_url(u.strip().rstrip("/"))) for u in urls]
         self.url = self.endpoints[0].base + self._path  # the first endpoint's route (kept for callers)
         self.shown_url = ", ".join(e.shown + self._path for e in self.endpoints)  # what logs, errors, reports show
+        problem = api_key_env_problem(api_key_env, allowed_key_envs)
+        if problem:
+            raise JudgeError(f"judge.api_key_env: {problem}")
         self.api_key_env, self.allow_key_over_http = api_key_env, allow_key_over_http
-        if not any(word in api_key_env.upper() for word in ("KEY", "TOKEN", "SECRET")):
-            log.warning("judge.api_key_env = %r does not look like an API key variable; its value is sent as a "
-                        "Bearer token to %s", api_key_env, self.shown_url)
         self.concurrency, self.timeout_s = concurrency, timeout_s
-        self.max_retries, self.backoff_s = max_retries, backoff_s
+        self.max_retries, self.backoff_s, self.max_retry_after_s = max_retries, backoff_s, max_retry_after_s
         self._stats_lock = threading.Lock()  # stats and endpoint load
         self._http: httpx.Client | None = None
         self._estimated = self._warned_prefill = False
@@ -542,6 +570,15 @@ class OpenAIJudge(Judge):
         if self.prefill_mode != "continue":
             out["prefill_mode"] = self.prefill_mode
         return out
+
+    def key_parts(self, prompt: str, prefix: str = "") -> dict[str, Any]:
+        """As ``Judge.key_parts``; with ``prefill_mode: completions`` also the prompt as rendered by
+        the local tokenizer's chat template, which the server receives (another ``judge.tokenizer``
+        renders it differently)."""
+        parts = super().key_parts(prompt, prefix)
+        if self.prefill_mode == "completions":
+            parts["rendered"] = hashlib.sha256(self.render(prompt, prefix).encode()).hexdigest()
+        return parts
 
     # -- HTTP plumbing ---------------------------------------------------------------------
     def _client(self) -> httpx.Client:
@@ -750,6 +787,11 @@ class OpenAIJudge(Judge):
                 finally:
                     self._release(ep, ok)
             if attempt < self.max_retries:
+                if retry_after is not None and retry_after > self.max_retry_after_s:
+                    self._count(failures=1)
+                    raise JudgeError(f"judge {self.shown_url} asked to wait {retry_after:,.0f} s before a retry "
+                                     f"(Retry-After), more than judge.max_retry_after_s = {self.max_retry_after_s:g} s; "
+                                     f"last error: {last}. Retry later, or raise judge.max_retry_after_s to wait")
                 self._count(retries=1)
                 delay = retry_after if retry_after is not None else self.backoff_s * 2 ** attempt
                 log.warning("judge %s: attempt %d/%d failed (%s); retrying in %.1fs",
@@ -848,8 +890,8 @@ def read_completion(raw: bytes, completions: bool = False) -> tuple[str, int, in
     Token counts that are absent or not numbers count as 0."""
     where = "choices[0].text" if completions else "choices[0].message.content"
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = loads_bounded(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
         raise MalformedAnswer(f"unreadable JSON body ({e}): {raw[:120]!r}") from None
     try:
         choice = data["choices"][0]
@@ -894,7 +936,8 @@ def make_judge(cfg: JudgeSection | None = None, **overrides: Any) -> Judge:
     judge = OpenAIJudge(cfg.model, cfg.base_url or "", api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
                         timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s,
                         allow_key_over_http=cfg.allow_key_over_http, prefill_mode=cfg.prefill_mode,
-                        tokenizer=cfg.tokenizer, **common)
+                        tokenizer=cfg.tokenizer, allowed_key_envs=cfg.allowed_key_envs,
+                        max_retry_after_s=cfg.max_retry_after_s, **common)
     if cfg.health_check:
         judge.check_endpoints()
     return judge

@@ -45,7 +45,7 @@ import torch
 import yaml
 from pydantic import BaseModel
 
-from .config import ConfigError, dump_config, read_params, validate
+from .config import ConfigError, dump_config, load_yaml, read_params, validate
 from .data import load_eval_sets
 from .models import load_model, release_memory
 from .rewards import Resources
@@ -345,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m factlab.launch``: what ``factlab train`` runs in every process."""
     rank = os.environ.get("RANK", "0")
     logging.basicConfig(level=logging.INFO, format=f"[rank {rank}] %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per judge request: noise, and the URL
     p = argparse.ArgumentParser(prog="python -m factlab.launch", description=main.__doc__)
     p.add_argument("--notebook", required=True, help="notebook stem, e.g. 01_corver")
     p.add_argument("--params", required=True, help="params YAML (factlab train passes the run folder's config.yaml)")
@@ -370,10 +371,7 @@ def _overrides(data: dict[str, Any], items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. grpo.vllm_server_host=10.0.0.5")
-        try:
-            parsed = yaml.safe_load(value) if value else None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"--set {item!r}: the value is not valid YAML: {e}") from None
+        parsed = load_yaml(value, f"--set {item!r}: the value") if value else None
         data = set_dotted(data, key.strip(), parsed)
     return data
 

@@ -4,13 +4,18 @@ Written when the run starts (state ``running``) and rewritten when it ends: ``ok
 ``failed`` (with the error line) or ``interrupted`` (Ctrl-C, SIGTERM). It holds the
 resolved config, the versions of the packages that decide the numbers, the git commit of
 the project (and whether the working tree had uncommitted changes), the hardware, every
-``seed`` of the config, and one entry per attempt (a resumed run adds one). Written
-atomically (a temporary file, then a rename), so a crash never leaves half a manifest.
+``seed`` of the config, and one entry per attempt (a resumed run adds one), each with the
+config it ran with. Written atomically (a temporary file, then a rename; the temporary file
+is removed when the write fails), so a crash or a full disk never leaves half a manifest.
+
+A running attempt holds ``run_lock`` on its folder, so two processes never run in one folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import json
 import os
 import platform
@@ -19,9 +24,12 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+from .paths import atomic_write_text
 
 MANIFEST = "manifest.json"
+LOCK_FILE = ".run.lock"
 STATES = ("running", "ok", "failed", "interrupted")
 PACKAGES = ("factlab", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "papermill",
             "numpy", "infini-gram", "bm25s", "vllm")
@@ -96,12 +104,55 @@ def find_seeds(config: Any, path: str = "") -> dict[str, Any]:
 
 
 def write_manifest(run_dir: str | Path, manifest: dict[str, Any]) -> Path:
-    """Write ``manifest.json`` atomically."""
-    path = Path(run_dir) / MANIFEST
-    tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    """Write ``manifest.json`` atomically (``paths.atomic_write_text``)."""
+    return atomic_write_text(Path(run_dir) / MANIFEST, json.dumps(manifest, indent=2, default=str))
+
+
+class RunInUse(ValueError):
+    """Another process holds the run folder's lock."""
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``run_dir`` (``flock`` on ``.run.lock``, released when the
+    process ends however it ends) while a run executes there; ``RunInUse`` naming the holder's
+    pid when another process has it."""
+    path = Path(run_dir) / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            raise RunInUse(f"{run_dir}: another factlab process (pid {holder}) is running in this run folder; "
+                           "wait for it to end or stop it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as it reads back from manifest.json (JSON types only)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def changed_keys(old: Any, new: Any, path: str = "") -> list[str]:
+    """Dotted key paths where two configs differ (list items by index)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [k for key in sorted(set(old) | set(new), key=str)
+                for k in changed_keys(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [k for i, (a, b) in enumerate(zip(old, new)) for k in changed_keys(a, b, f"{path}.{i}")]
+    return [] if old == new else [path or "(config)"]
+
+
+def last_config(manifest: dict[str, Any]) -> Any:
+    """The config the run's last attempt ran with."""
+    attempts = manifest.get("attempts") or []
+    last = attempts[-1] if attempts and isinstance(attempts[-1], dict) else {}
+    return last.get("config", manifest.get("config"))
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any] | None:
@@ -122,12 +173,22 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any] | None:
 def start_manifest(run_dir: str | Path, *, notebook: str, params: str | Path, config: dict[str, Any],
                    project: str | Path, resume: bool = False) -> dict[str, Any]:
     """Write the manifest of a run that starts now (state ``running``); a resumed run keeps
-    its first start time and earlier attempts and adds one attempt."""
+    its first start time and earlier attempts (each with the config it ran with) and adds one
+    attempt, which lists the keys whose value changed since the last one (``config_changed``).
+    The top-level ``config`` is the latest attempt's."""
     old = read_manifest(run_dir) if resume else None
     started = now()
+    config = _plain(config)
     attempts = list((old or {}).get("attempts", []))
-    attempts.append({"started_at": started, "ended_at": None, "state": "running", "error": None,
-                     "pid": os.getpid(), "host": socket.gethostname(), "resumed": bool(resume)})
+    if attempts and isinstance(attempts[-1], dict) and "config" not in attempts[-1]:  # written before per-attempt configs
+        attempts[-1] = {**attempts[-1], "config": (old or {}).get("config")}
+    attempt = {"started_at": started, "ended_at": None, "state": "running", "error": None,
+               "pid": os.getpid(), "host": socket.gethostname(), "resumed": bool(resume), "config": config}
+    if old is not None:
+        changed = changed_keys(last_config(old), config)
+        if changed:
+            attempt["config_changed"] = changed
+    attempts.append(attempt)
     manifest = {
         "notebook": notebook,
         "params": str(params),

@@ -17,6 +17,7 @@ and ``<|eot_id|>`` according to which exist in the tokenizer's vocabulary.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import shutil
@@ -188,6 +189,24 @@ def resolve_model(name: str | None = None) -> str:
     if not (out / "config.json").exists():
         convert_gguf_to_hf(gguf_path(package, filename), out)
     return str(out)
+
+
+def model_fingerprint(name: str | None) -> str | None:
+    """A fingerprint of a local model's content: the name, size and modification time of every
+    file at the top of its folder (weights, config, tokenizer, chat template, adapter), or of the
+    file itself; ``None`` for a hub id or an alias (no local folder). A model retrained into the
+    same folder gets a new one, so caches keyed by it never serve the old model's answers."""
+    if not name:
+        return None
+    path = Path(name).expanduser()
+    if not path.exists():
+        return None
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
+    h = hashlib.sha256()
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
 
 
 def pick_device(device: str = "auto") -> str:

@@ -14,15 +14,70 @@ import math
 import re
 from typing import Any
 
-__all__ = ["parse_json", "parse_score", "MAX_PARSE_CHARS"]
+__all__ = ["parse_json", "parse_score", "loads_bounded", "nesting_depth", "fenced_blocks", "MAX_PARSE_CHARS",
+           "MAX_JSON_DEPTH"]
 
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"',
                         "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
                         "\u00ab": '"', "\u00bb": '"'})
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _BARE_LITERAL = re.compile(r"(?<![\w\"'])(True|False|None)(?![\w\"'])")
 MAX_PARSE_CHARS = 50_000
+MAX_JSON_DEPTH = 64  # a judge's JSON is a few levels deep; deeper input is refused, never recursed into
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of ``[ { (`` in ``text`` outside quoted strings (one linear pass):
+    checked before a recursive parser (``json``, ``ast``) sees the text."""
+    depth = deepest = 0
+    quote, escaped = None, False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]})":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def loads_bounded(text: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` for untrusted text: ``ValueError`` for nesting deeper than ``max_depth``
+    (also when the parser itself would run out of stack), never a ``RecursionError``."""
+    if nesting_depth(text) > max_depth:
+        raise ValueError(f"nested deeper than {max_depth} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to parse") from None
+
+
+def fenced_blocks(text: str) -> list[str]:
+    """The contents of the ```-fenced blocks of ``text``, in order, stripped, without the
+    language tag after the opening fence. One pass of ``str.find`` (the regex it replaces,
+    ``` ``` ```[a-z]*\s*(.*?)``` ``` ```, backtracked over whitespace: quadratic on an unclosed fence)."""
+    out, i = [], 0
+    while (start := text.find("```", i)) >= 0:
+        j = start + 3
+        while j < len(text) and text[j] in _TAG_CHARS:
+            j += 1
+        end = text.find("```", j)
+        if end < 0:
+            break
+        out.append(text[j:end].strip())
+        i = end + 3
+    return out
+
+
+_TAG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
 def _balanced_spans(text: str, max_openers: int = 64):
@@ -103,10 +158,12 @@ def _loads(candidate: str) -> Any:
         lambda s: _BARE_LITERAL.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)],
                                     _TRAILING_COMMA.sub(r"\1", _requote(s))),
     ]
+    if nesting_depth(candidate) > MAX_JSON_DEPTH:
+        return None
     for fix in fixes:
         try:
-            obj = json.loads(fix(candidate))
-        except (ValueError, RecursionError):
+            obj = loads_bounded(fix(candidate))
+        except ValueError:
             continue
         if isinstance(obj, (dict, list)):
             return obj
@@ -123,7 +180,7 @@ def parse_json(text: Any) -> dict | list | None:
     if not isinstance(text, str) or not text.strip():
         return None
     text = text[:MAX_PARSE_CHARS].translate(_SMART)
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    candidates = fenced_blocks(text) + [text]
     for block in candidates:
         for span in _balanced_spans(block):
             obj = _loads(span)

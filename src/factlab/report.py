@@ -1,19 +1,25 @@
 """Plots and tables for the notebooks' reports (seaborn / matplotlib in the one theme of
-``factlab.plots``; HTML rendering is in ``runner``).
+``factlab.plots``; HTML rendering is in ``runner``), and the report's HTML sanitizer.
 
-Model and judge text is untrusted: it reaches the report only through ``table`` (every cell
-and label HTML-escaped) and ``show_text`` (escaped, shown as text), never through
-``Markdown``. ``runner.html_report`` also makes inert any output that still carries active
-HTML (``inert_outputs``)."""
+Model and judge text is untrusted: notebooks show it through ``table`` (every cell, label and
+index / column name HTML-escaped) and ``show_text`` (escaped, shown as text). Whatever else
+reaches the exported report (HTML and Markdown outputs, Markdown cells) goes through
+``sanitize_html``: nh3, the Python binding of the Rust sanitizer ammonia, with an allow-list
+of tags, attributes, URL schemes and style properties. It parses HTML the way browsers do
+(html5ever), so comment tricks (``<!-->``), entity-encoded ``javascript:`` URLs and SVG
+animations that rewrite an ``href`` never survive it; bleach is deprecated and a hand-written
+detector disagrees with browsers."""
 
 from __future__ import annotations
 
 import html
 import math
 import numbers
+import re
 from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
+import nh3
 import pandas as pd
 import seaborn as sns
 
@@ -22,6 +28,50 @@ from .eval.calibration import COUNT_BUCKETS, wilson_interval
 from .plots import THEME, wrap_labels  # noqa: F401  (importing plots sets the one theme)
 
 QA_RATE_KEYS = ("accuracy", "strict_accuracy", "na_rate", "format_rate", "truncation_rate")
+
+# What a report's HTML may hold: text, lists, tables, figures (<img>, PNG / JPEG / SVG data
+# URIs), folded blocks. No script, style sheet, form, frame, SVG or MathML element survives.
+REPORT_TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del", "details", "div",
+    "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins",
+    "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary",
+    "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul", "var"})
+REPORT_ATTRIBUTES = {
+    "*": {"class", "title", "style", "align", "lang", "dir"},
+    "a": {"href"}, "img": {"src", "alt", "width", "height"}, "table": {"border"},
+    "td": {"colspan", "rowspan"}, "th": {"colspan", "rowspan", "scope"}, "col": {"span"}, "colgroup": {"span"},
+    "ol": {"start", "type"}, "details": {"open"}}
+REPORT_URL_SCHEMES = frozenset({"http", "https", "mailto", "data"})  # data: only as an <img> source
+REPORT_STYLE_PROPERTIES = frozenset({
+    "color", "background-color", "text-align", "vertical-align", "white-space", "font-weight", "font-style",
+    "font-size", "font-family", "line-height", "margin", "margin-top", "margin-bottom", "margin-left",
+    "margin-right", "padding", "padding-top", "padding-bottom", "padding-left", "padding-right", "border",
+    "border-top", "border-bottom", "border-left", "border-right", "border-collapse", "width", "height",
+    "max-width", "list-style"})
+_IMAGE_DATA_URI = re.compile(r"data:image/(?:png|jpeg|gif|webp|svg\+xml)[;,]")
+_ACTIVE_CSS = re.compile(r"url\s*\(|expression\s*\(|@import|javascript|behavior|binding|\\", re.IGNORECASE)
+_URL_NOISE = re.compile(r"[\x00-\x20]")  # what browsers drop from a URL before reading its scheme
+
+
+def _report_attribute(tag: str, attribute: str, value: str) -> str | None:
+    """nh3's per-attribute hook: ``data:`` URLs only as image sources, no CSS that loads or runs."""
+    if attribute == "style" and _ACTIVE_CSS.search(value):
+        return None
+    if attribute in ("href", "src"):
+        url = _URL_NOISE.sub("", value).lower()
+        if url.startswith("data:") and not (tag == "img" and attribute == "src" and _IMAGE_DATA_URI.match(url)):
+            return None
+    return value
+
+
+def sanitize_html(fragment: str) -> str:
+    """``fragment`` (HTML, or Markdown already rendered to HTML) with everything outside the
+    report's allow-list removed: scripts and style sheets with their content, event handlers,
+    every URL scheme but http(s), mailto and image data, comments, SVG. Text is kept."""
+    return nh3.clean(str(fragment), tags=set(REPORT_TAGS), clean_content_tags={"script", "style"},
+                     attributes={k: set(v) for k, v in REPORT_ATTRIBUTES.items()},
+                     attribute_filter=_report_attribute, strip_comments=True, link_rel="noopener noreferrer",
+                     url_schemes=set(REPORT_URL_SCHEMES), filter_style_properties=set(REPORT_STYLE_PROPERTIES))
 
 
 def show_text(text: Any, label: str | None = None) -> None:
@@ -61,6 +111,9 @@ def table(df, caption: str | None = None, precision: int = 3, na_rep: str = ""):
     for i in range(len(df)):
         for j in range(df.shape[1]):
             shown.iat[i, j] = cell(df.iat[i, j], i in int_rows or j in int_cols)
+    # the Styler escapes index and column labels (format_index), but not their names
+    shown.index.names = [None if n is None else html.escape(str(n)) for n in shown.index.names]
+    shown.columns.names = [None if n is None else html.escape(str(n)) for n in shown.columns.names]
     styler = shown.style.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
     if caption:
         styler = styler.set_caption(html.escape(caption))

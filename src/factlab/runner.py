@@ -4,9 +4,9 @@ A run folder ``outputs/runs/<notebook>/<YYYYmmdd-HHMMSS>-<params>/`` holds:
 
 * ``config.yaml``   the fully-resolved, validated params (what the notebook read)
 * ``notebook.ipynb`` the executed notebook
-* ``report.html``   its reader-facing HTML rendering (nbconvert; no code, no stderr, outputs with
-  active HTML made inert), written even when a cell failed; with ``with_code`` the code cells
-  are kept
+* ``report.html``   its reader-facing HTML rendering (nbconvert; no code, no stderr, no script,
+  HTML and Markdown sanitized by ``report.sanitize_html``), written even when a cell failed;
+  with ``with_code`` the code cells are kept
 * ``metrics.json``  what the notebook logged with ``save_metrics``
 * ``figures/``      PNGs the notebook saved with ``save_figure``
 * ``manifest.json`` config, package versions, git commit, hardware, seeds, start / end
@@ -25,12 +25,11 @@ import html
 import json
 import logging
 import os
-import re
-from html.parser import HTMLParser
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import nbformat
 import papermill as pm
 from nbconvert import HTMLExporter
@@ -38,8 +37,11 @@ from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, load_config
 from .experiment import QuickstartConfig
-from .manifest import finish_manifest, resumable, start_manifest
+from .manifest import (changed_keys, finish_manifest, last_config, read_manifest, resumable, run_lock,
+                       start_manifest)
 from .models import DEFAULT_MODEL
+from .paths import atomic_write_text
+from .report import sanitize_html
 from .train.compare import CompareConfig
 from .train.corver import CorVerConfig
 from .train.k2v import K2VConfig
@@ -149,59 +151,32 @@ class RunResult:
     error: str | None = None
 
 
-# Markup that can run script in a reader's browser. factlab's own outputs (escaped tables,
-# matplotlib PNGs, ``report.show_text``) never carry it; an output that does is model or judge
-# text that reached HTML unescaped.
-_ACTIVE_TAGS = {"script", "iframe", "object", "embed", "form", "meta", "link", "base", "frame", "frameset"}
-_ACTIVE_URL = re.compile(r"^\s*(javascript|vbscript|data\s*:\s*text/html)", re.IGNORECASE)
-_MARKDOWN_ACTIVE_LINK = re.compile(r"\]\(\s*<?\s*(javascript|vbscript|data\s*:\s*text/html)", re.IGNORECASE)
-_RICH_MIMES = ("text/html", "text/markdown", "image/svg+xml", "application/javascript")
+# What an output may show in a report. Everything else (JavaScript, widget views, Mermaid, PDF,
+# ...) is dropped: the exporter would put some of it into the page as script or raw markup.
+REPORT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg",
+                "image/svg+xml")
+# A reader report runs no script: the lab template's require.js, MathJax, Mermaid and widget
+# loaders are left out, so nothing but the sanitized content is on the page.
+_REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
 
 
-class _ActiveMarkup(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.found = False
-
-    def handle_starttag(self, tag: str, attrs) -> None:
-        if tag in _ACTIVE_TAGS or any(name.startswith("on") or (value and _ACTIVE_URL.match(value))
-                                      for name, value in attrs):
-            self.found = True
-
-    handle_startendtag = handle_starttag
-
-
-def is_active_html(text: str, markdown: bool = False) -> bool:
-    """Whether ``text`` (HTML, or Markdown with raw HTML) holds markup that runs script: a
-    script-like element, an ``on*`` event handler, or a ``javascript:`` / ``vbscript:`` /
-    ``data:text/html`` URL (as an attribute, or a Markdown link)."""
-    if markdown and _MARKDOWN_ACTIVE_LINK.search(text):
-        return True
-    parser = _ActiveMarkup()
-    parser.feed(text)
-    parser.close()
-    return parser.found
-
-
-def inert_outputs(nb) -> int:
-    """Make every output that carries active HTML inert, in place: its rich representations
-    are replaced by the escaped source as preformatted text (visible, never executed);
-    JavaScript outputs are dropped. Returns how many outputs were changed."""
-    changed = 0
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            data = out.get("data") or {}
-            risky = [m for m in _RICH_MIMES if m in data and
-                     (m == "application/javascript" or is_active_html(_text(data[m]), m == "text/markdown"))]
-            if not risky:
+def report_outputs(outputs: list) -> list:
+    """``outputs`` as a report shows them: rich data limited to ``REPORT_MIMES`` (an output
+    left with none is dropped) and no file names from the output metadata."""
+    kept = []
+    for out in outputs:
+        if "data" in out:
+            out["data"] = {m: v for m, v in out["data"].items() if m in REPORT_MIMES}
+            if not out["data"]:
                 continue
-            source = "\n".join(_text(data[m]) for m in risky if m != "application/javascript")
-            for m in risky:
-                del data[m]
-            data["text/html"] = ("<pre style='white-space:pre-wrap'>[factlab: active HTML shown as text]\n"
-                                 + html.escape(source) + "</pre>")
-            changed += 1
-    return changed
+            out.get("metadata", {}).pop("filenames", None)
+        kept.append(out)
+    return kept
 
 
 def _text(value: Any) -> str:
@@ -235,24 +210,35 @@ def _is_progress_widget(output) -> bool:
 
 def reader_notebook(nb, with_code: bool = False):
     """A copy of an executed notebook as its report shows it: stderr streams (progress bars,
-    warnings) dropped, active HTML made inert, and, unless ``with_code``, no code (the
-    executed notebook in the run folder keeps everything)."""
+    warnings) dropped, long prints folded, outputs limited to ``REPORT_MIMES``, no widget
+    state, and, unless ``with_code``, no code (the executed notebook in the run folder keeps
+    everything). HTML and Markdown are sanitized when the report is rendered (``html_report``)."""
     nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         if cell.cell_type == "code":
-            cell.outputs = [_fold_long_stream(o) for o in cell.get("outputs", [])
-                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
-                            and not _is_progress_widget(o)]
-    n = inert_outputs(nb)
-    if n:
-        log.warning("report: %d output(s) carried active HTML (script, event handler, javascript: link); "
-                    "shown as text", n)
+            cell.outputs = report_outputs([_fold_long_stream(o) for o in cell.get("outputs", [])
+                                           if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+                                           and not _is_progress_widget(o)])
     return nb
 
 
+def report_exporter(with_code: bool = False) -> HTMLExporter:
+    """nbconvert's exporter as reports use it: the lab template without its scripts, and every
+    HTML output, Markdown output (rendered to HTML first), Markdown cell and raw cell passed
+    through ``report.sanitize_html`` (nbconvert's ``clean_html`` hook); SVG figures are
+    embedded as ``<img>`` data URIs, where they run nothing."""
+    return HTMLExporter(exclude_input=not with_code, exclude_input_prompt=not with_code,
+                        exclude_output_prompt=not with_code, sanitize_html=True, exclude_anchor_links=True,
+                        skip_svg_encoding=False, filters={"clean_html": sanitize_html},
+                        extra_loaders=[jinja2.DictLoader({"factlab_report.html.j2": _REPORT_TEMPLATE})],
+                        template_file="factlab_report.html.j2")
+
+
 def html_report(executed: Path, out: Path, with_code: bool = False) -> Path:
-    """Render an executed notebook to a standalone, reader-facing HTML file (``reader_notebook``),
-    opened by the run's headline numbers (``save_headline``) when it recorded some."""
+    """Render an executed notebook to a standalone, reader-facing HTML file (``reader_notebook``,
+    ``report_exporter``), opened by the run's headline numbers (``save_headline``) when it
+    recorded some."""
     nb = reader_notebook(nbformat.read(str(executed), as_version=4), with_code)
     summary = headline_html(load_metrics(out.parent))
     if summary:
@@ -260,43 +246,65 @@ def html_report(executed: Path, out: Path, with_code: bool = False) -> Path:
         cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": summary, "text/plain": ""})]
         first_md = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
         nb.cells.insert(first_md + 1, cell)
-    exporter = HTMLExporter(exclude_input=not with_code, exclude_input_prompt=not with_code,
-                            exclude_output_prompt=not with_code)
-    body, _ = exporter.from_notebook_node(nb)
-    out.write_text(body, encoding="utf-8")
+    body, _ = report_exporter(with_code).from_notebook_node(nb)
+    atomic_write_text(out, body)
     return out
 
 
 def run_notebook(notebook: str | Path, params: str | Path | None = None,
                  out: str | Path | None = None, smoke: bool = False,
                  progress: bool = True, raise_on_error: bool = True,
-                 resume: str | Path | None = None, with_code: bool = False) -> RunResult:
+                 resume: str | Path | None = None, with_code: bool = False, force: bool = False) -> RunResult:
     """Validate params, execute the notebook with papermill, render HTML; return the run folder.
 
     The params file is validated *before* a kernel starts, so a bad key fails in a second
     with its key path. On a cell error the executed notebook and its HTML are still
     written (to see where it stopped), then ``RuntimeError`` names the run folder.
     ``resume``: a run folder of this notebook that did not finish ok; it is executed
-    again in place with its own ``config.yaml`` (see ``resume_run_dir``).
+    again in place with its own ``config.yaml`` (see ``resume_run_dir``; ``force`` accepts a
+    config.yaml edited since the last attempt). The run holds its folder's lock
+    (``manifest.run_lock``) from start to end: a second run in the same folder is refused.
     """
     nb_path = find_notebook(str(notebook))
     if resume is not None:
-        run_dir, cfg, params_source = resume_run_dir(nb_path, resume, params=params, out=out, smoke=smoke)
+        _no_resume_flags(params=params, out=out, smoke=smoke)
+        run_dir = Path(resume)
+        resumable(run_dir, nb_path.stem)  # a run folder of this notebook, before its lock file is made
     else:
         params_path = Path(params) if params else default_params(nb_path, smoke)
         cfg = load_config(params_path, config_for_notebook(nb_path.stem))
         params_source = params_path
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         base = Path(out) if out else outputs_root(nb_path.parent.parent) / "runs"
-        run_dir = base / nb_path.stem / f"{stamp}-{params_path.stem}"
-        n = 1
-        while run_dir.exists():  # two runs in the same second
+        run_dir = new_run_dir(base / nb_path.stem, f"{stamp}-{params_path.stem}")
+    with run_lock(run_dir):
+        if resume is not None:
+            run_dir, cfg, params_source = resume_run_dir(nb_path, run_dir, force=force)
+        else:
+            atomic_write_text(run_dir / "config.yaml", dump_config(cfg))
+        return _execute(nb_path, run_dir, cfg, params_source, resumed=resume is not None, progress=progress,
+                        raise_on_error=raise_on_error, with_code=with_code)
+
+
+def new_run_dir(parent: Path, name: str) -> Path:
+    """A new, empty run folder ``parent/name`` (``name-2``, ``name-3``, ... when taken), created
+    atomically: two runs started in the same second by two processes never get one folder."""
+    parent.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        run_dir = parent / (name if n == 1 else f"{name}-{n}")
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
             n += 1
-            run_dir = base / nb_path.stem / f"{stamp}-{params_path.stem}-{n}"
-        run_dir.mkdir(parents=True)
-        (run_dir / "config.yaml").write_text(dump_config(cfg), encoding="utf-8")
+
+
+def _execute(nb_path: Path, run_dir: Path, cfg: BaseModel, params_source, *, resumed: bool, progress: bool,
+             raise_on_error: bool, with_code: bool) -> RunResult:
+    """Run the notebook in ``run_dir`` (its lock held), recording start and end in the manifest."""
     start_manifest(run_dir, notebook=nb_path.stem, params=params_source, config=cfg.model_dump(mode="json"),
-                   project=nb_path.parent.parent, resume=resume is not None)
+                   project=nb_path.parent.parent, resume=resumed)
     executed = run_dir / "notebook.ipynb"
     error = None
     try:
@@ -325,8 +333,15 @@ def run_notebook(notebook: str | Path, params: str | Path | None = None,
     return result
 
 
+def _no_resume_flags(*, params, out, smoke) -> None:
+    given = [flag for flag, v in (("--params", params), ("--out", out), ("--smoke", smoke)) if v]
+    if given:
+        raise ValueError(f"--resume reuses the run folder's own config.yaml; drop {', '.join(given)}")
+
+
 def resume_run_dir(nb_path: Path, run_dir: str | Path, *, params: str | Path | None = None,
-                   out: str | Path | None = None, smoke: bool = False) -> tuple[Path, BaseModel, str]:
+                   out: str | Path | None = None, smoke: bool = False,
+                   force: bool = False) -> tuple[Path, BaseModel, str]:
     """The run folder, validated config and original params source of a run to resume.
 
     The run keeps its folder and its resolved ``config.yaml`` (so ``params``, ``out`` and
@@ -334,16 +349,29 @@ def resume_run_dir(nb_path: Path, run_dir: str | Path, *, params: str | Path | N
     finished training runs are loaded, interrupted ones continue from their last
     ``checkpoint-*`` (``train.run``, ``train.sft.run_sft``), and cached stages (indexes,
     judge answers, self-filter samples, KLCF stages) are read back. ``ValueError`` when the
-    folder is not a resumable run of this notebook (``manifest.resumable``)."""
-    given = [flag for flag, v in (("--params", params), ("--out", out), ("--smoke", smoke)) if v]
-    if given:
-        raise ValueError(f"--resume reuses the run folder's own config.yaml; drop {', '.join(given)}")
+    folder is not a resumable run of this notebook (``manifest.resumable``), or when its
+    config.yaml changed since the last attempt and ``force`` is not set (with ``force`` a
+    warning: the manifest keeps each attempt's config)."""
+    _no_resume_flags(params=params, out=out, smoke=smoke)
     run_dir = Path(run_dir)
     manifest = resumable(run_dir, nb_path.stem)
     if manifest is None:
         log.warning("%s has no manifest.json (an older run folder); resuming it as %s", run_dir, nb_path.stem)
     cfg = load_config(run_dir / "config.yaml", config_for_notebook(nb_path.stem))
+    changed = changed_keys(last_config(manifest), _json_plain(cfg.model_dump(mode="json"))) if manifest else []
+    if changed:
+        shown = ", ".join(changed[:8]) + (f" (+{len(changed) - 8} more)" if len(changed) > 8 else "")
+        if not force:
+            raise ValueError(f"--resume {run_dir}: config.yaml changed since the last attempt ({shown}); resume "
+                             "with --force to continue with the edited config (manifest.json keeps each "
+                             "attempt's config), or start a new run")
+        log.warning("%s: resuming with a config.yaml edited since the last attempt (%s); the manifest keeps "
+                    "each attempt's config", run_dir, shown)
     return run_dir, cfg, (manifest or {}).get("params") or str(run_dir / "config.yaml")
+
+
+def _json_plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
 
 
 def exit_state(outcome: BaseException | str | None) -> tuple[str, str | None]:
@@ -360,21 +388,40 @@ def exit_state(outcome: BaseException | str | None) -> tuple[str, str | None]:
 
 
 def save_metrics(run_dir: str | Path | None, metrics: dict[str, Any], key: str | None = None) -> None:
-    """Merge ``metrics`` (under ``key`` if given) into ``<run_dir>/metrics.json``. Returns
-    nothing, so a notebook cell that ends with it shows no path."""
+    """Merge ``metrics`` (under ``key`` if given) into ``<run_dir>/metrics.json``, written
+    atomically: a full disk or a crash leaves the previous file whole. A metrics.json that
+    cannot be read is moved aside (``metrics.json.unreadable``, warned) rather than lost.
+    Returns nothing, so a notebook cell that ends with it shows no path."""
     run_dir = Path(run_dir) if run_dir else interactive_run_dir()
     path = run_dir / "metrics.json"
-    data = load_metrics(run_dir)
+    try:
+        data = load_metrics(run_dir)
+    except ValueError as e:
+        aside = path.with_name("metrics.json.unreadable")
+        os.replace(path, aside)
+        log.warning("%s; moved to %s, starting a new metrics.json", e, aside)
+        data = {}
     if key:
-        data.setdefault(key, {}).update(metrics)
+        section = data.get(key)
+        data[key] = {**(section if isinstance(section, dict) else {}), **metrics}
     else:
         data.update(metrics)
-    path.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")
+    atomic_write_text(path, json.dumps(data, indent=2, default=float))
 
 
 def load_metrics(run_dir: str | Path) -> dict[str, Any]:
+    """``<run_dir>/metrics.json`` (``{}`` when there is none); ``ValueError`` naming the file
+    when it is not a readable JSON object."""
     path = Path(run_dir) / "metrics.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: unreadable metrics ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: metrics are a JSON object, got {type(data).__name__}")
+    return data
 
 
 def save_figure(fig, run_dir: str | Path | None, name: str) -> Path:
@@ -401,11 +448,14 @@ def run_all(smoke: bool = True, out: str | Path | None = None, root: Path | None
             only: list[str] | None = None, with_code: bool = False) -> list[RunResult]:
     """Run every numbered notebook (smoke or full params) and write ``outputs/index.html``.
 
-    Before the first kernel starts, every name in ``only`` must be a notebook stem (else
-    ``ValueError`` naming the unknown ones) and every selected notebook's params must
+    Before the first kernel starts, ``only`` (``None``: every notebook) must name at least one
+    notebook and every name in it must be a notebook stem (else ``ValueError`` naming the
+    unknown ones) and every selected notebook's params must
     validate (else ``ConfigError``). The index is left alone when nothing ran."""
     root = root or project_root()
     notebooks = list_notebooks(root)
+    if only is not None and not only:
+        raise ValueError("run-all --only needs at least one notebook name (leave --only out to run every notebook)")
     if only:
         known = [nb.stem for nb in notebooks]
         unknown = [name for name in only if Path(name).stem not in known]
@@ -478,29 +528,47 @@ def headline_html(metrics: dict[str, Any]) -> str:
     return f"<h2>Headline</h2><table>{rows}</table>"
 
 
+def _run_row(run_dir: Path, index_dir: Path) -> str:
+    """One run's row of ``outputs/index.html`` (every value escaped); raises on a manifest or
+    metrics.json that cannot be read."""
+    m = read_manifest(run_dir) or {}
+    wrong = [k for k in ("notebook", "params", "state", "error", "started_at", "ended_at")
+             if m.get(k) is not None and not isinstance(m[k], str)]
+    if wrong:
+        raise ValueError(f"manifest.json: {', '.join(wrong)} should be text")
+    started, ended = m.get("started_at") or "", m.get("ended_at")
+    try:
+        secs = (_dt.datetime.fromisoformat(ended) - _dt.datetime.fromisoformat(started)).total_seconds()
+        duration = f"{int(secs // 60)} min {int(secs % 60)} s"
+    except (TypeError, ValueError):
+        duration = ""
+    state = m.get("state", "?") + (f": {m['error']}" if m.get("error") else "")
+    head = headline_of(load_metrics(run_dir), limit=6)
+    numbers = "; ".join(f"{html.escape(str(k))} {_format_value(v)}" for k, v in head.items())
+    cells = [html.escape(m.get("notebook") or run_dir.parent.name), _report_link(run_dir, index_dir),
+             html.escape(Path(str(m.get("params", ""))).name), html.escape(state), duration, numbers]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _report_link(run_dir: Path, index_dir: Path) -> str:
+    report = run_dir / "report.html"
+    return (f"<a href='{html.escape(os.path.relpath(report, index_dir), quote=True)}'>"
+            f"{html.escape(run_dir.name)}</a>" if report.exists() else html.escape(run_dir.name))
+
+
 def _run_rows(runs_root: Path, index_dir: Path) -> list[tuple[str, str]]:
+    """(run folder name, row) of every run folder with a manifest; a folder whose manifest or
+    metrics cannot be read gets a visible "unreadable" row instead of stopping the index."""
     rows = []
     for manifest in runs_root.glob("*/*/manifest.json"):
         run_dir = manifest.parent
         try:
-            m = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
-        started, ended = m.get("started_at") or "", m.get("ended_at")
-        try:
-            secs = (_dt.datetime.fromisoformat(ended) - _dt.datetime.fromisoformat(started)).total_seconds()
-            duration = f"{int(secs // 60)} min {int(secs % 60)} s"
-        except (TypeError, ValueError):
-            duration = ""
-        state = m.get("state", "?") + (f": {m['error']}" if m.get("error") else "")
-        head = headline_of(load_metrics(run_dir), limit=6)
-        numbers = "; ".join(f"{html.escape(str(k))} {_format_value(v)}" for k, v in head.items())
-        report = run_dir / "report.html"
-        link = (f"<a href='{html.escape(os.path.relpath(report, index_dir), quote=True)}'>"
-                f"{html.escape(run_dir.name)}</a>" if report.exists() else html.escape(run_dir.name))
-        cells = [html.escape(str(m.get("notebook", run_dir.parent.name))), link,
-                 html.escape(Path(str(m.get("params", ""))).name), html.escape(state), duration, numbers]
-        rows.append((run_dir.name, "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"))  # stamp first
+            row = _run_row(run_dir, index_dir)
+        except Exception as e:  # noqa: BLE001 - any damage to an old run folder: shown, never fatal
+            why = f"unreadable: {type(e).__name__}: {e}".splitlines()[0][:300]
+            cells = [html.escape(run_dir.parent.name), _report_link(run_dir, index_dir), "", html.escape(why), "", ""]
+            row = "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+        rows.append((run_dir.name, row))  # stamp first
     return rows
 
 
@@ -520,9 +588,9 @@ def write_index(results: list[RunResult], path: Path) -> Path:
             rows.append((Path(r.run_dir).name, "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"))
     rows.sort(key=lambda row: row[0], reverse=True)
     head = "".join(f"<th>{h}</th>" for h in ("notebook", "run", "params", "status", "duration", "headline"))
-    path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>factlab reports</title>"
-                    "<style>body{font-family:sans-serif;margin:2em}td,th{padding:0.3em 0.8em;text-align:left;"
-                    "vertical-align:top;border-bottom:1px solid #ddd}</style></head><body><h1>factlab reports</h1>"
-                    f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(r for _, r in rows)}</tbody></table>"
-                    "</body></html>", encoding="utf-8")
+    atomic_write_text(path, "<!DOCTYPE html><html><head><meta charset='utf-8'><title>factlab reports</title>"
+                      "<style>body{font-family:sans-serif;margin:2em}td,th{padding:0.3em 0.8em;text-align:left;"
+                      "vertical-align:top;border-bottom:1px solid #ddd}</style></head><body><h1>factlab reports</h1>"
+                      f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(r for _, r in rows)}</tbody></table>"
+                      "</body></html>")
     return path

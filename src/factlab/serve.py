@@ -36,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .models import chat_prompt, generate, load_model
+from .parsing import loads_bounded
 
 log = logging.getLogger(__name__)
 
@@ -265,8 +266,8 @@ class JudgeServer:
                     if n > MAX_BODY_BYTES:
                         raise RequestError(f"body of {n} bytes is over the {MAX_BODY_BYTES}-byte limit")
                     try:
-                        body = json.loads(self.rfile.read(n).decode("utf-8"))
-                    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                        body = loads_bounded(self.rfile.read(n).decode("utf-8"))
+                    except (UnicodeDecodeError, ValueError) as e:
                         raise RequestError(f"the body is not UTF-8 JSON: {e}") from None
                     parse = parse_completion_request if route == "/completions" else parse_request
                     req = parse(body, server.default_max_tokens)

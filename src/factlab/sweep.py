@@ -47,7 +47,7 @@ import pandas as pd
 import yaml
 
 from . import plots  # noqa: F401  (the one figure theme)
-from .config import ConfigError, SweepSection, dump_config, read_params, validate
+from .config import ConfigError, SweepSection, dump_config, load_yaml, read_params, validate
 from .runner import config_for_notebook, default_params, find_notebook, outputs_root, run_notebook
 
 log = logging.getLogger(__name__)
@@ -86,10 +86,7 @@ def split_values(text: str) -> list[str]:
 
 
 def _value(text: str) -> Any:
-    try:
-        return yaml.safe_load(text) if text else None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"grid value {text!r} is not valid YAML: {e}") from None
+    return load_yaml(text, f"grid value {text!r}") if text else None
 
 
 def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:

@@ -69,7 +69,9 @@ _DECLINE = re.compile(
     r"|i\s+(?:am|'?m)\s+not\s+(?:sure|aware|certain)|i\s+have\s+no\s+(?:information|knowledge|data|record|comment)"
     r"|there\s+is\s+no\s+(?:\w+\s+)?information|no\s+(?:\w+\s+)?information)\b",
     re.IGNORECASE)
-_BUT = re.compile(r",?\s+(?:but|however)\b,?\s*", re.IGNORECASE)
+# A match never starts inside a run of whitespace (the lookbehind): tried at every position of a
+# long run, ``\s+`` would rescan the rest of it each time (quadratic on model text).
+_BUT = re.compile(r"(?:,|(?<!\s))\s+(?:but|however)\b,?\s*", re.IGNORECASE)
 
 
 def _declines(sentence: str) -> bool:
@@ -184,8 +186,21 @@ def lenient_answer(completion: str) -> tuple[str, str]:
     return rest, "lenient"
 
 
-_FORMAT = re.compile(r"<think>(.*?)</think>.*?<answer>", re.DOTALL)
 MIN_THINK_CHARS = 30
+
+
+def _think_before_answer(completion: str) -> str | None:
+    """The content of the first ``<think>...</think>`` that an ``<answer>`` follows, else
+    ``None``: what ``<think>(.*?)</think>.*?<answer>`` finds, by three ``str.find`` calls (that
+    regex is cubic on repeated ``<think>a</think>``). The first ``<think>`` and the first
+    ``</think>`` after it are the regex's own choice whenever it matches at all."""
+    start = completion.find("<think>")
+    if start < 0:
+        return None
+    end = completion.find("</think>", start + len("<think>"))
+    if end < 0 or completion.find("<answer>", end + len("</think>")) < 0:
+        return None
+    return completion[start + len("<think>"):end]
 
 
 def format_violation(completion: str) -> str | None:
@@ -197,10 +212,10 @@ def format_violation(completion: str) -> str | None:
     character. Interpretation: (i) counts characters after stripping surrounding
     whitespace, so whitespace padding cannot buy the length.
     """
-    m = _FORMAT.search(completion or "")
-    if m is None:
+    think = _think_before_answer(completion or "")
+    if think is None:
         return "missing <think>...</think>...<answer>"
-    think = m.group(1).strip()
+    think = think.strip()
     if len(think) < MIN_THINK_CHARS:
         return f"think shorter than {MIN_THINK_CHARS} characters"
     if not any(ch.isalpha() for ch in think):
@@ -218,7 +233,9 @@ def format_reward(completion: str, positive: float = 1.0, negative: float = -1.0
 _TAGS = re.compile(r"</?(?:think|answer)>")
 # A sentence ends at . ! or ? followed by whitespace or the end of the segment, so
 # decimals ("3.5") and inner dots stay inside one sentence.
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)")
+# (the lookbehind: a match starts at the first mark of a run, so a long run of dots not followed
+# by whitespace is scanned once, not once per position)
+_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]+(?=\s|$)")
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:

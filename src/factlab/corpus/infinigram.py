@@ -22,7 +22,11 @@ for u32 whatever the data size, so u32 shards of up to 2**24 tokens are sorted w
 numpy instead, in the same order). ``factlab_index.json`` records the
 tokenizer, token width, sizes and build time, so ``CorpusIndex.load`` needs only the
 folder. A corpus larger than ``shard_tokens`` is split into several shards in one
-folder; the engine loads them all.
+folder; the engine loads them all. ``factlab_files.json`` (``factlab.integrity``) lists
+every file with its size and SHA-256; ``load`` checks the sizes every time and the
+checksums on the first load after the files changed (or always with ``--verify``), so a
+truncated or altered file is an error naming it and the rebuild command, never a wrong
+count or a crashed engine.
 
 Co-occurrence count (what ``cooccurrence`` returns)
 ---------------------------------------------------
@@ -125,6 +129,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -140,6 +145,7 @@ import numpy as np
 from pydantic import Field
 
 from ..config import Section
+from ..integrity import MissingManifest, verify_files, write_file_manifest
 from ..models import load_tokenizer
 from ..paths import cache_dir
 
@@ -547,6 +553,7 @@ def _write_index(token_docs: Iterable[Sequence[int]], out_dir: str | os.PathLike
             "infini_gram": _infini_gram_version(),
         }
         (work / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        write_file_manifest(work)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         work.rename(out_dir)
@@ -554,6 +561,20 @@ def _write_index(token_docs: Iterable[Sequence[int]], out_dir: str | os.PathLike
         shutil.rmtree(work, ignore_errors=True)
         raise
     return out_dir
+
+
+def rebuild_command(path: Path) -> str:
+    """The command that rebuilds the index at ``path``, from its ``factlab_index.json`` when
+    that can be read (errors quote it)."""
+    try:
+        meta = json.loads((path / META_FILE).read_text())
+        corpus, tokenizer, field = meta["corpus"], meta["tokenizer"], meta.get("text_field") or "text"
+    except (OSError, ValueError, KeyError, TypeError):
+        corpus = tokenizer = None
+    if not (isinstance(corpus, str) and isinstance(tokenizer, str)):
+        return f"delete {path} and build it again ({BUILD_HINT})"
+    return (f"factlab index build {shlex.quote(corpus)} --tokenizer {shlex.quote(tokenizer)} --out "
+            f"{shlex.quote(str(path))}" + ("" if field == "text" else f" --text-field {shlex.quote(field)}"))
 
 
 def _infini_gram_version() -> str | None:
@@ -699,8 +720,10 @@ class CorpusIndex:
         return index
 
     @classmethod
-    def load(cls, out_dir: str | os.PathLike) -> "CorpusIndex":
-        """Open an index folder written by ``build`` (files are memory-mapped)."""
+    def load(cls, out_dir: str | os.PathLike, *, verify: bool | None = None) -> "CorpusIndex":
+        """Open an index folder written by ``build`` (files are memory-mapped) once its files
+        match their manifest (``integrity.verify_files``: sizes always, checksums on the first
+        load or with ``verify=True`` / ``FACTLAB_VERIFY=1``); ``IntegrityError`` otherwise."""
         from infini_gram.engine import InfiniGramEngine
 
         path = Path(out_dir).absolute()
@@ -709,6 +732,7 @@ class CorpusIndex:
             raise FileNotFoundError(f"no corpus index at {path}: {BUILD_HINT}")
         if not meta_path.is_file():
             raise FileNotFoundError(f"{path} holds no {META_FILE}, so it is not a factlab corpus index: {BUILD_HINT}")
+        verify_files(path, rebuild_command(path), full=verify)
         meta = json.loads(meta_path.read_text())
         if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
             raise ValueError(f"{meta_path}: unsupported index format {meta.get('format')!r} "
@@ -996,6 +1020,8 @@ def ensure_index(cfg: IndexSection, default_corpus: str | Path | None, default_t
         return CorpusIndex.load(out)
     except FileNotFoundError:
         pass
+    except MissingManifest:  # a cached index built before file manifests: rebuilt, not trusted
+        log.warning("the cached index %s has no file manifest (built by an older factlab); rebuilding it", out)
     log.info("building the co-occurrence index of %s into %s", corpus, out)
     return CorpusIndex.build(corpus, tokenizer, out, text_field=cfg.text_field, shard_tokens=cfg.shard_tokens,
                              progress=progress)

@@ -48,6 +48,7 @@ from pydantic import Field, model_validator
 from ..config import ParamError, Section
 from ..data.types import read_jsonl
 from ..models import load_tokenizer
+from ..integrity import MissingManifest, verify_files, write_file_manifest
 from ..paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -299,12 +300,15 @@ class BM25Retriever:
                     stemmer=self.stemmer_name, index_title=self.index_title,
                     n_chunks=len(self.chunks))
         (out / _META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        write_file_manifest(out)
         return out
 
     @classmethod
     def load(cls, directory: str | Path, stemmer: Callable | None = None) -> "BM25Retriever":
-        """Load what ``save`` wrote. ``FileNotFoundError`` names the folder when it is missing
-        or incomplete; an index saved with a custom stemmer callable needs ``stemmer=``."""
+        """Load what ``save`` wrote, once its files match their manifest (sizes always,
+        checksums on the first load; ``integrity.verify_files``). ``FileNotFoundError`` names
+        the folder when it is missing or incomplete, ``IntegrityError`` the file that is not as
+        written; an index saved with a custom stemmer callable needs ``stemmer=``."""
         import bm25s
 
         d = Path(directory)
@@ -313,6 +317,7 @@ class BM25Retriever:
         missing = [n for n in (_META_FILE, _CHUNKS_FILE, _BM25_DIR) if not (d / n).exists()]
         if missing:
             raise FileNotFoundError(f"BM25 index folder {d} is incomplete: missing {', '.join(missing)}")
+        verify_files(d, rebuild_hint(d))
         meta = json.loads((d / _META_FILE).read_text(encoding="utf-8"))
         stem = meta.get("stemmer")
         if stem == "<callable>":
@@ -493,9 +498,10 @@ class Datastore:
 
     # -- persistence --------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Retriever files plus ``precache.json``."""
+        """Retriever files plus ``precache.json``, then their manifest."""
         out = self.retriever.save(directory)
         (out / _CACHE_FILE).write_text(json.dumps(self.cache), encoding="utf-8")
+        write_file_manifest(out)
         return out
 
     @classmethod
@@ -539,6 +545,11 @@ class DatastoreSection(Section):
         return self
 
 
+def rebuild_hint(directory: Path) -> str:
+    """How to rebuild a saved datastore (quoted by integrity errors)."""
+    return f"delete {directory} and run again (ensure_datastore rebuilds it), or save the datastore there again"
+
+
 def datastore_dir(cfg: DatastoreSection, corpus: str | Path, tokenizer: str, chunk_tokens: int) -> Path:
     """``dir/chunks<N>``, else ``<cache>/datastores/<corpus>-<tokenizer>-<N>t-<hash>``."""
     if cfg.dir:
@@ -556,7 +567,10 @@ def ensure_datastore(cfg: DatastoreSection, corpus: str | Path, tokenizer: str, 
     out = datastore_dir(cfg, corpus, tokenizer, chunk_tokens)
     if (out / _CHUNKS_FILE).exists():
         log.info("loading datastore %s", out)
-        return Datastore.load(out)
+        try:
+            return Datastore.load(out)
+        except MissingManifest:  # saved before file manifests: rebuilt, not trusted
+            log.warning("datastore %s has no file manifest (built by an older factlab); rebuilding it", out)
     log.info("building datastore %s (%d-token chunks)", out, chunk_tokens)
     ds = Datastore.from_jsonl(corpus, load_tokenizer(tokenizer), chunk_tokens=chunk_tokens,
                               overlap=cfg.overlap, text_field=cfg.text_field)

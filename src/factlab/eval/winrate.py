@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from typing import Any, Sequence
 
 from .. import prompts as P
+from ..parsing import MAX_JSON_DEPTH, fenced_blocks, loads_bounded, nesting_depth
 
 __all__ = ["parse_win_judgment", "win_prompts", "win_rate", "judge_win_rate", "MODELS", "MAX_ANSWER_CHARS",
            "WIN_CHOICE_PREFILL"]
@@ -41,7 +41,6 @@ __all__ = ["parse_win_judgment", "win_prompts", "win_rate", "judge_win_rate", "M
 MODELS = ("model_1", "model_2")
 MAX_ANSWER_CHARS = 4000  # longer judge answers are not parsed (a ranking is ~80 characters)
 WIN_CHOICE_PREFILL = "[\n    {'model': 'model_"  # Prompt 8's output format up to the first-ranked model
-_FENCE = re.compile(r"```(?:[a-zA-Z]+)?\s*(.*?)```", re.S)
 
 
 def _escape(text: str) -> str:
@@ -56,8 +55,12 @@ def win_prompts(instruction: str, output_a: str, output_b: str) -> tuple[str, st
 
 
 def _literal(candidate: str) -> Any:
+    """The JSON or Python literal in ``candidate``; ``None`` when it is neither, or nested deeper
+    than ``MAX_JSON_DEPTH`` (a ranking is two levels deep; deeper text is never recursed into)."""
+    if nesting_depth(candidate) > MAX_JSON_DEPTH:
+        return None
     try:
-        return json.loads(candidate)
+        return loads_bounded(candidate)
     except ValueError:
         pass
     try:
@@ -68,7 +71,7 @@ def _literal(candidate: str) -> Any:
 
 def _candidates(text: str) -> list[str]:
     """The fenced blocks, then the text from its first '[' (or '{') to the matching last bracket."""
-    out = [m.group(1).strip() for m in _FENCE.finditer(text)]
+    out = fenced_blocks(text)
     for open_, close in (("[", "]"), ("{", "}")):
         a, b = text.find(open_), text.rfind(close)
         if 0 <= a < b:

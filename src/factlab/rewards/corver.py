@@ -58,7 +58,9 @@ RELCHECK_DEMOTED = -0.05  # §B.3
 Rule = Literal["first", "min", "relcheck"]
 CountFn = Callable[[Sequence[str]], int]
 
-_WORD_EDGE = re.compile(r"^[^\w]+|[^\w]+$")
+# punctuation at either end of a word; the trailing run is tried only from its first character
+# (the lookbehind), so a long run not at the end is scanned once, not once per position
+_WORD_EDGE = re.compile(r"^\W+|(?<!\W)\W+$")
 
 
 def _words(entity: str) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
-from ..config import Dtype, Section
+from ..config import MAX_TOKENS, Dtype, Section
 from ..models import pick_device, resolve_model
 from .base import completion_text, prompt_text
 from .qa import answer_of
@@ -44,7 +44,7 @@ class GeneralRMArgs(Section):
     dtype: Dtype = "float32"
     device: str = "auto"
     batch_size: int = Field(8, ge=1)
-    max_length: int = Field(2048, ge=16)  # tokens of the templated conversation; longer ones keep their end
+    max_length: int = Field(2048, ge=16, le=MAX_TOKENS)  # tokens of the templated conversation; longer ones keep their end
     answer_parsing: Literal["strict", "lenient"] = "lenient"
 
 

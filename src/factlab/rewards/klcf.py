@@ -72,11 +72,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .. import prompts as P
 from .. import text
-from ..config import Dtype, JudgeSection, ParamError, Section
+from ..config import MAX_TOKENS, Dtype, JudgeSection, ParamError, Section, existing_model
 from ..decoding import next_token_logits
 from ..models import load_model
 from ..parsing import parse_json
@@ -370,7 +370,10 @@ def format_facts(facts: Sequence[str]) -> str:
 
 # ---------------------------------------------------------------- Prompt 2 answers (claim lists)
 
-_BULLET = re.compile(r"^\s*(?:[*\-\u2022]|\d+[.)])\s+(.+?)\s*$", re.M)
+# A bullet line: its item from the first to the last non-blank character. Within one line only
+# ([^\S\n]: a blank that is not a newline), and without a lazy group before optional blanks: both
+# made the earlier pattern quadratic on blank lines and on long blank runs inside an item.
+_BULLET = re.compile(r"^[^\S\n]*(?:[*\-\u2022]|\d+[.)])[^\S\n]+(\S(?:.*\S)?)[^\S\n]*$", re.M)
 _PLACEHOLDER = re.compile(r"^(?:(?:final\s+)?key\s+)?claim\s*\d*$|^\.{2,}$|^\u2026$", re.I)
 _NO_CLAIMS = "no verifiable objective claims"
 _NUMBERED = re.compile(r"^\d+[.)]\s+")
@@ -673,6 +676,11 @@ class KLCFTruthArgs(KLCFChecklistArgs):
     extraction_prompt: Literal["klcf_prompt2", "rar_figure8"] = "klcf_prompt2"
     extractor_judge: JudgeSection | None = None
 
+    @field_validator("rm_model")
+    @classmethod
+    def _rm_model_exists(cls, name: str | None) -> str | None:
+        return existing_model(name)
+
 
 class KLCFFactArgs(KLCFTruthArgs):
     """``klcf_fact`` arguments: Eq. 13's kappa, lambda, mu (in [0, 1], summing to 1; default
@@ -698,7 +706,7 @@ class LengthPenaltyArgs(Section):
     and how the answer is read (``lenient`` by default, so that a long reply without an
     ``<answer>`` tag is still penalised; ``strict`` counts only the ``<answer>`` block)."""
 
-    max_len: int = Field(2048, ge=2)
+    max_len: int = Field(2048, ge=2, le=MAX_TOKENS)
     critical: int = Field(1198, ge=1)
     answer_parsing: Literal["strict", "lenient"] = "lenient"
 

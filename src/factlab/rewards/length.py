@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import Field, model_validator
 from trl.rewards import get_soft_overlong_punishment
 
-from ..config import ParamError, Section
+from ..config import MAX_TOKENS, ParamError, Section
 from .registry import register
 
 __all__ = ["OverlongArgs", "OverlongPenalty"]
@@ -21,7 +21,7 @@ __all__ = ["OverlongArgs", "OverlongPenalty"]
 class OverlongArgs(Section):
     """``overlong`` arguments: L_max (tokens), the soft buffer L_cache before it, the factor."""
 
-    max_len: int = Field(4096, ge=1)
+    max_len: int = Field(4096, ge=1, le=MAX_TOKENS)
     buffer: int = Field(512, ge=0)
     factor: float = Field(1.0, ge=0.0)
 

@@ -33,7 +33,7 @@ from typing import Any, Literal, Sequence
 from pydantic import Field
 
 from .. import prompts as P
-from ..config import Section
+from ..config import MAX_TOKENS, Section
 from ..corpus.retrieval import RAR_TOP_K, VERISCORE_TOP_K, rar_query
 from ..parsing import parse_json, parse_score
 from . import kb
@@ -346,7 +346,7 @@ class ClaimVerifierSection(Section):
 
     top_k: int = Field(VERISCORE_TOP_K, ge=1)  # chunks per claim
     max_claims: int = Field(32, ge=1)  # claims verified per response
-    max_new_tokens: int | None = Field(None, ge=1)  # claim-list budget; None = judge.max_new_tokens
+    max_new_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # claim-list budget; None = judge.max_new_tokens
 
 
 class RARArgs(Section):

@@ -98,7 +98,7 @@ from typing import Any, Literal, Mapping, Sequence
 from pydantic import Field, field_validator
 
 from .. import prompts as P
-from ..config import Section
+from ..config import MAX_TOKENS, Section
 from ..corpus.retrieval import VERISCORE_TOP_K
 from ..judges import make_judge
 from ..labels import (ERROR_TYPES, LABEL_ALIASES, LABEL_NAMES, LABELS, Label, normalize_error_type,  # noqa: F401
@@ -717,7 +717,7 @@ class SevaClaimsArgs(Section):
     top_k: int = Field(VERISCORE_TOP_K, ge=1)
     max_claims: int = Field(8, ge=1)
     verdict: Literal["generate", "choice", "kb"] = "generate"
-    max_new_tokens: int = Field(512, ge=1)  # the structured verdict (alignment, chain, label, diagnosis)
+    max_new_tokens: int = Field(512, ge=1, le=MAX_TOKENS)  # the structured verdict (alignment, chain, label, diagnosis)
     model: str | None = None
 
 

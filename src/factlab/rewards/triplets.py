@@ -28,7 +28,7 @@ from typing import Any, Protocol, Sequence
 from pydantic import Field
 
 from .. import models
-from ..config import Section
+from ..config import MAX_TOKENS, Section
 
 log = logging.getLogger(__name__)
 
@@ -364,7 +364,7 @@ class ExtractorSection(Section):
 
     name: str = "heuristic"
     batch_size: int = Field(32, ge=1)
-    max_new_tokens: int = Field(96, ge=1)
+    max_new_tokens: int = Field(96, ge=1, le=MAX_TOKENS)
 
 
 def get_extractor(name: str = "heuristic", **kwargs: Any) -> TripletExtractor:

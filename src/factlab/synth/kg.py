@@ -56,16 +56,16 @@ __all__ = ["Entity", "Relation", "ParseResult", "KGSection", "KGBuildError", "pa
 COMPLETE = "<|COMPLETE|>"
 _DELIM = re.compile(r"<\s*\|+\s*>")  # <|>, <||>, < | >, <  |  >
 # any ("kind"<|> starts a record: unknown kinds are counted and skipped, not glued to the previous one
-_RECORD = re.compile(r"\(\s*[\"'`]?\s*([a-z_]+)\s*[\"'`]?\s*<\|>", re.IGNORECASE)
+_RECORD = re.compile(r"\(\s*(?:[\"'`]\s*)?([a-z_]+)\s*(?:[\"'`]\s*)?<\|>", re.IGNORECASE)
 _KINDS = ("entity", "relationship", "content_keywords")
 _FENCE = re.compile(r"```[a-zA-Z]*")
 _LIST_DELIM = re.compile(r"(?:##|\*{2,})")
 _RECORD_END = re.compile(r"\)\s*(?:##|\*{2,})")  # a record's ")" then the list delimiter: where it ends
-_TRAILING_DELIM = re.compile(r"(?:\s|##|\*{2,})+\Z")
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+")
 # leading list-delimiter debris ("## Paris") goes, a trailing "#" stays: "C#" and "F#" are names
-_EDGE_PUNCT = re.compile(r"^[\s\"'`<>\[\]{}.,;:*#-]+|[\s\"'`<>\[\]{}.,;:*-]+$")
+# (the trailing run is tried from its first character only, the lookbehind: linear on long runs)
+_EDGE_PUNCT = re.compile(r"^[\s\"'`<>\[\]{}.,;:*#-]+|(?<![\s\"'`<>\[\]{}.,;:*-])[\s\"'`<>\[\]{}.,;:*-]+$")
 _NUMBER = re.compile(r"^\s*-?\d+(?:\.\d+)?\s*$")
 
 
@@ -105,6 +105,20 @@ class ParseResult:
         return len(self.entities) + len(self.relations) + (1 if self.keywords else 0)
 
 
+def _without_trailing_delimiters(body: str) -> str:
+    """``body`` without the whitespace, ``##`` and ``**``... at its end (a loop: the regex
+    ``(?:\s|##|\*{2,})+\Z`` is quadratic on a long whitespace run inside the body)."""
+    while True:
+        stripped = body.rstrip()
+        if stripped.endswith("##"):
+            stripped = stripped[:-2]
+        elif stripped.endswith("**"):
+            stripped = stripped.rstrip("*")
+        if stripped == body:
+            return body
+        body = stripped
+
+
 def _clean(field_text: str) -> str:
     return _EDGE_PUNCT.sub("", " ".join(field_text.split()))
 
@@ -134,7 +148,7 @@ def parse_records(text: str, chunk: str = "") -> ParseResult:
             end = _RECORD_END.search(body)
             if end and _LIST_DELIM.sub(" ", body[end.end():]).strip():
                 out.dropped["text after a record (ignored)"] += 1
-            body = body[:end.start() + 1] if end else _TRAILING_DELIM.sub("", body)
+            body = body[:end.start() + 1] if end else _without_trailing_delimiters(body)
         body = body.strip()
         close = body.rfind(")")
         if close < 0:

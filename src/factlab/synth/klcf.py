@@ -69,7 +69,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 from pydantic import Field, model_validator
 
 from .. import prompts as P
-from ..config import ParamError, Section
+from ..config import MAX_TOKENS, ParamError, Section
 from ..data.longform import LONGFORM_TEMPLATE
 from ..data.miniworld import ensure_world, mentions, normalize
 from ..data.types import read_jsonl, write_jsonl
@@ -107,7 +107,7 @@ class KLCFPipelineSection(Section):
     nu: int = Field(NU, ge=1)  # Stage 1: samples per query
     temperature: float = Field(1.0, ge=0.0)  # "a high temperature setting" (value not printed)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(1024, ge=1)
+    max_new_tokens: int = Field(1024, ge=1, le=MAX_TOKENS)
     batch_size: int = Field(16, ge=1)  # sampling rows per generate call, judge prompts per chunk x 4
     few_shot: int = Field(P.KLCF_FEWSHOT_EXAMPLES, ge=0)  # Prompt 1 prints 10 examples
     few_shot_chars: int = Field(600, ge=20)  # example answers cut at a sentence end below this
@@ -549,8 +549,11 @@ def _hash(obj: Any) -> str:
 
 def _judge_identity(judge) -> dict[str, Any]:
     sampling = judge.sampling() if hasattr(judge, "sampling") else {}
-    return {"backend": getattr(judge, "backend", type(judge).__name__), "model": getattr(judge, "model_name", ""),
-            "system": getattr(judge, "system", None), "sampling": sampling}
+    out = {"backend": getattr(judge, "backend", type(judge).__name__), "model": getattr(judge, "model_name", ""),
+           "system": getattr(judge, "system", None), "sampling": sampling}
+    if getattr(judge, "model_fingerprint", None):  # a local model, by content
+        out["model_fingerprint"] = judge.model_fingerprint
+    return out
 
 
 class _StageCache:

@@ -11,7 +11,9 @@ shapes tokens) plus any other extensions. Prompts longer than ``grpo.max_prompt_
 tokens are dropped and counted (TRL 1.16 no longer truncates prompts).
 
 Runs are resumable: a finished run (``train_result.json``) is loaded, not retrained; an
-interrupted one resumes from its last ``checkpoint-*``. ``TrainResult`` is shared with SFT
+interrupted one resumes from its last readable ``checkpoint-*`` (``resume_checkpoint``: a
+checkpoint whose weights, trainer state or optimizer state is truncated or unreadable is set
+aside with a warning, and the one before it is used). ``TrainResult`` is shared with SFT
 (``train.sft``): the model or adapter folder, whether it is an adapter, the start model it
 applies to, the log history and the runtime.
 """
@@ -21,7 +23,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
+import struct
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -32,6 +37,7 @@ from trl import GRPOConfig
 
 from ..config import GRPOSection
 from ..models import load_model, lora_config, release_memory
+from ..paths import atomic_write_text
 from ..rewards.registry import RewardSet
 from ..eval.alarms import AlarmsSection
 from .health import CompletionHealth
@@ -41,7 +47,7 @@ from .validity import RewardValidity
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TrainResult", "grpo_args", "run", "merge_adapter", "filter_long_prompts"]
+__all__ = ["TrainResult", "grpo_args", "run", "merge_adapter", "filter_long_prompts", "resume_checkpoint"]
 
 _DONE = "train_result.json"
 
@@ -77,7 +83,7 @@ class TrainResult:
         return load_model(self.base_model, dtype=dtype, device=device, adapter=self.model_dir)
 
     def save(self) -> None:
-        (Path(self.output_dir) / _DONE).write_text(json.dumps(asdict(self), default=float, indent=1))
+        atomic_write_text(Path(self.output_dir) / _DONE, json.dumps(asdict(self), default=float, indent=1))
 
     @classmethod
     def finish(cls, trainer, tokenizer, name: str, base_model: str, is_adapter: bool, resumed: bool,
@@ -97,10 +103,64 @@ class TrainResult:
 
     @classmethod
     def load(cls, output_dir: str | Path) -> "TrainResult | None":
+        """The finished run in ``output_dir``; ``None`` when there is none, or when its
+        ``train_result.json`` cannot be read (warned: the run resumes from its checkpoints)."""
         done = Path(output_dir) / _DONE
         if not done.exists():
             return None
-        return cls(**{**json.loads(done.read_text()), "resumed": True})
+        try:
+            return cls(**{**json.loads(done.read_text()), "resumed": True})
+        except (OSError, UnicodeDecodeError, ValueError, TypeError) as e:
+            log.warning("%s is unreadable (%s: %s); the run is treated as unfinished", done, type(e).__name__, e)
+            return None
+
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def unreadable_checkpoint_file(folder: Path) -> str | None:
+    """Why ``folder`` (a ``checkpoint-*``) cannot be resumed from, or ``None``: a safetensors
+    file whose header or size is wrong (truncated), a JSON file (trainer state, adapter config)
+    that does not parse, a torch ``.pt`` / ``.pth`` / ``.bin`` file that is not a whole zip
+    archive (torch.save's format: a truncated one has no central directory)."""
+    if not (folder / "trainer_state.json").is_file():
+        return "no trainer_state.json"
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        try:
+            if path.suffix == ".safetensors":
+                with path.open("rb") as f:
+                    (n,) = struct.unpack("<Q", f.read(8))
+                    header = json.loads(f.read(n))
+                end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+                if path.stat().st_size != 8 + n + end:
+                    return f"{path.name}: {path.stat().st_size} bytes, its header describes {8 + n + end}"
+            elif path.suffix == ".json":
+                json.loads(path.read_text(encoding="utf-8"))
+            elif path.suffix in (".pt", ".pth", ".bin"):
+                with zipfile.ZipFile(path) as z:
+                    z.infolist()
+        except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, zipfile.BadZipFile) as e:
+            return f"{path.name}: {type(e).__name__}: {e}"
+    return None
+
+
+def resume_checkpoint(out: str | Path) -> Path | None:
+    """The newest ``checkpoint-N`` of ``out`` that can be resumed from; newer ones that cannot
+    (``unreadable_checkpoint_file``) are renamed ``unreadable-checkpoint-N`` with a warning, so
+    the trainer neither loads nor overwrites them. ``None``: start from scratch."""
+    found = sorted((int(m.group(1)), p) for p in Path(out).glob("checkpoint-*")
+                   if p.is_dir() and (m := _CHECKPOINT.match(p.name)))
+    for step, folder in reversed(found):
+        why = unreadable_checkpoint_file(folder)
+        if why is None:
+            return folder
+        aside = folder.with_name(f"unreadable-{folder.name}")
+        folder.rename(aside)
+        log.warning("checkpoint %s cannot be resumed from (%s); set aside as %s, falling back to the one before it",
+                    folder, why, aside.name)
+    if found:
+        log.warning("no readable checkpoint left in %s; training starts from the beginning", out)
+    return None
 
 
 def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = None,
@@ -183,10 +243,11 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
         extensions=[TokenLevelAdvantages(rewards.token_shaping()), *extensions, _completion_health(cfg),
                     *([RewardValidity()] if _alarms(cfg).truth else [])],
         dynamic_sampling=grpo.dynamic_sampling if grpo.dynamic_sampling.enabled else None)
-    resume = any(out.glob("checkpoint-*"))
+    checkpoint = resume_checkpoint(out)
     t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=True if resume else None)
-    result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, resume, time.perf_counter() - t0,
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, checkpoint is not None,
+                                time.perf_counter() - t0,
                                 {"prompts": len(kept), "dropped_prompts": dropped, "rewards": rewards.describe(),
                                  "left_out_completions": trainer.left_out_completions})
     if grpo.dynamic_sampling.enabled and grpo.max_steps > 0 and result.steps < grpo.max_steps:

@@ -79,15 +79,7 @@ class K2VConfig(TrainingConfig):
     leakage_ns: list[int] = [22, 26, 30]  # Appendix E, Table 10
 
     @model_validator(mode="after")
-    def _overlong_within_completion(self) -> "K2VConfig":
-        for i, spec in enumerate(self.rewards):
-            if spec.name == "overlong":
-                args = OverlongArgs.model_validate(spec.args or {})
-                if args.max_len > self.grpo.max_completion_length:
-                    raise ParamError(f"rewards.{i}.args.max_len",
-                                     f"{args.max_len} is above grpo.max_completion_length = "
-                                     f"{self.grpo.max_completion_length}: completions stop before the penalty "
-                                     f"ends, so it would never reach its full value (DAPO sets them equal)")
+    def _known_ablations(self) -> "K2VConfig":
         for a in self.ablations:
             if a not in ABLATIONS:
                 raise ParamError("ablations", f"unknown ablation {a!r}; known: {list(ABLATIONS)}")

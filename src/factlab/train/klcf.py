@@ -45,7 +45,7 @@ from datasets import Dataset
 from pydantic import Field, model_validator
 
 from .. import prompts as P
-from ..config import GenerationConfig, JudgeSection, LoraSection, ParamError, Section, SFTSection
+from ..config import MAX_TOKENS, GenerationConfig, JudgeSection, LoraSection, ParamError, SFTSection, Section
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.cost import compare_rewards
@@ -151,7 +151,7 @@ class WinRateSection(Section):
     model's 10-shot responses have none) or ``full`` (the raw completion, ``<think>`` included)."""
 
     enabled: bool = True
-    max_new_tokens: int = Field(64, ge=8)
+    max_new_tokens: int = Field(64, ge=8, le=MAX_TOKENS)
     answer: Literal["generate", "choice"] = "generate"  # choice: eval.winrate's constrained first rank
     response: Literal["answer", "full"] = "answer"
     judge: JudgeSection | None = None

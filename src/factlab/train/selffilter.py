@@ -41,10 +41,10 @@ from pydantic import Field, model_validator
 from tqdm.auto import tqdm
 
 from .. import text
-from ..config import ParamError, Section
+from ..config import MAX_TOKENS, ParamError, Section
 from ..data.types import QAItem
 from ..eval.shortform import grade_completion
-from ..models import chat_prompt, generate
+from ..models import chat_prompt, generate, model_fingerprint
 from ..prompts import CORVER_TRAIN_SYSTEM
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class SelfFilterConfig(Section):
     num_samples: int = Field(16, ge=2)
     temperature: float = Field(0.7, ge=0.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(512, ge=1)
+    max_new_tokens: int = Field(512, ge=1, le=MAX_TOKENS)
     batch_size: int = Field(8, ge=1)
     keep_min: int = Field(1, ge=0)
     keep_max: int | None = None
@@ -159,11 +159,15 @@ def model_name_of(model: Any) -> str:
 
 
 def _settings_key(model_name: str, cfg: SelfFilterConfig) -> str:
-    """Everything a cached count depends on besides the question: model, G and sampling."""
+    """Everything a cached count depends on besides the question: model (a local folder also by
+    its content, ``models.model_fingerprint``), G and sampling."""
     sys_hash = hashlib.sha256(cfg.system.encode("utf-8")).hexdigest()[:12]
-    return json.dumps({"model": model_name, "G": cfg.num_samples, "temperature": cfg.temperature,
-                       "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens,
-                       "system": sys_hash}, sort_keys=True)
+    key = {"model": model_name, "G": cfg.num_samples, "temperature": cfg.temperature, "top_p": cfg.top_p,
+           "max_new_tokens": cfg.max_new_tokens, "system": sys_hash}
+    fingerprint = model_fingerprint(model_name)
+    if fingerprint:
+        key["fingerprint"] = fingerprint
+    return json.dumps(key, sort_keys=True)
 
 
 def _read_cache(path: Path) -> dict[tuple[str, str], dict[str, Any]]:

@@ -27,7 +27,7 @@ from trl import SFTConfig, SFTTrainer
 from ..config import SFTSection
 from ..models import load_model, lora_config, release_memory
 from ..rewards import seva
-from .grpo import TrainResult
+from .grpo import TrainResult, resume_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +76,11 @@ def run_sft(cfg: Any, dataset: Dataset, out_dir: str | Path, *, model: str | Non
     trainer = SFTTrainer(model=policy, processing_class=tokenizer, args=sft_args(sft or cfg.sft, out),
                          train_dataset=dataset,
                          peft_config=lora_config(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None)
-    resume = any(out.glob("checkpoint-*"))
+    checkpoint = resume_checkpoint(out)
     t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=True if resume else None)
-    result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, resume, time.perf_counter() - t0,
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, checkpoint is not None,
+                                time.perf_counter() - t0,
                                 {"examples": len(dataset)})
     del trainer, policy
     release_memory()
