@@ -12,10 +12,12 @@ notebook -> config map lives in ``factlab.runner``.
 
 from __future__ import annotations
 
-from pydantic import field_validator
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
 
 from .config import (GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError, Section,
-                     SweepSection)
+                     SFTSection, SweepSection)
 from .corpus.infinigram import IndexSection
 from .corpus.retrieval import DatastoreSection
 from .data import EvalDataConfig
@@ -25,7 +27,7 @@ from .rewards.rar import ClaimVerifierSection
 from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
 
-__all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig"]
+__all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig", "WarmStartSection", "WarmStartSFTSection"]
 
 
 class ExperimentConfig(Section):
@@ -36,6 +38,68 @@ class ExperimentConfig(Section):
     eval: list[EvalDataConfig] = [EvalDataConfig()]
     eval_generation: GenerationConfig = GenerationConfig()
     sweep: SweepSection | None = None  # read by `factlab sweep` only (factlab.sweep); a run ignores it
+
+
+class WarmStartSFTSection(SFTSection):
+    """The warm start's SFT (TRL ``SFTConfig`` knobs, ``train.warmstart``): one epoch on CPU,
+    micro-batches of 8 demonstrations of similar length (prompt-completion, loss on the completion
+    only), no activation checkpointing. Its own defaults, so ``warm_start: {sft: {learning_rate:
+    ...}}`` keeps the rest of them (not SEVA's SFT defaults)."""
+
+    learning_rate: float = Field(1.0e-4, gt=0.0)
+    num_train_epochs: float = Field(1.0, gt=0.0)
+    per_device_train_batch_size: int = Field(8, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    max_length: int = Field(320, ge=16)
+    warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    save_steps: int = Field(4, ge=1)
+    save_total_limit: int | None = 1
+    seed: int = 0
+    extra: dict[str, Any] = {"train_sampling_strategy": "group_by_length"}
+
+
+class WarmStartSection(Section):
+    """A short SFT before RL (``factlab.train.warmstart``): demonstrations of every training
+    notebook's answer format, written from the mini-world's facts (train split only), teach a
+    small policy the format the rewards read, so that RL starts where rewards vary within a
+    group. Off by default (the papers start from instruction-tuned models that need none); the
+    smoke params turn it on. Every setting here is part of the warm start's cache key.
+
+    Counts are demonstrations per format (0 leaves a format out): ``corver_qa`` 01 / 06's
+    training prompt (000 §A.3), ``corver_eval`` 000 §A.3's evaluation prompt, ``rar_shortform``
+    001 §4.1's abstain / forced prompts, ``rar_longform`` 02's "Tell me about <country>."
+    (001 §3.3), ``k2v`` 04's fill-in-blank questions (003 §3.1, §3.3), ``klcf`` 05's Prompt 5
+    (004 §2.3.3). ``abstain_fraction``: the share of the least populous train countries whose
+    001 prompts are answered "I don't know" (Binary RAR pays an abstention, 001 §3.2)."""
+
+    enabled: bool = False
+    corver_qa: int = Field(32, ge=0)
+    corver_eval: int = Field(8, ge=0)
+    rar_shortform: int = Field(16, ge=0)
+    rar_longform: int = Field(12, ge=0)
+    k2v: int = Field(20, ge=0)
+    klcf: int = Field(16, ge=0)
+    abstain_fraction: float = Field(0.2, ge=0.0, lt=1.0)
+    longform_facts: int = Field(3, ge=1)  # fact sentences per long-form answer
+    seed: int = 0
+    sft: WarmStartSFTSection = WarmStartSFTSection()
+    lora: LoraSection | None = None  # null: full fine-tuning (a LoRA run is merged into a plain folder)
+    train_top_layers: int | None = Field(None, ge=1)  # full fine-tuning of the last N decoder layers only
+    check_questions: int = Field(8, ge=0)  # held-out prompts per format for the raw / warm check (0: none)
+    check_max_new_tokens: int = Field(48, ge=1)
+
+    @model_validator(mode="after")
+    def _something_to_learn(self) -> "WarmStartSection":
+        if self.lora is not None and self.train_top_layers is not None:
+            raise ParamError("train_top_layers", "freezes layers of a full fine-tune; with `lora:` set, choose the "
+                                                 "layers through lora.target_modules instead")
+        if self.enabled and not any(getattr(self, k) for k in ("corver_qa", "corver_eval", "rar_shortform",
+                                                                "rar_longform", "k2v", "klcf")):
+            raise ParamError("enabled", "every demonstration count is 0: nothing to warm-start on")
+        return self
 
 
 class TrainingConfig(ExperimentConfig):
@@ -53,6 +117,7 @@ class TrainingConfig(ExperimentConfig):
     extractor: ExtractorSection = ExtractorSection()
     verifier: ClaimVerifierSection = ClaimVerifierSection()
     alarms: AlarmsSection = AlarmsSection()  # reward-hacking alarm thresholds (factlab.eval.alarms)
+    warm_start: WarmStartSection = WarmStartSection()  # SFT on format demonstrations before RL (train.warmstart)
 
     @field_validator("rewards")
     @classmethod
