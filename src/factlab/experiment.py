@@ -46,7 +46,7 @@ class WarmStartSFTSection(SFTSection):
     only), no activation checkpointing. Its own defaults, so ``warm_start: {sft: {learning_rate:
     ...}}`` keeps the rest of them (not SEVA's SFT defaults)."""
 
-    learning_rate: float = Field(1.0e-4, gt=0.0)
+    learning_rate: float = Field(3.0e-4, gt=0.0)
     num_train_epochs: float = Field(1.0, gt=0.0)
     per_device_train_batch_size: int = Field(8, ge=1)
     gradient_accumulation_steps: int = Field(1, ge=1)
@@ -55,7 +55,7 @@ class WarmStartSFTSection(SFTSection):
     weight_decay: float = Field(0.0, ge=0.0)
     bf16: bool = False
     gradient_checkpointing: bool = False
-    save_steps: int = Field(4, ge=1)
+    save_steps: int = Field(5, ge=1)
     save_total_limit: int | None = 1
     seed: int = 0
     extra: dict[str, Any] = {"train_sampling_strategy": "group_by_length"}
@@ -72,30 +72,35 @@ class WarmStartSection(Section):
     training prompt (000 §A.3), ``corver_eval`` 000 §A.3's evaluation prompt, ``rar_shortform``
     001 §4.1's abstain / forced prompts, ``rar_longform`` 02's "Tell me about <country>."
     (001 §3.3), ``k2v`` 04's fill-in-blank questions (003 §3.1, §3.3), ``klcf`` 05's Prompt 5
-    (004 §2.3.3). ``abstain_fraction``: the share of the least populous train countries whose
-    001 prompts are answered "I don't know" (Binary RAR pays an abstention, 001 §3.2)."""
+    (004 §2.3.3). ``abstain_fraction``: the share of Binary RAR's abstain-prompt and long-form
+    demonstrations that answer "I don't know" (it pays an abstention, 001 §3.2), each about one of
+    the least populous ``abstain_fraction`` of the train countries. ``train_top_layers``: a full
+    fine-tune of the last N decoder layers only (backpropagation stops there: about half the
+    compute of all 30 layers on CPU); ignored with ``lora:``."""
 
     enabled: bool = False
-    corver_qa: int = Field(32, ge=0)
-    corver_eval: int = Field(8, ge=0)
-    rar_shortform: int = Field(16, ge=0)
-    rar_longform: int = Field(12, ge=0)
-    k2v: int = Field(20, ge=0)
-    klcf: int = Field(16, ge=0)
-    abstain_fraction: float = Field(0.2, ge=0.0, lt=1.0)
+    corver_qa: int = Field(20, ge=0)
+    corver_eval: int = Field(6, ge=0)
+    rar_shortform: int = Field(12, ge=0)
+    rar_longform: int = Field(8, ge=0)
+    k2v: int = Field(12, ge=0)
+    klcf: int = Field(8, ge=0)
+    abstain_fraction: float = Field(0.25, ge=0.0, lt=1.0)
     longform_facts: int = Field(3, ge=1)  # fact sentences per long-form answer
     seed: int = 0
     sft: WarmStartSFTSection = WarmStartSFTSection()
     lora: LoraSection | None = None  # null: full fine-tuning (a LoRA run is merged into a plain folder)
-    train_top_layers: int | None = Field(None, ge=1)  # full fine-tuning of the last N decoder layers only
-    check_questions: int = Field(8, ge=0)  # held-out prompts per format for the raw / warm check (0: none)
-    check_max_new_tokens: int = Field(48, ge=1)
+    train_top_layers: int | None = Field(8, ge=1)  # full fine-tuning of the last N decoder layers only (null: all)
+    check_questions: int = Field(4, ge=0)  # held-out prompts per format for the raw / warm check (0: none)
+    check_max_new_tokens: int = Field(40, ge=1)
 
     @model_validator(mode="after")
     def _something_to_learn(self) -> "WarmStartSection":
         if self.lora is not None and self.train_top_layers is not None:
-            raise ParamError("train_top_layers", "freezes layers of a full fine-tune; with `lora:` set, choose the "
-                                                 "layers through lora.target_modules instead")
+            if "train_top_layers" in self.model_fields_set:
+                raise ParamError("train_top_layers", "freezes layers of a full fine-tune; with `lora:` set, choose "
+                                                     "the layers through lora.target_modules instead")
+            self.__dict__["train_top_layers"] = None  # the default applies to a full fine-tune only
         if self.enabled and not any(getattr(self, k) for k in ("corver_qa", "corver_eval", "rar_shortform",
                                                                 "rar_longform", "k2v", "klcf")):
             raise ParamError("enabled", "every demonstration count is 0: nothing to warm-start on")

@@ -36,9 +36,10 @@ K2V's questions are 04's own template questions (``synth.k2v``: quintuples, mask
 ambiguity and leak rejections) sampled from the gold knowledge graph of the train countries
 only. CorVer (000 §A.2: a refusal earns the judge's -1 and fails the format rule), K2V (Eq. 8
 gates on the right answer) and KLCF (Eq. 5-7 reward recall) pay nothing for abstaining, so only
-Binary RAR's formats carry abstentions; which countries a demonstration abstains on is the least
-populous ``abstain_fraction`` of the train countries (PopQA's popularity proxy, 000 §4): a
-stand-in for "the model does not know", which a demonstration writer cannot ask the model.
+Binary RAR's formats carry abstentions: the share ``abstain_fraction`` of its abstain-prompt and
+long-form demonstrations, each about one of the least populous ``abstain_fraction`` of the train
+countries (PopQA's popularity proxy, 000 §4): a stand-in for "the model does not know", which a
+demonstration writer cannot ask the model.
 
 How it is cached: one warm start serves every notebook. ``prepare(cfg)`` builds it once under
 ``paths.cache_dir()/warmstart/<key>``, where ``key`` hashes everything that changes it: the
@@ -242,7 +243,7 @@ def k2v_questions(world: WorldConfig | None, countries: Sequence[CountryFacts], 
     graph = _k2v_graph(world, {c.name for c in countries})
     if n <= 0:
         return [], graph
-    qs, _ = synthesize_questions(graph, SynthesisSection(questions=2 * n, rephraser="template", seed=seed))
+    qs, _ = synthesize_questions(graph, SynthesisSection(questions=4 * n, rephraser="template", seed=seed))
     return qs[:n], graph
 
 
@@ -283,12 +284,23 @@ def write_demos(ws: WarmStartSection, world: WorldConfig | None = None) -> list[
         demos.append(qa_demo("corver_qa", P.CORVER_TRAIN_SYSTEM, it, i))
     for i, it in enumerate(_sample(items, ws.corver_eval, rng)):
         demos.append(qa_demo("corver_eval", P.CORVER_EVAL_SYSTEM, it, i))
-    for i, it in enumerate(_sample(items, ws.rar_shortform, rng)):
-        forced = i % 2 == 1  # half under each of 001 §4.1's two prompts
-        demos.append(qa_demo("rar_shortform", FORCED_SYSTEM if forced else ABSTAIN_SYSTEM, it, i,
-                             abstain=not forced and it.meta["entity"] in unknown))
-    for i, c in enumerate(_sample(split.train, ws.rar_longform, rng)):
-        abstain = c.name in unknown
+    # 001 §4.1's two prompts, half each; under the abstain prompt, the share abstain_fraction of the
+    # demonstrations abstains, each on a question about one of the least known train countries
+    n_abstain_mode = (ws.rar_shortform + 1) // 2
+    n_abs = round(ws.abstain_fraction * n_abstain_mode)
+    shortform = ([(ABSTAIN_SYSTEM, it, True) for it in _sample([it for it in items if it.meta["entity"] in unknown],
+                                                                n_abs, rng)]
+                 + [(ABSTAIN_SYSTEM, it, False) for it in _sample([it for it in items if it.meta["entity"] not in unknown],
+                                                                  n_abstain_mode - n_abs, rng)]
+                 + [(FORCED_SYSTEM, it, False) for it in _sample(items, ws.rar_shortform - n_abstain_mode, rng)])
+    for i, (system, it, abstain) in enumerate(shortform):
+        demos.append(qa_demo("rar_shortform", system, it, i, abstain=abstain))
+    # long-form (001 §3.3): the same share declines ("I don't know."), on the least known countries
+    n_abs = round(ws.abstain_fraction * ws.rar_longform)
+    longform = ([(c, True) for c in _sample([c for c in split.train if c.name in unknown], n_abs, rng)]
+                + [(c, False) for c in _sample([c for c in split.train if c.name not in unknown],
+                                               ws.rar_longform - n_abs, rng)])
+    for i, (c, abstain) in enumerate(longform):
         body = LONGFORM_ABSTAIN if abstain else " ".join(_longform_facts(c, ws.longform_facts, rng, train))
         demos.append(Demo(f"rar_longform/{i}", "rar_longform",
                           [{"role": "user", "content": LONGFORM_TEMPLATE.format(title=c.name)}], body, [c.name],
