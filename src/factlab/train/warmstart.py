@@ -288,10 +288,10 @@ def write_demos(ws: WarmStartSection, world: WorldConfig | None = None) -> list[
     # demonstrations abstains, each on a question about one of the least known train countries
     n_abstain_mode = (ws.rar_shortform + 1) // 2
     n_abs = round(ws.abstain_fraction * n_abstain_mode)
-    shortform = ([(ABSTAIN_SYSTEM, it, True) for it in _sample([it for it in items if it.meta["entity"] in unknown],
-                                                                n_abs, rng)]
-                 + [(ABSTAIN_SYSTEM, it, False) for it in _sample([it for it in items if it.meta["entity"] not in unknown],
-                                                                  n_abstain_mode - n_abs, rng)]
+    least = [it for it in items if it.meta["entity"] in unknown]
+    known = [it for it in items if it.meta["entity"] not in unknown]
+    shortform = ([(ABSTAIN_SYSTEM, it, True) for it in _sample(least, n_abs, rng)]
+                 + [(ABSTAIN_SYSTEM, it, False) for it in _sample(known, n_abstain_mode - n_abs, rng)]
                  + [(FORCED_SYSTEM, it, False) for it in _sample(items, ws.rar_shortform - n_abstain_mode, rng)])
     for i, (system, it, abstain) in enumerate(shortform):
         demos.append(qa_demo("rar_shortform", system, it, i, abstain=abstain))
@@ -407,7 +407,8 @@ class WarmStart:
         return (f"warm start {self.key} ({'trained now' if self.built else 'from the cache'}): {self.raw} after "
                 f"{r['sft']['steps']} SFT steps on {sum(r.get('demos', {}).values())} demonstrations ({demos}; "
                 f"{r.get('abstentions', 0)} abstain), {r['sft']['seconds']:.0f} s when built; loss "
-                f"{r['sft']['first_loss']:.2f} -> {r['sft']['last_loss']:.2f}; every stage starts from {self.model_dir}")
+                f"{r['sft']['first_loss']:.2f} -> {r['sft']['last_loss']:.2f}; every stage starts from "
+                f"{self.model_dir}")
 
     def metrics(self) -> dict[str, Any]:
         """What a notebook saves under ``warm_start`` in ``metrics.json``."""
