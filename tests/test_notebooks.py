@@ -340,7 +340,8 @@ longform: null
     m = res.metrics["compare"]
     assert m["metric"] == "miniworld/heldout/accuracy"
     runs = {r["run"]: r for r in m["runs"]}
-    assert set(runs) == {"base", "qa_judge+format", "SEVA claims"}
+    # the smoke params warm-start the policy: the raw model is evaluated beside the base (untrained)
+    assert set(runs) == {"raw", "base", "qa_judge+format", "SEVA claims"} and runs["raw"]["steps"] == 0
     assert runs["qa_judge+format"]["steps"] == 1 and runs["qa_judge+format"]["judge_calls_per_step"] == 0
     # one SEVA verdict per sentence claim of each of the step's completions, counted as judge calls
     assert runs["SEVA claims"]["reward_seconds_per_step"] > 0 and runs["SEVA claims"]["judge_calls_per_step"] >= 1
@@ -357,4 +358,4 @@ longform: null
     assert held and all("no held-out metric" not in r["note"] for r in held)  # before / after reached it
     from factlab.train.compare import collect
 
-    assert len(collect(res.run_dir / "runs")) == 3
+    assert len(collect(res.run_dir / "runs")) == 4

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from .config import (GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError, Section,
-                     SweepSection)
+                     SFTSection, SweepSection)
 from .corpus.infinigram import IndexSection
 from .corpus.retrieval import DatastoreSection
 from .data import EvalDataConfig
@@ -27,7 +27,8 @@ from .rewards.rar import ClaimVerifierSection
 from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
 
-__all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig", "EvidenceArm", "EvidenceSection", "BASE_ARM"]
+__all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig", "EvidenceArm", "EvidenceSection", "BASE_ARM",
+           "WarmStartSection", "WarmStartSFTSection"]
 
 LENGTH_REWARDS = ("overlong", "length_penalty")  # rewards whose args.max_len is a completion length in tokens
 
@@ -87,6 +88,73 @@ class EvidenceSection(Section):
         return arms
 
 
+class WarmStartSFTSection(SFTSection):
+    """The warm start's SFT (TRL ``SFTConfig`` knobs, ``train.warmstart``): one epoch on CPU,
+    micro-batches of 8 demonstrations of similar length (prompt-completion, loss on the completion
+    only), no activation checkpointing. Its own defaults, so ``warm_start: {sft: {learning_rate:
+    ...}}`` keeps the rest of them (not SEVA's SFT defaults)."""
+
+    learning_rate: float = Field(3.0e-4, gt=0.0)
+    num_train_epochs: float = Field(1.0, gt=0.0)
+    per_device_train_batch_size: int = Field(8, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    max_length: int = Field(320, ge=16)
+    warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    save_steps: int = Field(5, ge=1)
+    save_total_limit: int | None = 1
+    seed: int = 0
+    extra: dict[str, Any] = {"train_sampling_strategy": "group_by_length"}
+
+
+class WarmStartSection(Section):
+    """A short SFT before RL (``factlab.train.warmstart``): demonstrations of every training
+    notebook's answer format, written from the mini-world's facts (train split only), teach a
+    small policy the format the rewards read, so that RL starts where rewards vary within a
+    group. Off by default (the papers start from instruction-tuned models that need none); the
+    smoke params turn it on. Every setting here is part of the warm start's cache key.
+
+    Counts are demonstrations per format (0 leaves a format out): ``corver_qa`` 01 / 06's
+    training prompt (000 §A.3), ``corver_eval`` 000 §A.3's evaluation prompt, ``rar_shortform``
+    001 §4.1's abstain / forced prompts, ``rar_longform`` 02's "Tell me about <country>."
+    (001 §3.3), ``k2v`` 04's fill-in-blank questions (003 §3.1, §3.3), ``klcf`` 05's Prompt 5
+    (004 §2.3.3). ``abstain_fraction``: the share of Binary RAR's abstain-prompt and long-form
+    demonstrations that answer "I don't know" (it pays an abstention, 001 §3.2), each about one of
+    the least populous ``abstain_fraction`` of the train countries. ``train_top_layers``: a full
+    fine-tune of the last N decoder layers only (backpropagation stops there: about half the
+    compute of all 30 layers on CPU); ignored with ``lora:``."""
+
+    enabled: bool = False
+    corver_qa: int = Field(20, ge=0)
+    corver_eval: int = Field(6, ge=0)
+    rar_shortform: int = Field(12, ge=0)
+    rar_longform: int = Field(8, ge=0)
+    k2v: int = Field(12, ge=0)
+    klcf: int = Field(8, ge=0)
+    abstain_fraction: float = Field(0.25, ge=0.0, lt=1.0)
+    longform_facts: int = Field(3, ge=1)  # fact sentences per long-form answer
+    seed: int = 0
+    sft: WarmStartSFTSection = WarmStartSFTSection()
+    lora: LoraSection | None = None  # null: full fine-tuning (a LoRA run is merged into a plain folder)
+    train_top_layers: int | None = Field(8, ge=1)  # full fine-tuning of the last N decoder layers only (null: all)
+    check_questions: int = Field(4, ge=0)  # held-out prompts per format for the raw / warm check (0: none)
+    check_max_new_tokens: int = Field(40, ge=1)
+
+    @model_validator(mode="after")
+    def _something_to_learn(self) -> "WarmStartSection":
+        if self.lora is not None and self.train_top_layers is not None:
+            if "train_top_layers" in self.model_fields_set:
+                raise ParamError("train_top_layers", "freezes layers of a full fine-tune; with `lora:` set, choose "
+                                                     "the layers through lora.target_modules instead")
+            self.__dict__["train_top_layers"] = None  # the default applies to a full fine-tune only
+        if self.enabled and not any(getattr(self, k) for k in ("corver_qa", "corver_eval", "rar_shortform",
+                                                                "rar_longform", "k2v", "klcf")):
+            raise ParamError("enabled", "every demonstration count is 0: nothing to warm-start on")
+        return self
+
+
 class TrainingConfig(ExperimentConfig):
     """Sections every training notebook has: rewards, GRPO, LoRA and the shared resources.
 
@@ -105,6 +173,7 @@ class TrainingConfig(ExperimentConfig):
     # a pre-registered hypothesis's arms and seeds (params/<notebook>_evidence.yaml; factlab.evidence); None: no
     # evidence cell runs
     evidence: EvidenceSection | None = None
+    warm_start: WarmStartSection = WarmStartSection()  # SFT on format demonstrations before RL (train.warmstart)
 
     @field_validator("rewards")
     @classmethod

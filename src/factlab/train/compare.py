@@ -57,9 +57,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_rows", "longform_prompts",
            "train_and_evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
-           "plot_pareto", "plot_reward_curves", "BASE", "DATASTORE_REWARDS"]
+           "plot_pareto", "plot_reward_curves", "BASE", "RAW", "DATASTORE_REWARDS"]
 
 BASE = "base"  # the untrained start, evaluated once
+RAW = "raw"  # the raw model under a warm start (train.warmstart), evaluated once beside the base; never trained
 # rewards that read a per-prompt pre-cached datastore (001 §3.2): the rows are pre-cached for them
 DATASTORE_REWARDS = ("binary_rar", "rating_rar", "veriscore", "factscore", "seva_claims")
 
@@ -106,9 +107,9 @@ class CompareConfig(TrainingConfig):
     @classmethod
     def _unique_registered(cls, runs: list[CompareRun]) -> list[CompareRun]:
         names = [r.name for r in runs]
-        dup = sorted({n for n in names if names.count(n) > 1} | ({BASE} & set(names)))
+        dup = sorted({n for n in names if names.count(n) > 1} | ({BASE, RAW} & set(names)))
         if dup:
-            raise ValueError(f"run names must be unique and not '{BASE}': {dup}")
+            raise ValueError(f"run names must be unique and not '{BASE}' or '{RAW}': {dup}")
         for r in runs:
             for s in r.rewards:
                 REWARDS.get(s.name)
@@ -161,12 +162,13 @@ def longform_prompts(cfg: CompareConfig, resources: Resources) -> list[LongformP
 
 
 def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets, resources: Resources | None = None,
-              lf_prompts: Sequence[LongformPrompt] = ()) -> dict[str, Any]:
+              lf_prompts: Sequence[LongformPrompt] = (), name: str | None = None) -> dict[str, Any]:
     """The same suites and the same prompt for every model, the base included (CorVer's
     anti-loop line for adapters, 000 §A.3, is left out so the prompt is not a difference);
-    with ``lf_prompts``, also the long-form suite (keys ``longform/<metric>``)."""
-    model, tok = load_model(cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
-                            adapter=model_dir or cfg.model.adapter)
+    with ``lf_prompts``, also the long-form suite (keys ``longform/<metric>``). ``name``: another
+    model than ``cfg.model`` (the raw model beside a warm start)."""
+    model, tok = load_model(name or cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
+                            adapter=None if name else model_dir or cfg.model.adapter)
     short = evaluate("shortform", model, tok, eval_sets, cfg.eval_generation, trained=False, progress=False)
     abst = evaluate("abstention", model, tok, eval_sets, cfg.eval_generation, progress=False)
     lf = None
@@ -188,21 +190,32 @@ def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets, resources: R
 
 
 def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence[QAItem], eval_sets,
-                       out_dir: str | Path) -> list[dict[str, Any]]:
+                       out_dir: str | Path, raw: str | None = None) -> list[dict[str, Any]]:
     """Every (run, seed) and the base model: train (resumable, skipped when finished), evaluate,
     and write ``compare.json`` into its folder; returns the records. A run whose LoRA adapter
     adds nothing (no step had reward spread: ``models.adapter_adds_nothing``) is the base model
-    and takes the base evaluation, marked ``evaluated: as base``, instead of generating it again."""
+    and takes the base evaluation, marked ``evaluated: as base``, instead of generating it again.
+    ``raw``: the raw model of a warm start (``train.warmstart``; ``cfg.model`` is then the warm
+    start, the base), evaluated once as the run ``raw`` beside the base and never trained."""
     out = Path(out_dir)
     records = []
     folders = {(spec.name, seed): out / spec.name.replace("/", "_").replace(" ", "_") / f"seed{seed}"
                for spec in cfg.runs for seed in cfg.seeds}
     base_file = out / BASE / "compare.json"
-    if base_file.exists() and all((f / "compare.json").exists() for f in folders.values()):
+    raw_file = out / RAW / "compare.json"
+    starts = [raw_file, base_file] if raw else [base_file]
+    if all(f.exists() for f in starts) and all((f / "compare.json").exists() for f in folders.values()):
         # every run finished: the comparison is read back, nothing is loaded, trained or judged
-        return [json.loads(base_file.read_text())] + [json.loads((f / "compare.json").read_text())
-                                                      for f in folders.values()]
+        return [json.loads(f.read_text()) for f in starts] + [json.loads((f / "compare.json").read_text())
+                                                              for f in folders.values()]
     lf_prompts = longform_prompts(cfg, resources)
+    if raw and not raw_file.exists():
+        raw_file.parent.mkdir(parents=True, exist_ok=True)
+        raw_file.write_text(json.dumps({"run": RAW, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
+                                        "model": raw, "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts,
+                                                                        name=raw)}, indent=1, default=float))
+    if raw:
+        records.append(json.loads(raw_file.read_text()))
     if not base_file.exists():
         base_file.parent.mkdir(parents=True, exist_ok=True)
         base_file.write_text(json.dumps({"run": BASE, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
@@ -246,7 +259,7 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
                    "model_dir": result.model_dir}
             if result.is_adapter and adapter_adds_nothing(result.model_dir):
                 # every B is still zero: the policy is the base model exactly, so is its evaluation
-                rec.update(evaluated="as base (adapter unchanged)", eval=records[0]["eval"])
+                rec.update(evaluated="as base (adapter unchanged)", eval=json.loads(base_file.read_text())["eval"])
             else:
                 rec.update(evaluated="own", eval=_evaluate(cfg, result.model_dir, eval_sets, resources, lf_prompts))
             done.write_text(json.dumps(rec, indent=1, default=float))
@@ -285,7 +298,7 @@ def summarize(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
         raise KeyError(f"metric {metric!r} not in the comparison; have: {sorted(c for c in frame if '/' in c)}")
     base = float(frame.loc[frame["run"] == BASE, metric].mean())
     cost = [c for c in ("reward_seconds_per_step", "judge_calls_per_step", "judge_tokens_per_step") if c in frame]
-    g = frame[frame["run"] != BASE].groupby("run", sort=False)
+    g = frame[~frame["run"].isin([BASE, RAW])].groupby("run", sort=False)
     out = pd.DataFrame({"seeds": g.size(), metric: g[metric].mean(), "spread": g[metric].std(ddof=0).fillna(0.0),
                         "gain": g[metric].mean() - base, **{c: g[c].mean() for c in cost}})
     return out
@@ -307,7 +320,7 @@ def heldout_series(frame: pd.DataFrame, metric: str) -> dict[str, dict[int, floa
     if base.empty:
         return {}
     out = {}
-    for _, r in frame[frame["run"] != BASE].iterrows():
+    for _, r in frame[~frame["run"].isin([BASE, RAW])].iterrows():
         value, steps = r[metric], int(r["steps"] or 0)
         if steps > 0 and value == value:  # not NaN
             out[run_label(r["run"], r["seed"])] = {0: float(base.iloc[0]), steps: float(value)}
@@ -316,7 +329,7 @@ def heldout_series(frame: pd.DataFrame, metric: str) -> dict[str, dict[int, floa
 
 def training_folders(frame: pd.DataFrame) -> dict[str, Path]:
     """The training folder of every trained (run, seed), by ``run_label``."""
-    trained = frame[frame["run"] != BASE]
+    trained = frame[~frame["run"].isin([BASE, RAW])]
     return {run_label(r.run, r.seed): Path(r.folder) / "train" for r in trained.itertuples(index=False)}
 
 
@@ -372,7 +385,7 @@ def plot_reward_curves(curves: pd.DataFrame, metric_frame: pd.DataFrame | None =
     import seaborn as sns
     from matplotlib.ticker import MaxNLocator
 
-    data = curves[curves["run"] != BASE]
+    data = curves[~curves["run"].isin([BASE, RAW])]
     if data.empty:
         raise ValueError("no reward curves (no trained run logged a reward)")
     panels = 2 if metric_frame is not None and metric else 1
@@ -387,13 +400,17 @@ def plot_reward_curves(curves: pd.DataFrame, metric_frame: pd.DataFrame | None =
     ax.legend(fontsize=7)
     if panels == 2:
         ax2 = axes[0][1]
-        trained = metric_frame[metric_frame["run"] != BASE]
+        trained = metric_frame[~metric_frame["run"].isin([BASE, RAW])]
         sns.stripplot(data=trained, x="run", y=metric, hue="run", legend=False, alpha=0.6, ax=ax2)
         sns.pointplot(data=trained, x="run", y=metric, errorbar="sd", color="black", markers="_",
                       capsize=0.2, linestyle="none", ax=ax2)
         base = metric_frame.loc[metric_frame["run"] == BASE, metric]
         if not base.empty:
             ax2.axhline(float(base.mean()), color="gray", linestyle="--", linewidth=0.8, label="base")
+        raw = metric_frame.loc[metric_frame["run"] == RAW, metric]
+        if not raw.empty:
+            ax2.axhline(float(raw.mean()), color="gray", linestyle=":", linewidth=0.8, label="raw (no warm start)")
+        if not base.empty or not raw.empty:
             ax2.legend(fontsize=7)
         ax2.set_title(f"{metric} per seed (mean ± sd)", fontsize=10)
         ax2.tick_params(axis="x", labelsize=7, rotation=20)

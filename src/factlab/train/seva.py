@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ..config import Section, SFTSection
+from ..config import ParamError, Section, SFTSection
 from ..data.pairs import MINIWORLD, ClaimPair, PairDataConfig, load_pairs, stratified_sample
 from ..data.types import read_jsonl
 from ..eval.suites import evaluate_model
@@ -57,6 +57,15 @@ class SevaConfig(TrainingConfig):
     teacher: TeacherSection = TeacherSection()
     sft: SFTSection = SFTSection()
     self_evolution: SelfEvolutionSection = SelfEvolutionSection()
+
+    @model_validator(mode="after")
+    def _no_warm_start(self) -> "SevaConfig":
+        # SEVA trains a verifier, whose cold start is its own SFT on teacher annotations (002 §2.4,
+        # the `sft:` stage); the policy warm start (train.warmstart) teaches answer formats it never writes
+        if self.warm_start.enabled:
+            raise ParamError("warm_start.enabled", "03_seva starts GRPO from its own SFT stage (002 §2.4, `sft:`); "
+                                                   "the policy warm start does not apply to a verifier")
+        return self
 
     def process_weights(self) -> str:
         """The Table 21 split of the ``seva_process`` reward ("70/30" when it is not listed)."""

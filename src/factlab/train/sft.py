@@ -31,7 +31,7 @@ from .grpo import TrainResult, resume_checkpoint
 
 log = logging.getLogger(__name__)
 
-__all__ = ["sft_dataset", "sft_args", "run_sft"]
+__all__ = ["sft_dataset", "sft_args", "run_sft", "freeze_below_top_layers"]
 
 
 def sft_dataset(pairs: Sequence[Any], annotations: Sequence[dict | None]) -> Dataset:
@@ -61,10 +61,27 @@ def sft_args(cfg: SFTSection, output_dir: str | Path) -> SFTConfig:
     return SFTConfig(**kw)
 
 
+def freeze_below_top_layers(model, top: int) -> int:
+    """Leave only the last ``top`` decoder layers and the final norm trainable (the embeddings,
+    tied to the output head, and every lower layer frozen), so backpropagation stops ``top``
+    layers down: a cheaper full fine-tune on CPU. Returns the number of trainable parameters."""
+    layers = model.get_decoder().layers
+    if not 1 <= top <= len(layers):
+        raise ValueError(f"train_top_layers = {top}: the model has {len(layers)} decoder layers")
+    model.requires_grad_(False)
+    for layer in layers[len(layers) - top:]:
+        layer.requires_grad_(True)
+    norm = getattr(model.get_decoder(), "norm", None)
+    if norm is not None:
+        norm.requires_grad_(True)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 def run_sft(cfg: Any, dataset: Dataset, out_dir: str | Path, *, model: str | None = None,
-            sft: SFTSection | None = None, name: str = "sft") -> TrainResult:
+            sft: SFTSection | None = None, name: str = "sft", train_top_layers: int | None = None) -> TrainResult:
     """Fine-tune ``model`` (default ``cfg.model.name``) on ``dataset`` (``sft_dataset``) with
-    ``cfg.sft`` and ``cfg.lora`` into ``out_dir/model``; resumable."""
+    ``cfg.sft`` and ``cfg.lora`` into ``out_dir/model``; resumable. ``train_top_layers`` (full
+    fine-tuning only): train the last N decoder layers, freeze the rest (``freeze_below_top_layers``)."""
     out = Path(out_dir)
     done = TrainResult.load(out)
     if done is not None:
@@ -73,6 +90,10 @@ def run_sft(cfg: Any, dataset: Dataset, out_dir: str | Path, *, model: str | Non
     start = model or cfg.model.name
     policy, tokenizer = load_model(start, dtype=cfg.model.dtype, device=cfg.model.device)
     lora = cfg.lora
+    if train_top_layers is not None:
+        if lora:
+            raise ValueError("train_top_layers freezes layers of a full fine-tune; with LoRA set lora.target_modules")
+        freeze_below_top_layers(policy, train_top_layers)
     trainer = SFTTrainer(model=policy, processing_class=tokenizer, args=sft_args(sft or cfg.sft, out),
                          train_dataset=dataset,
                          peft_config=lora_config(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None)
