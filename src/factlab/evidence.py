@@ -40,7 +40,8 @@ from .manifest import git_state, hardware, package_versions
 from .runner import project_root, run_notebook, save_figure, save_metrics
 from .train.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
-__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "plot_curves", "run_in_notebook", "run",
+__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "plot_curves", "run_in_notebook", "summary",
+           "run",
            "write_table", "main"]
 
 Direction = Literal["higher", "lower", "not lower"]
@@ -213,24 +214,31 @@ def report_frame(record: dict, name: str | None = None, replicates: int = 2000) 
 
 
 def run_in_notebook(cfg: Any, resources: Any, rows: Sequence[dict], heldout_rows: Sequence[dict], run_dir: str | Path,
-                    *, max_new_tokens: int, start_model: str | None = None,
-                    arm_rows: dict[str, Sequence[dict]] | None = None) -> tuple[pd.DataFrame, dict]:
+                    *, max_new_tokens: int | None = None, start_model: str | None = None,
+                    arm_rows: dict[str, Sequence[dict]] | None = None,
+                    adapt_rewards: Any = None) -> tuple[pd.DataFrame, dict]:
     """A notebook's evidence cell: ``cfg.evidence``'s arms trained on ``rows`` (``arm_rows``
-    per arm) and evaluated with the exact truth on the first ``cfg.evidence.heldout`` held-out
-    rows (``train.evidence``), the effects (``report_frame``), the curves figure and the
-    ``evidence`` entry of ``metrics.json``; resumable like every stage."""
+    per arm; ``adapt_rewards`` as in ``train.evidence.run_arms``) and evaluated with the exact
+    truth on the first ``cfg.evidence.heldout`` held-out rows (``train.evidence``), the effects
+    (``report_frame``), the curves figure and the ``evidence`` entry of ``metrics.json``;
+    resumable like every stage."""
     ev = cfg.evidence
     heldout = list(heldout_rows)[:ev.heldout]
-    evaluate = truth_evaluator(cfg, heldout, max_new_tokens=max_new_tokens,
+    evaluate = truth_evaluator(cfg, heldout, max_new_tokens=max_new_tokens or ev.max_new_tokens,
                                batch_size=max(1, getattr(cfg.eval_generation, "batch_size", 16)),
                                start_model=start_model)
     record = run_arms(cfg, ev, rows, resources, evaluate, Path(run_dir) / "evidence", start_model=start_model,
-                      arm_rows=arm_rows)
+                      arm_rows=arm_rows, adapt_rewards=adapt_rewards)
     frame = report_frame(record)
     save_figure(plot_curves(record, f"{ev.hypothesis}: truth and reward over steps"), run_dir, "evidence_curves")
     save_metrics(run_dir, {"hypothesis": ev.hypothesis, "verdict": frame.attrs["verdict"], "heldout": len(heldout),
                            "effects": frame.to_dict(orient="records")}, key="evidence")
     return frame, record
+
+
+def summary(frame: pd.DataFrame) -> str:
+    """The evidence cell's lead line (Markdown): the hypothesis as written, and its verdict."""
+    return f"**Hypothesis** ({frame.attrs.get('claim', '')}) **Verdict: {frame.attrs.get('verdict', 'n/a')}.**"
 
 
 # ---------------------------------------------------------------- running and writing results

@@ -16,11 +16,11 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import (GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError, Section,
-                     SFTSection, SweepSection)
+from .config import (MAX_TOKENS, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError,
+                     Section, SFTSection, SweepSection)
 from .corpus.infinigram import IndexSection
 from .corpus.retrieval import DatastoreSection
-from .data import EvalDataConfig
+from .data import EvalDataConfig, TrainDataConfig
 from .data.miniworld import WorldConfig
 from .eval.alarms import AlarmsSection
 from .rewards.rar import ClaimVerifierSection
@@ -71,6 +71,13 @@ class EvidenceSection(Section):
     arms: list[EvidenceArm]
     seeds: list[int] = [0, 1, 2]
     heldout: int = Field(48, ge=4)
+    # the questions the arms train on, where the notebook's own training rows are not the hypothesis's
+    # (02: short-form questions under 001 §4.1's abstain prompt); mini-world train split only
+    train_data: TrainDataConfig | None = None
+    max_new_tokens: int = Field(48, ge=1, le=MAX_TOKENS)  # greedy answers to the held-out rows
+    # the evidence budget: GRPO settings for every arm (steps, learning rate), over the run's own grpo:
+    # section, which the notebook's other stages keep (checked against GRPOSection when params load)
+    grpo: dict[str, Any] = {}
 
     @field_validator("seeds")
     @classmethod
@@ -196,6 +203,29 @@ class TrainingConfig(ExperimentConfig):
                                  f"completions stop before the {spec.name} penalty ends, so it would never reach its "
                                  f"full value (set them equal)")
         return self
+
+    @model_validator(mode="after")
+    def _evidence_grpo_valid(self) -> "TrainingConfig":
+        """Every evidence arm's GRPO settings (``grpo:`` + ``evidence.grpo`` + the arm's) form a
+        valid ``GRPOSection``: a bad key or value is refused when params load, not at the arm."""
+        if self.evidence is None:
+            return self
+        for where, overrides in [("evidence.grpo", self.evidence.grpo)] + [
+                (f"evidence.arms.{i}.grpo", arm.grpo) for i, arm in enumerate(self.evidence.arms)]:
+            unknown = sorted(set(overrides) - set(GRPOSection.model_fields))
+            if unknown:
+                raise ParamError(where, f"unknown GRPO keys {unknown}")
+            merged = {**self.grpo.model_dump(), **self.evidence.grpo, **(overrides if where != "evidence.grpo" else {})}
+            try:
+                GRPOSection.model_validate(merged)
+            except ValueError as e:
+                raise ParamError(where, f"not a valid grpo section with these overrides: {e}") from None
+        return self
+
+    def evidence_grpo(self, arm: EvidenceArm, seed: int) -> GRPOSection:
+        """The GRPO section an evidence arm trains with: ``grpo:``, ``evidence.grpo``, the arm's own, the seed."""
+        assert self.evidence is not None
+        return GRPOSection.model_validate({**self.grpo.model_dump(), **self.evidence.grpo, **arm.grpo, "seed": seed})
 
 
 class QuickstartConfig(ExperimentConfig):

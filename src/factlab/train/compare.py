@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_rows", "longform_prompts",
            "train_and_evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
-           "plot_pareto", "plot_reward_curves", "BASE", "RAW", "DATASTORE_REWARDS"]
+           "plot_pareto", "plot_reward_curves", "training_rows", "BASE", "RAW", "DATASTORE_REWARDS"]
 
 BASE = "base"  # the untrained start, evaluated once
 RAW = "raw"  # the raw model under a warm start (train.warmstart), evaluated once beside the base; never trained
@@ -135,6 +135,17 @@ def compare_rows(items: Sequence[QAItem], system: str) -> list[dict[str, Any]]:
     return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": it.question}],
              "golds": list(it.golds), "id": it.id, "prompt_id": it.id, "question": it.question,
              "reference": f"The answer is {it.golds[0]}.", "checklist": _checklist(it)} for it in items]
+
+
+def training_rows(items: Sequence[QAItem], system: str, resources: Resources,
+                  specs: Sequence[RewardSpec]) -> list[dict[str, Any]]:
+    """``compare_rows`` of ``items``, pre-cached in the datastore when a reward of ``specs``
+    reads it (001 §3.2; a prompt whose documents cannot be cached is dropped)."""
+    rows = compare_rows(items, system)
+    if any(s.name in DATASTORE_REWARDS for s in specs):
+        kept = {p.id for p in resources.precache(_longform_prompts(items))}
+        rows = [r for r in rows if r["prompt_id"] in kept]
+    return rows
 
 
 def _longform_prompts(items: Sequence[QAItem]) -> list[LongformPrompt]:
@@ -222,10 +233,7 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
                                          "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)},
                                         indent=1, default=float))
     records.append(json.loads(base_file.read_text()))
-    rows = compare_rows(items, cfg.system_prompt)
-    if any(s.name in DATASTORE_REWARDS for r in cfg.runs for s in r.rewards):
-        kept = {p.id for p in resources.precache(_longform_prompts(items))}
-        rows = [r for r in rows if r["prompt_id"] in kept]
+    rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
     for spec in cfg.runs:
         for seed in cfg.seeds:
             folder = folders[(spec.name, seed)]

@@ -32,6 +32,7 @@ from ..eval.truth import completion_truth, label_sentences, question_of
 from ..models import generate, load_model, release_memory
 from ..experiment import BASE_ARM, EvidenceArm, EvidenceSection
 from ..rewards import build_rewards
+from ..rewards.registry import RewardSpec
 from .grpo import TrainResult, run
 
 __all__ = ["EvidenceArm", "EvidenceSection", "BASE_ARM", "run_arms", "EVIDENCE_FILE", "truth_evaluator",
@@ -52,10 +53,13 @@ def _curves(arm: str, seed: int, result: TrainResult) -> list[dict[str, Any]]:
 
 def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources: Any,
              evaluate: Callable[[TrainResult | None], list[dict[str, Any]]], out_dir: str | Path, *,
-             start_model: str | None = None, arm_rows: dict[str, Sequence[dict]] | None = None) -> dict[str, Any]:
+             start_model: str | None = None, arm_rows: dict[str, Sequence[dict]] | None = None,
+             adapt_rewards: Callable[[list[RewardSpec]], list[RewardSpec]] | None = None) -> dict[str, Any]:
     """Train every arm of ``section`` with every seed on ``rows`` (or ``arm_rows[arm]``) from
     ``start_model`` (default the run's model), evaluate each policy and the base model with
-    ``evaluate``, and write ``<out_dir>/evidence.json`` (module docstring); returns its content."""
+    ``evaluate``, and write ``<out_dir>/evidence.json`` (module docstring); returns its content.
+    ``adapt_rewards``: what the notebook does to its own reward list before training (e.g.
+    KLCF's truthfulness RM folder, ``train.klcf.with_truth_model``), applied to every arm's."""
     out = Path(out_dir)
     done = out / EVIDENCE_FILE
     if done.exists():
@@ -72,8 +76,10 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
             folder = _folder(out, arm.name, seed)
             arm_file = folder / "eval.json"
             if not arm_file.exists():
-                rewards = build_rewards(arm.rewards, resources)
-                grpo = cfg.grpo.model_copy(update={**arm.grpo, "seed": seed})
+                specs = adapt_rewards(list(arm.rewards)) if adapt_rewards else list(arm.rewards)
+                rewards = build_rewards(specs, resources)
+                grpo = (cfg.evidence_grpo(arm, seed) if getattr(cfg, "evidence", None) is section
+                        else cfg.grpo.model_copy(update={**section.grpo, **arm.grpo, "seed": seed}))
                 cpu0, wall0 = time.process_time(), time.perf_counter()
                 result = run(cfg, (arm_rows or {}).get(arm.name, rows), rewards, folder / "train",
                              name=f"evidence-{arm.name}-seed{seed}", model=start_model, grpo=grpo)
