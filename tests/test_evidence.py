@@ -73,3 +73,43 @@ def test_every_hypothesis_has_a_valid_evidence_params_file():
         arms = {a.name for a in ev.arms} | {"base"}
         for c in h.comparisons:
             assert {c.treatment, c.control} <= arms, (h.name, c)
+
+
+def test_factlab_evidence_end_to_end_on_tiny_steps(tmp_path):
+    """``factlab evidence corver`` on the tiny random model, one step per arm and seed (plumbing
+    only: the numbers mean nothing): the notebook's evidence cell trains 2 arms x 3 seeds,
+    evaluates the base and every policy on the held-out rows with the exact truth, and
+    ``results/`` gets the table row, effects, figure, command and manifest."""
+    from pathlib import Path
+
+    from conftest import write_tiny_params
+
+    root = Path(__file__).resolve().parents[1]
+    params = write_tiny_params(tmp_path / "01_corver_tiny.yaml", "01_corver", root / "params/01_corver_evidence.yaml", """\
+train_data: {limit: 8}
+self_filter: {num_samples: 2, max_new_tokens: 16}
+grpo: {max_steps: 1, max_completion_length: 16, save_steps: 1}
+eval: [{name: miniworld, split: heldout, limit: 6}]
+eval_generation: {max_new_tokens: 16}
+calibration: {limit: 40}
+evidence: {heldout: 6, max_new_tokens: 16, grpo: {max_steps: 1, save_steps: 1}}
+""")
+    summaries = E.run(["corver"], out=tmp_path / "runs", params={"corver": str(params)}, root=tmp_path,
+                      replicates=100)
+    s = summaries[0]
+    assert s["seeds"] == [0, 1, 2] and s["verdict"] in ("held", "not held", "null") and s["wall_minutes"] > 0
+    record = json.loads(next(Path(s["run_dir"]).rglob("evidence.json")).read_text())
+    arms = {(r["arm"], r["seed"]) for r in record["rows"]}
+    assert arms == {("base", None)} | {(a, seed) for a in ("full", "A1") for seed in (0, 1, 2)}
+    assert len([r for r in record["rows"] if r["arm"] == "full"]) == 3 * 6  # 6 held-out questions x 3 seeds
+    assert all(r["correct"] + r["wrong"] + r["abstain"] == 1.0 for r in record["rows"])
+    assert {c["step"] for c in record["curves"]} == {1}
+    folder = tmp_path / "results" / "corver"
+    for name in ("effects.json", "command.txt", "manifest.json", "curves.png"):
+        assert (folder / name).exists(), name
+    assert json.loads((folder / "manifest.json").read_text())["git"]
+    assert "factlab evidence corver" in (folder / "command.txt").read_text()
+    table = (tmp_path / "results" / "README.md").read_text()
+    assert "| corver | contradicted: full - A1 | lower |" in table and "| corver (guard) | correct: full - A1 |" in table
+    m = json.loads((Path(s["run_dir"]) / "metrics.json").read_text())["evidence"]
+    assert m["hypothesis"] == "corver" and len(m["effects"]) == 2

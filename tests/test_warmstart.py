@@ -319,5 +319,7 @@ def test_freeze_below_top_layers_leaves_the_top_trainable():
     assert not any(p.requires_grad for layer in layers[:2] for p in layer.parameters())
     assert not model.model.embed_tokens.weight.requires_grad and model.model.norm.weight.requires_grad
     assert n == sum(p.numel() for layer in layers[2:] for p in layer.parameters()) + model.model.norm.weight.numel()
-    with pytest.raises(ValueError, match="4 decoder layers"):
-        freeze_below_top_layers(model, 5)
+    assert freeze_below_top_layers(model, 5) == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert all(p.requires_grad for p in layers.parameters())  # more than the model has: every layer trains
+    with pytest.raises(ValueError, match="at least one"):
+        freeze_below_top_layers(model, 0)
