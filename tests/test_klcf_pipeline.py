@@ -719,4 +719,5 @@ def test_truth_rm_sft_method_trains_with_trl_and_scores_the_merged_model(tmp_pat
     assert rm["sft"]["method"] == "sft" and rm["sft"]["steps"] == 1 and rm["sft"]["resumed"] is False
     assert (Path(folder) / "config.json").exists() and rm["sft"]["model"] == folder
     assert rm["SFT"]["n"] == rm["base zero-shot"]["n"] == 20
-    assert abs(rm["SFT"]["mean_p_true|true"] - rm["base zero-shot"]["mean_p_true|true"]) > 1e-3
+    # moved (relative: the tiny random model's p(True) is about 0.004)
+    assert rm["SFT"]["mean_p_true|true"] != pytest.approx(rm["base zero-shot"]["mean_p_true|true"], rel=1e-3)

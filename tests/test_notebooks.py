@@ -260,7 +260,7 @@ pipeline: {nu: 2, max_new_tokens: 24}
 truth_rm: {readout_examples: 400}
 constructed_queries: 1
 judge: {cache: false}
-grpo: {max_steps: 1, max_completion_length: 16, save_steps: 1}
+grpo: {max_steps: 1, max_completion_length: 48, save_steps: 1}
 longform_generation: {max_new_tokens: 24}
 winrate: {max_new_tokens: 24}
 """)

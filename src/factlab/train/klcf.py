@@ -45,7 +45,8 @@ from datasets import Dataset
 from pydantic import Field, model_validator
 
 from .. import prompts as P
-from ..config import MAX_TOKENS, GenerationConfig, JudgeSection, LoraSection, ParamError, SFTSection, Section
+from ..config import (MAX_TOKENS, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ParamError, SFTSection,
+                      Section)
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.cost import compare_rewards
@@ -162,6 +163,8 @@ class KLCFConfig(TrainingConfig):
 
     rewards: list[RewardSpec] = [RewardSpec(name="klcf_fact"), RewardSpec(name="length_penalty"),
                                  RewardSpec(name="format", args={"positive": 0.0, "negative": -1.0})]  # Eq. 10-13
+    # Table 8's response length (4,096), above Eq. 11's L_m = 2,048 so that the length penalty can reach its value
+    grpo: GRPOSection = GRPOSection(max_completion_length=4096)
     queries: LongformPromptsSection = LongformPromptsSection()
     pipeline: synth.KLCFPipelineSection = synth.KLCFPipelineSection()
     checklist_fallback: Literal["none", "miniworld"] = "none"
