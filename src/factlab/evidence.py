@@ -37,10 +37,10 @@ import pandas as pd
 
 from .eval.bootstrap import Effect, paired_bootstrap, verdict
 from .manifest import git_state, hardware, package_versions
-from .runner import project_root, run_notebook, save_figure, save_metrics
+from .runner import project_root, run_notebook, save_figure, save_headline, save_metrics
 from .train.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
-__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "plot_curves", "run_in_notebook", "summary",
+__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "plot_curves", "run_in_notebook", "summary", "headline",
            "run",
            "write_table", "main"]
 
@@ -207,7 +207,8 @@ def report_frame(record: dict, name: str | None = None, replicates: int = 2000) 
     its effect, interval and verdict, the hypothesis' verdict in the caption (``attrs``)."""
     h = HYPOTHESES[name or record["hypothesis"]]
     effects = analyze(record, h, replicates=replicates)
-    frame = pd.DataFrame(effects)[["comparison", "direction", "mean", "lo", "hi", "seeds", "questions", "verdict"]]
+    frame = pd.DataFrame(effects)[["comparison", "direction", "mean", "lo", "hi", "seeds", "questions", "verdict",
+                                   "primary"]]
     frame.attrs["verdict"] = overall(effects)
     frame.attrs["claim"] = h.claim
     return frame
@@ -233,7 +234,16 @@ def run_in_notebook(cfg: Any, resources: Any, rows: Sequence[dict], heldout_rows
     save_figure(plot_curves(record, f"{ev.hypothesis}: truth and reward over steps"), run_dir, "evidence_curves")
     save_metrics(run_dir, {"hypothesis": ev.hypothesis, "verdict": frame.attrs["verdict"], "heldout": len(heldout),
                            "effects": frame.to_dict(orient="records")}, key="evidence")
+    save_headline(run_dir, headline(frame), first=True)
     return frame, record
+
+
+def headline(frame: pd.DataFrame) -> dict[str, str]:
+    """The run's headline entries of an evidence table: each primary comparison's effect with
+    its 95% interval, seeds and verdict (``report_frame``'s rows)."""
+    rows = frame[frame["primary"]] if "primary" in frame else frame.iloc[:1]
+    return {f"{r['comparison']} ({r['seeds']} seeds)": f"{_fmt(r['mean'])} [{_fmt(r['lo'])}, {_fmt(r['hi'])}] "
+                                                          f"{r['verdict']}" for _, r in rows.iterrows()}
 
 
 def summary(frame: pd.DataFrame) -> str:

@@ -473,10 +473,26 @@ def run_all(smoke: bool = True, out: str | Path | None = None, root: Path | None
     return results
 
 
-def save_headline(run_dir: str | Path | None, metrics: dict[str, Any]) -> None:
+def save_headline(run_dir: str | Path | None, metrics: dict[str, Any], first: bool = False) -> None:
     """Record a run's headline numbers (a flat name -> value mapping; None values dropped):
-    shown first in its report and as its row in ``outputs/index.html``."""
-    save_metrics(run_dir, {str(k): v for k, v in metrics.items() if v is not None}, key="headline")
+    shown first in its report and as its row in ``outputs/index.html``. Each notebook leads
+    with its hypothesis metric, before -> after (``before_after``); ``first`` puts ``metrics``
+    before what the headline holds already (the evidence cell's interval leads)."""
+    new = {str(k): v for k, v in metrics.items() if v is not None}
+    if not first:
+        save_metrics(run_dir, new, key="headline")
+        return
+    run_dir = Path(run_dir) if run_dir else interactive_run_dir()
+    data = load_metrics(run_dir)
+    data["headline"] = {**new, **{k: v for k, v in (data.get("headline") or {}).items() if k not in new}}
+    atomic_write_text(run_dir / "metrics.json", json.dumps(data, indent=2, default=float))
+
+
+def before_after(before: float | None, after: float | None, digits: int = 3) -> str:
+    """A headline value: ``"0.250 → 0.312"`` (``n/a`` for a missing or NaN side)."""
+    def fmt(x: float | None) -> str:
+        return "n/a" if x is None or x != x else f"{x:.{digits}f}"
+    return f"{fmt(before)} → {fmt(after)}"
 
 
 def _format_value(v: Any) -> str:
@@ -490,7 +506,7 @@ def _format_value(v: Any) -> str:
 # Metric names a reader looks for first; ``headline_of`` picks them from metrics.json when the
 # notebook recorded no ``save_headline``.
 HEADLINE_NAMES = ("accuracy", "macro_f1", "hallucination_rate", "attempted_accuracy", "na_rate", "precision",
-                  "recall", "factscore", "win_rate", "auc", "answer_accuracy", "pass_rate", "steps", "seconds")
+                  "recall", "factscore", "win_rate", "auc", "answer_accuracy", "pass_rate")
 _HEADLINE_SKIP = {"alarms", "cost", "datastore", "index", "pipeline", "reward_table", "reward_comparison",
                   "landscape", "teacher", "rows", "runs", "summary", "stages", "judge"}
 

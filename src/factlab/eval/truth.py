@@ -30,7 +30,7 @@ from ..labels import normalize_label
 from ..rewards.seva import claim_verdict
 from ..synth.perturbations import miniworld_pairs
 
-__all__ = ["label_answer", "label_sentences", "label_sentence", "label_response", "knowledge_base", "CORRECT",
+__all__ = ["contradicted_per_answer", "label_answer", "label_sentences", "label_sentence", "label_response", "knowledge_base", "CORRECT",
            "WRONG", "ABSTAIN", "SUPPORTED", "CONTRADICTED", "UNVERIFIABLE", "SENTENCE_LABELS", "answer_truth",
            "sentence_truth", "completion_truth", "question_of", "constructed_sentences", "EXPECTED_BY_STRATEGY", "precision_recall", "measure_oracle",
            "read_labelled", "FIXTURE"]
@@ -85,6 +85,17 @@ def sentence_truth(texts: Sequence[str], world: KnowledgeBase | None = None) -> 
     for k in SENTENCE_LABELS:
         out[k] = sum(p[k] for p in per) / n if n else float("nan")
     return out
+
+
+def contradicted_per_answer(texts: Sequence[str], questions: Sequence[str],
+                            world: KnowledgeBase | None = None) -> float:
+    """Mean contradicted sentences per answer, each read in its question (``label_sentences``
+    with the question as context: "It is Lima." answers "What is the capital of Peru?")."""
+    if len(texts) != len(questions):
+        raise ValueError(f"{len(texts)} answers, {len(questions)} questions")
+    kb = knowledge_base(world)
+    counts = [sum(r["label"] == CONTRADICTED for r in label_sentences(t, kb, context=q)) for t, q in zip(texts, questions)]
+    return sum(counts) / len(counts) if counts else float("nan")
 
 
 def question_of(row: Mapping[str, Any]) -> str:
