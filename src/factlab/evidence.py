@@ -328,16 +328,18 @@ def write_table(folder: Path) -> Path:
             overall_note = f" (hypothesis: {s['verdict']})" if e["primary"] else ""
             rows.append(f"| {s['hypothesis']}{role} | {e['comparison']} | {e['direction']} | {_fmt(e['mean'])} "
                         f"| [{_fmt(e['lo'])}, {_fmt(e['hi'])}] | {e['seeds']} | {s['cpu_minutes']:.1f} "
-                        f"| {e['verdict']}{overall_note} |")
+                        f"| {s.get('wall_minutes', float('nan')):.1f} | {e['verdict']}{overall_note} |")
     head = ("# Evidence: each paper's claim on the mini-world\n\n"
             "Produced by `factlab evidence` (`make evidence`); the hypotheses were written in the project\n"
             "README's \"Evidence\" section before the runs. Effects are treatment - control on the named\n"
             "truth metric (per held-out question, or per training step for a training statistic),\n"
             "paired on question and seed; intervals are paired bootstrap 95% over questions and seeds.\n"
-            "CPU minutes: the notebook run's CPU time (2 cores). Each folder holds the figure, the\n"
+            "CPU minutes: the notebook run's CPU time (2 cores); wall minutes: its runtime, at most 30 by\n"
+            "design. Each folder holds the figures, the\n"
             "command and the run manifest.\n\n"
-            "| hypothesis | comparison | expected | effect | 95% interval | seeds | CPU minutes | verdict |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+            "| hypothesis | comparison | expected | effect | 95% interval | seeds | CPU minutes | wall minutes "
+            "| verdict |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
     path = folder / "README.md"
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(head + "\n".join(rows) + "\n")
