@@ -51,6 +51,18 @@ def test_a_null_and_a_failed_guard():
     assert E.overall(guard) == "not held"
 
 
+def test_a_comparison_with_nothing_measured_says_no_data():
+    rec = _record()
+    for r in rec["rows"]:
+        r["kb_precision"] = None  # nothing verifiable in any answer
+        r["supported"] = 0.0
+    rec["rows"] = [{**r, "arm": "klcf" if r["arm"] == "binary" else r["arm"]} for r in rec["rows"]]
+    effects = E.analyze(rec, E.HYPOTHESES["klcf"], replicates=100)
+    assert effects[0]["verdict"] == "no data" and effects[0]["questions"] == 0 and effects[0]["mean"] != effects[0]["mean"]
+    assert effects[1]["verdict"] == "held"  # supported: 0 vs 0 is not lower
+    assert E.overall(effects) == "no data"
+
+
 def test_per_step_comparison_and_cpu_scaling():
     rec = _record()
     for c in rec["curves"]:

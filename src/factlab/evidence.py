@@ -15,7 +15,9 @@ paired bootstrap 95% interval over questions and seeds (``eval.bootstrap``), and
 one line per seed per arm), ``command.txt`` and the run's ``manifest.json`` (commit, package
 versions, hardware); then rebuilds ``results/README.md``, one table row per comparison.
 
-Verdicts: a comparison is ``held`` when its interval lies on the expected side of 0, ``not
+Verdicts: a comparison measured on no (seed, question) pair of both arms (e.g. no answer with a
+verifiable sentence) is ``no data``, and so is its hypothesis when it is the primary one. A
+comparison is ``held`` when its interval lies on the expected side of 0, ``not
 held`` when it lies on the other side, ``null`` when it contains 0. A "not lower" comparison
 (a guard, not the claim) holds unless its interval lies wholly below 0. A hypothesis holds when
 its primary comparison holds and no guard fails.
@@ -24,6 +26,8 @@ its primary comparison holds and no guard fails.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import resource
 import shutil
 import sys
@@ -45,6 +49,9 @@ __all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "repo
            "write_table", "main"]
 
 Direction = Literal["higher", "lower", "not lower"]
+NO_DATA = "no data"  # the verdict of a comparison nothing was measured for on both sides
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -160,7 +167,14 @@ def analyze(record: dict, hypothesis: Hypothesis, replicates: int = 2000) -> lis
         else:
             t, k = _per_question(record["rows"], c.treatment, c.metric), _per_question(record["rows"], c.control,
                                                                                       c.metric)
-        effect = paired_bootstrap(t, k, replicates=replicates)
+        try:
+            effect = paired_bootstrap(t, k, replicates=replicates)
+        except ValueError as e:  # nothing measured on both sides (e.g. no verifiable sentence): said, not hidden
+            log.warning("%s, %s: %s", hypothesis.name, c.label(), e)
+            out.append({"comparison": c.label(), "metric": c.metric, "treatment": c.treatment, "control": c.control,
+                        "direction": c.direction, "primary": c.primary, "per": c.per,
+                        **Effect(math.nan, math.nan, math.nan, 0, 0, replicates).as_dict(), "verdict": NO_DATA})
+            continue
         if c.scale == "cpu_minutes":
             minutes = float(cpu.loc[cpu["arm"] == c.treatment, "cpu_seconds"].mean()) / 60.0
             effect = Effect(effect.mean / minutes, effect.lo / minutes, effect.hi / minutes, effect.seeds,
@@ -177,6 +191,8 @@ def analyze(record: dict, hypothesis: Hypothesis, replicates: int = 2000) -> lis
 def overall(effects: Sequence[dict]) -> str:
     """The hypothesis' verdict: its primary comparison's, unless a guard failed (``not held``)."""
     primary = [e["verdict"] for e in effects if e["primary"]]
+    if any(v == NO_DATA for v in primary):
+        return NO_DATA
     guards = [e["verdict"] for e in effects if not e["primary"] and e["direction"] == "not lower"]
     if "not held" in guards:
         return "not held"
