@@ -17,6 +17,7 @@ and ``<|eot_id|>`` according to which exist in the tokenizer's vocabulary.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -112,12 +113,22 @@ def convert_gguf_to_hf(gguf_file: Path, out_dir: Path) -> Path:
         raise RuntimeError(f"GGUF conversion mismatch: missing={missing} unexpected={unexpected}")
     if getattr(config, "tie_word_embeddings", False):
         model.tie_weights()
+    with _published(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return Path(out_dir)
+
+
+@contextlib.contextmanager
+def _published(out_dir: str | Path):
+    """Write a model folder under a temporary name beside ``out_dir`` (yielded), then rename it
+    into place; if another process published it first, or the writing fails, the temporary
+    folder is removed."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
     try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
+        yield tmp
         if out_dir.exists():  # another process finished first
             shutil.rmtree(tmp)
         else:
@@ -125,7 +136,6 @@ def convert_gguf_to_hf(gguf_file: Path, out_dir: Path) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out_dir
 
 
 def build_tiny_model(spec: TinySpec, out_dir: Path) -> Path:
@@ -147,22 +157,12 @@ def build_tiny_model(spec: TinySpec, out_dir: Path) -> Path:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
-    try:
+    with _published(out_dir) as tmp:
         model.save_pretrained(tmp)
         for f in source.iterdir():  # tokenizer, chat template, generation config
             if f.is_file() and not (tmp / f.name).exists() and not f.name.endswith((".safetensors", ".bin")):
                 shutil.copy2(f, tmp / f.name)
-        if out_dir.exists():  # another process finished first
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+    return Path(out_dir)
 
 
 def resolve_model(name: str | None = None) -> str:
