@@ -43,6 +43,18 @@ def test_analysis_of_a_clear_effect_holds_and_the_table_is_written(tmp_path):
     assert "| binary_rar | wrong: binary - base | lower |" in table and "[" in table and "held (hypothesis: held)" in table
 
 
+def test_a_hypothesis_that_was_not_run_shows_its_reason_and_one_with_results_does_not(tmp_path):
+    results = tmp_path / "results"
+    for name in ("seva", "corver"):
+        (results / name).mkdir(parents=True)
+        (results / name / E.STATUS_FILE).write_text(f"# {name} budget too small\n\nmeasured ...\n")
+    (results / "corver" / "effects.json").write_text(json.dumps({"hypothesis": "corver", "effects": [], "verdict": "null",
+                                                                 "cpu_minutes": 1.0}))
+    table = E.write_table(results).read_text()
+    assert "| seva | n/a |" in table and "not run: seva budget too small ([seva/status.md](seva/status.md))" in table
+    assert "corver budget too small" not in table
+
+
 def test_a_null_and_a_failed_guard():
     null = E.analyze(_record(effect_wrong=0.0), E.HYPOTHESES["binary_rar"], replicates=300)
     assert null[0]["verdict"] == "null" and E.overall(null) == "null"

@@ -337,6 +337,7 @@ def _fmt(x: float) -> str:
     return "nan" if x != x else f"{x:+.3f}"
 
 
+STATUS_FILE = "status.md"  # results/<name>/status.md: why a hypothesis has no results (first line: the reason)
 BUDGET_MINUTES = 30.0  # one hypothesis, one notebook run, 2 CPU cores (issue 28)
 
 
@@ -357,6 +358,12 @@ def write_table(folder: Path) -> Path:
             rows.append(f"| {s['hypothesis']}{role} | {e['comparison']} | {e['direction']} | {_fmt(e['mean'])} "
                         f"| [{_fmt(e['lo'])}, {_fmt(e['hi'])}] | {e['seeds']} | {s['cpu_minutes']:.1f} "
                         f"| {_minutes(s.get('wall_minutes'))} | {e['verdict']}{overall_note} |")
+    for name in HYPOTHESES:  # a hypothesis without results: the reason, measured, in its status.md
+        status = folder / name / STATUS_FILE
+        if not (folder / name / "effects.json").exists() and status.exists():
+            first = next((line.strip("# ").strip() for line in status.read_text().splitlines() if line.strip()), "")
+            rows.append(f"| {name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a "
+                        f"| not run: {first} ([{name}/{STATUS_FILE}]({name}/{STATUS_FILE})) |")
     head = ("# Evidence: each paper's claim on the mini-world\n\n"
             "Produced by `factlab evidence` (`make evidence`); the hypotheses were written in the project\n"
             "README's \"Evidence\" section before the runs. Effects are treatment - control on the named\n"
