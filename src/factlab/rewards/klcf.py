@@ -91,7 +91,7 @@ log = logging.getLogger(__name__)
 __all__ = ["LABELS", "TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "VERDICT_PREFILL", "checklist_scores", "truth_reward",
            "missing_truth_reward", "format_reward", "length_penalty", "fact_reward", "combined_reward",
            "canonical_label", "Verification", "parse_verification", "format_facts", "ChecklistVerifier",
-           "parse_claim_list", "KLCFClaimExtractor", "EXTRACTION_PREFILL", "checklist_verifier", "claim_truth",
+           "parse_claim_list", "claim_item", "KLCFClaimExtractor", "EXTRACTION_PREFILL", "checklist_verifier", "claim_truth",
            "TruthfulnessScorer", "KLCFChecklistArgs", "KLCFTruthArgs", "KLCFFactArgs", "LengthPenaltyArgs",
            "ChecklistReward", "ClaimTruth", "TruthReward", "FactReward", "LengthPenalty", "core_reward", "VARIANTS"]
 
@@ -383,6 +383,14 @@ EXTRACTION_PREFILL = "* "  # a small judge starts its answer inside Prompt 2's b
 def _clean_item(s: str) -> str:
     s = s.strip().strip('"').strip("'").strip().strip("*").strip()
     return _NUMBERED.sub("", s)  # "* 1. claim": a numbered list inside the bullets
+
+
+def claim_item(line: str) -> str | None:
+    """One line of a claim list as its claim: the bullet's item (``* ...``, ``- ...``, ``1. ...``)
+    or the bare line, cleaned; None for a blank line or the template's own ``Claim 1`` / ``...``."""
+    m = _BULLET.match(line)
+    item = _clean_item(m.group(1) if m else line)
+    return item if item and not _PLACEHOLDER.match(item) else None
 
 
 def parse_claim_list(text: Any) -> list[str] | None:
