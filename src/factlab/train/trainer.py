@@ -132,7 +132,7 @@ class FactlabGRPOTrainer(GRPOSeam):
         if token_level and (getattr(self.args, "use_liger_loss", False) or getattr(self, "use_liger_loss", False)):
             raise ValueError("token-level advantages (B, T) cannot go through a Liger fused GRPO loss, which takes "
                              "one advantage per completion; turn use_liger_loss off (TRL 1.16's own loss takes (B, T))")
-        self.scored_rewards: tuple | None = None  # the last rewards_computed call's, for score()
+        self._scored: tuple | None = None  # the last rewards_computed call's, for score()
         self.left_out_completions = 0  # completions some reward could not score (left out of their group)
         self.last_sequence_advantages: torch.Tensor | None = None  # TRL's own, for inspection and tests
 
@@ -168,15 +168,15 @@ class FactlabGRPOTrainer(GRPOSeam):
         if left_out:
             log.warning("%d of %d completions left out of their groups: a reward could not score them (None)",
                         left_out, rewards_per_func.shape[0])
-        self.scored_rewards = (inputs, completions, completion_ids_list, rewards_per_func, seconds)
+        self._scored = (inputs, completions, completion_ids_list, rewards_per_func, seconds)
         return rewards_per_func
 
     def score(self, inputs: list[dict]) -> ScoredBatch:
         """TRL's generation and scoring of ``inputs`` (this process's rows), then every
         extension's ``on_scored``. Extensions call it for more batches (DAPO's refills)."""
         output = self.trl_generate_and_score(inputs)
-        rows, completions, completion_ids_list, rewards_per_func, reward_s = self.scored_rewards
-        self.scored_rewards = None
+        rows, completions, completion_ids_list, rewards_per_func, reward_s = self._scored
+        self._scored = None
         self.last_sequence_advantages = output["advantages"]
         mode = self.current_mode()
         returns = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
