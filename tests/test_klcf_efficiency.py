@@ -193,7 +193,7 @@ def test_efficiency_table_on_the_smoke_params():
     fact = next(s for s in cfg.rewards if s.name == "klcf_fact")
     assert fact.args["verdict"] == "overlap" and fact.args["claim_extraction"] == "sentences"
     scorer = StubScorer()
-    res._built[("klcf_truth_scorer", "rm-folder", "float32", "auto", 16)] = scorer
+    res.memo(("klcf_truth_scorer", "rm-folder", "float32", "auto", 16), lambda: scorer)
     _, held, _ = klcf.queries(cfg, res)
     facts = klcf._miniworld_facts(res)
     checklists = {q.id: facts[q.doc_id][:3] for q in held}
@@ -233,6 +233,8 @@ def test_efficiency_table_on_the_smoke_params():
 def test_warm_up_loads_each_shared_model_once_before_timing():
     from types import SimpleNamespace
 
+    from factlab.rewards.base import RewardFunction
+
     class Model:
         def __init__(self):
             self.loads = 0
@@ -240,11 +242,23 @@ def test_warm_up_loads_each_shared_model_once_before_timing():
         def load(self):
             self.loads += 1
 
+    class Exposes(RewardFunction):  # a reward read through the protocol only
+        def __init__(self, judges=(), models=()):
+            super().__init__()
+            self._judges, self._models = list(judges), list(models)
+
+        def judges(self):
+            return self._judges
+
+        def models(self):
+            return self._models
+
     judge, rm, other = Model(), Model(), Model()
-    klcf_fact = SimpleNamespace(verifier=SimpleNamespace(judge=judge),
-                                truth=SimpleNamespace(extractor=SimpleNamespace(judge=judge), scorer=rm))
-    factscore = SimpleNamespace(verifier=SimpleNamespace(judge=judge, datastore=None))
-    binary = SimpleNamespace(judge=other)
-    assert warm_up([klcf_fact, factscore, binary, lambda **_: []]) == 3
+    klcf_fact = Exposes([judge, judge], [rm])
+    factscore = Exposes([judge])
+    binary = Exposes([other])
+    hidden = SimpleNamespace(judge=Model())  # outside the protocol: its attributes are not walked
+    assert warm_up([klcf_fact, factscore, binary, hidden, lambda **_: []]) == 3
     assert (judge.loads, rm.loads, other.loads) == (1, 1, 1)
-    assert warm_up([SimpleNamespace(judge=SimpleNamespace())]) == 0  # an HTTP judge: nothing to load
+    assert hidden.judge.loads == 0
+    assert warm_up([Exposes([SimpleNamespace()])]) == 0  # an HTTP judge: nothing to load

@@ -45,7 +45,7 @@ def scored(rank: int, width: int, accelerator) -> tuple[SimpleNamespace, ScoredB
 def run_step(rank: int, width: int, accelerator) -> dict:
     trainer, batch = scored(rank, width, accelerator)
     TokenLevelAdvantages(shaping).on_scored(trainer, batch)
-    FactlabGRPOTrainer._log_advantages(trainer, batch)
+    FactlabGRPOTrainer.log_advantages(trainer, batch)
     adv = batch.output["advantages"]
     return {"advantages": [row[:n].tolist() for row, n in zip(adv, LENGTHS[rank])],
             "metrics": {k: v[-1] for k, v in trainer._metrics["train"].items() if not k.startswith("timing/")}}
@@ -101,7 +101,7 @@ def test_two_gloo_processes_match_one(tmp_path):
     batch.response_returns = torch.tensor(REWARDS)
     batch.output = {"completion_ids": torch.zeros_like(mask), "completion_mask": mask, "advantages": torch.zeros(8)}
     TokenLevelAdvantages(shaping).on_scored(trainer, batch)
-    FactlabGRPOTrainer._log_advantages(trainer, batch)
+    FactlabGRPOTrainer.log_advantages(trainer, batch)
     lengths = LENGTHS[0] + LENGTHS[1]
     expected = [row[:n].tolist() for row, n in zip(batch.output["advantages"], lengths)]
     got = parts[0]["advantages"] + parts[1]["advantages"]

@@ -111,7 +111,7 @@ def test_registered_with_a_seva_judge_shared_through_resources():
         judge_cache, _built = False, {}
         cfg = SimpleNamespace(judge=JudgeSection(backend="transformers", model="smollm2-135m-instruct"))
 
-        def _memo(self, key, build):
+        def memo(self, key, build):
             if key not in self._built:
                 self._built[key] = build()
             return self._built[key]

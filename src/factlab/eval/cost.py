@@ -18,6 +18,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from .. import text
+from ..rewards.base import cost_of, judges_of, models_of
 
 
 def reward_call_budget(n_steps: int, prompts_per_step: int, num_generations: int,
@@ -117,27 +118,16 @@ def corver_cost_report(completions: Sequence[str], scorer, log_histories: Mappin
             "sentences_per_completion": m_sent, "eq5_budget": reward_call_budget(*PAPER_SCALE, m_sent)}
 
 
-def _parts_of(reward, attr: str) -> list:
-    """The distinct ``attr`` objects (judges, datastores) a reward reaches: its own, its
-    verifier's, and its truth term's claim extractor's (KLCF)."""
-    owners = [reward, getattr(reward, "verifier", None), getattr(getattr(reward, "truth", None), "extractor", None)]
-    found = [getattr(o, attr, None) for o in owners if o is not None]
-    return list({id(x): x for x in found if x is not None}.values())
-
-
-def _judges_of(reward) -> list:
-    return _parts_of(reward, "judge")
-
-
 def warm_up(rewards) -> int:
-    """Load every in-process model the reward functions reach (local judges, KLCF's
-    truthfulness RM) before anything is timed; returns how many were loaded. Costs compare
-    deployed models (004 App. D.3: served by vLLM), so a lazy first load must not land on
-    whichever reward happens to be measured first (a judge is often shared)."""
+    """Load every in-process model the reward functions expose (``Reward.judges()`` that load
+    locally, ``Reward.models()``: KLCF's truthfulness RM, a general RM) before anything is
+    timed; returns how many were loaded. Costs compare deployed models (004 App. D.3: served by
+    vLLM), so a lazy first load must not land on whichever reward happens to be measured first
+    (a judge is often shared). A judge served over HTTP has no ``load``: nothing to load."""
     parts: dict[int, Any] = {}
     for fn in rewards:
-        for part in _judges_of(fn) + [getattr(getattr(fn, "truth", None), "scorer", None)]:
-            if part is not None and callable(getattr(part, "load", None)):
+        for part in judges_of(fn) + models_of(fn):
+            if callable(getattr(part, "load", None)):
                 parts.setdefault(id(part), part)
     for part in parts.values():
         part.load()
@@ -153,9 +143,10 @@ def compare_rewards(rewards: Mapping[str, Callable], responses: Sequence[Mapping
     Returns ``(scores, costs)``: ``scores[name]`` one value per response (None = could not
     be computed); ``costs[name]`` per response: ``seconds``, ``judge_calls``, ``searches``
     (datastore queries, 004 Table 14's "# Searches"), ``prompt_tokens``,
-    ``completion_tokens``, and the ``unreadable`` fraction. Judges are
-    read through ``reward.judge`` / ``reward.verifier.judge``; run with uncached judges
-    for honest costs. Every in-process model is loaded before the first reward is timed
+    ``completion_tokens``, and the ``unreadable`` fraction. Judges and datastores are read
+    through the reward protocol (``rewards.base.cost_of``: ``Reward.judges()`` /
+    ``datastores()``; a plain function exposes none); run with uncached judges for honest
+    costs. Every in-process model is loaded before the first reward is timed
     (``warm_up``).
     """
     n = len(responses)
@@ -171,16 +162,14 @@ def compare_rewards(rewards: Mapping[str, Callable], responses: Sequence[Mapping
     scores, costs = {}, {}
     warm_up(rewards.values())
     for name, fn in rewards.items():
-        judges, stores = _judges_of(fn), _parts_of(fn, "datastore")
-        before = [dict(j.stats) for j in judges]
-        searches_before = sum(d.searches for d in stores)
+        before = cost_of(fn)
         t0 = time.perf_counter()
         scores[name] = list(fn(**cols))
         seconds = time.perf_counter() - t0
-        delta = {k: sum(j.stats.get(k, 0) - b.get(k, 0) for j, b in zip(judges, before))
-                 for k in ("calls", "prompt_tokens", "completion_tokens")}
+        after = cost_of(fn)
+        delta = {k: after[k] - before[k] for k in ("calls", "searches", "prompt_tokens", "completion_tokens")}
         costs[name] = {"seconds": seconds / n, "judge_calls": delta["calls"] / n,
-                       "searches": (sum(d.searches for d in stores) - searches_before) / n,
+                       "searches": delta["searches"] / n,
                        "prompt_tokens": delta["prompt_tokens"] / n,
                        "completion_tokens": delta["completion_tokens"] / n,
                        "unreadable": sum(s is None for s in scores[name]) / n}

@@ -26,16 +26,20 @@ general_rm         reward      ``rewards.general_rm`` (004 §2.3.3, Eq. 12's 0.1
 =================  ==========  ========================================================
 
 A ``reward`` is a TRL reward function ``f(prompts, completions, **columns) -> list[float |
-None]`` whose ``__name__`` is its registry name; a ``shaping`` reward adds a per-token term
+None]`` whose ``__name__`` is its registry name, and which exposes its judges, datastores,
+models, stats, failures and seconds through the ``Reward`` protocol (``rewards.base``); a ``shaping`` reward adds a per-token term
 to the weighted sum of the rewards (``factlab.train.stepwise_grpo``).
 """
 
 from __future__ import annotations
 
 from . import corver, general_rm, k2v, klcf, length, qa, rar, seva  # noqa: F401  (importing a family registers its rewards)
-from .base import TokenShaping, TokenShapingFn, completion_text, prompt_text, response_text
+from .base import (JudgeBackedReward, Reward, RewardFunction, TokenShaping, TokenShapingFn, completion_text, cost_of,
+                   datastores_of, failures_of, judge_totals, judges_of, models_of, prompt_text, response_text)
 from .registry import REWARDS, RewardEntry, RewardSet, RewardSpec, available, build_rewards, register
 from .resources import Resources
 
 __all__ = ["REWARDS", "RewardEntry", "RewardSet", "RewardSpec", "Resources", "TokenShaping", "TokenShapingFn",
-           "available", "build_rewards", "completion_text", "prompt_text", "register", "response_text"]
+           "available", "build_rewards", "completion_text", "prompt_text", "register", "response_text",
+           "Reward", "RewardFunction", "JudgeBackedReward", "judges_of", "datastores_of", "models_of", "failures_of",
+           "cost_of", "judge_totals"]

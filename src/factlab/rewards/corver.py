@@ -35,7 +35,7 @@ from pydantic import Field, field_validator
 
 from .. import text as textlib
 from ..config import Section
-from .base import TokenShaping, completion_text
+from .base import RewardFunction, TokenShaping, completion_text
 from .registry import register
 from .triplets import Triplet, TripletExtractor
 
@@ -378,13 +378,14 @@ class CorVerTokenShaping:
         return out
 
 
-class CooccurrenceScalarReward:
+class CooccurrenceScalarReward(RewardFunction):
     """Ablation A3 (§6.2): the same sentence rewards averaged into one response-level
     scalar mean_i r^c_i (0.0 for a completion without sentences); lambda_c is its weight."""
 
     __name__ = "corver_scalar"
 
     def __init__(self, scorer: CorVerScorer):
+        super().__init__()
         self.scorer = scorer
 
     def __call__(self, prompts=None, completions=(), log_metric=None, **_: Any) -> list[float]:

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
 from ..config import MAX_TOKENS, Dtype, Section
 from ..models import pick_device, resolve_model
-from .base import completion_text, prompt_text
+from .base import RewardFunction, completion_text, prompt_text
 from .qa import answer_of
 from .registry import register
 
@@ -53,16 +52,19 @@ def is_sequence_classifier(config: Any) -> bool:
     return any(str(a).endswith("ForSequenceClassification") for a in (getattr(config, "architectures", None) or []))
 
 
-class GeneralRewardModel:
+class GeneralRewardModel(RewardFunction):
     """R_g per response: the score head's logit on (query, answer) in the model's chat format."""
 
     __name__ = "general_rm"
 
     def __init__(self, args: GeneralRMArgs | None = None, *, model_obj=None, tokenizer=None):
+        super().__init__()
         self.args = args or GeneralRMArgs()
         self._model, self._tok = model_obj, tokenizer
-        self.stats: Counter = Counter()
-        self.seconds = 0.0
+
+    def models(self) -> list[Any]:
+        """Itself: a sequence-classification model loaded in this process (``load``)."""
+        return [self]
 
     def __repr__(self) -> str:
         return f"GeneralRewardModel(model={self.args.model!r}{', stand-in' if self.args.stand_in else ''})"

@@ -40,7 +40,7 @@ from .. import prompts as P
 from .. import text
 from ..config import Section
 from . import kb
-from .base import completion_text
+from .base import RewardFunction, completion_text
 from .registry import register
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ class _Columns:
         return texts, correct
 
 
-class K2VReward:
+class K2VReward(RewardFunction):
     """Eq. 8 as a TRL reward function (columns ``golds``, ``question``, ``checklist``). A
     completion that needs p but whose judge answers were all unreadable gets None (NaN in TRL,
     left out of the group), counted in ``k2v/failure_rate``."""
@@ -180,10 +180,13 @@ class K2VReward:
     __name__ = "k2v"
 
     def __init__(self, judge, args: K2VArgs | None = None):
+        super().__init__()
         self.args = args or K2VArgs()
         self.checklist_judge = ChecklistJudge(judge, self.args.verdict, self.args.pass_rate_over)
         self.judge = judge
-        self.stats: Counter = Counter()
+
+    def judges(self) -> list[Any]:
+        return [self.judge] if self.judge is not None else []
 
     def __call__(self, prompts=None, completions=(), golds=None, question=None, checklist=None, log_metric=None,
                  **_: Any) -> list[float | None]:
@@ -215,15 +218,19 @@ class K2VReward:
         return out
 
 
-class ChecklistReward:
+class ChecklistReward(RewardFunction):
     """The pass rate p alone (Eq. 5) as a reward; None when every judge answer was unreadable."""
 
     __name__ = "k2v_checklist"
 
     def __init__(self, judge, args: ChecklistArgs | None = None):
+        super().__init__()
         self.args = args or ChecklistArgs()
         self.checklist_judge = ChecklistJudge(judge, self.args.verdict, self.args.pass_rate_over)
         self.judge = judge
+
+    def judges(self) -> list[Any]:
+        return [self.judge] if self.judge is not None else []
 
     def __call__(self, prompts=None, completions=(), golds=None, question=None, checklist=None, log_metric=None,
                  **_: Any) -> list[float | None]:

@@ -81,9 +81,9 @@ from ..decoding import next_token_logits
 from ..models import load_model
 from ..parsing import parse_json
 from . import kb
-from .base import completion_text, prompt_text
+from .base import JudgeBackedReward, RewardFunction, completion_text, prompt_text
 from .qa import answer_of
-from .rar import ClaimVerifier, ClaimVerifierSection, _JudgeReward, parse_claims
+from .rar import ClaimVerifier, ClaimVerifierSection, parse_claims
 from .registry import register
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ log = logging.getLogger(__name__)
 __all__ = ["LABELS", "TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "VERDICT_PREFILL", "checklist_scores", "truth_reward",
            "missing_truth_reward", "format_reward", "length_penalty", "fact_reward", "combined_reward",
            "canonical_label", "Verification", "parse_verification", "format_facts", "ChecklistVerifier",
-           "parse_claim_list", "KLCFClaimExtractor", "EXTRACTION_PREFILL", "checklist_verifier", "claim_truth",
+           "parse_claim_list", "claim_item", "KLCFClaimExtractor", "EXTRACTION_PREFILL", "checklist_verifier", "claim_truth",
            "TruthfulnessScorer", "KLCFChecklistArgs", "KLCFTruthArgs", "KLCFFactArgs", "LengthPenaltyArgs",
            "ChecklistReward", "ClaimTruth", "TruthReward", "FactReward", "LengthPenalty", "core_reward", "VARIANTS"]
 
@@ -383,6 +383,14 @@ EXTRACTION_PREFILL = "* "  # a small judge starts its answer inside Prompt 2's b
 def _clean_item(s: str) -> str:
     s = s.strip().strip('"').strip("'").strip().strip("*").strip()
     return _NUMBERED.sub("", s)  # "* 1. claim": a numbered list inside the bullets
+
+
+def claim_item(line: str) -> str | None:
+    """One line of a claim list as its claim: the bullet's item (``* ...``, ``- ...``, ``1. ...``)
+    or the bare line, cleaned; None for a blank line or the template's own ``Claim 1`` / ``...``."""
+    m = _BULLET.match(line)
+    item = _clean_item(m.group(1) if m else line)
+    return item if item and not _PLACEHOLDER.match(item) else None
 
 
 def parse_claim_list(text: Any) -> list[str] | None:
@@ -740,7 +748,7 @@ def _need_checklist(checklist, name: str) -> list[list[str]]:
     return [list(c or []) for c in checklist]
 
 
-class _Checklist(_JudgeReward):
+class _Checklist(JudgeBackedReward):
     """Eq. 5-7 per response from a ``ChecklistVerifier`` (shared by ``klcf_checklist`` and
     ``klcf_fact``)."""
 
@@ -784,7 +792,7 @@ class ChecklistReward(_Checklist):
                  **_: Any) -> list[float | None]:
         scores = self.scores(prompts, completions, question, checklist)
         out = [None if s is None else s["checklist"] for s in scores]
-        self._log(log_metric, out)
+        self.record(log_metric, out)
         self._log_verifier(log_metric)
         if log_metric is not None:
             ok = [s for s in scores if s is not None]
@@ -835,6 +843,15 @@ class ClaimTruth:
         self.answer_parsing = answer_parsing
         self.stats: Counter = Counter()
 
+    def judges(self) -> list[Any]:
+        """The claim extractor's judge (none for ``SentenceClaims``) and the missing-only verifier's."""
+        return [j for j in (self.extractor.judge, self.verifier.judge if self.verifier is not None else None)
+                if j is not None]
+
+    def models(self) -> list[Any]:
+        """The truthfulness scorer when it loads a model (``TruthfulnessScorer``)."""
+        return [self.scorer] if callable(getattr(self.scorer, "load", None)) else []
+
     def truths(self, prompts, completions, question, checklist) -> list[float | None]:
         answers = _answers(completions, self.answer_parsing)
         questions = _questions(prompts, question, len(answers))
@@ -872,7 +889,7 @@ class ClaimTruth:
         return out
 
 
-class TruthReward(_JudgeReward):
+class TruthReward(JudgeBackedReward):
     """R_truth (Eq. 8; Eq. 9 with ``missing_only``) as a TRL reward function. None when the
     claim list could not be read (counted in ``klcf_truth/failure_rate``); 0.0 with no claims."""
 
@@ -882,12 +899,18 @@ class TruthReward(_JudgeReward):
         super().__init__(truth.extractor.judge, truth.extractor.prefill)
         self.truth = truth
 
+    def judges(self) -> list[Any]:
+        return self.truth.judges()
+
+    def models(self) -> list[Any]:
+        return self.truth.models()
+
     def __call__(self, prompts=None, completions=(), question=None, checklist=None, log_metric=None,
                  **_: Any) -> list[float | None]:
         t0 = time.perf_counter()
         out = self.truth.truths(prompts, completions, question, checklist)
         self.seconds += time.perf_counter() - t0
-        self._log(log_metric, out)
+        self.record(log_metric, out)
         if log_metric is not None and out:
             claims = self.truth.claims
             log_metric("klcf_truth/claims_mean", sum(len(c) for c in claims if c) / len(claims))
@@ -905,6 +928,12 @@ class FactReward(_Checklist):
         super().__init__(verifier, args.answer_parsing)
         self.truth, self.args = truth, args
 
+    def judges(self) -> list[Any]:
+        return super().judges() + (self.truth.judges() if self.truth is not None else [])
+
+    def models(self) -> list[Any]:
+        return self.truth.models() if self.truth is not None else []
+
     def __call__(self, prompts=None, completions=(), question=None, checklist=None, log_metric=None,
                  **_: Any) -> list[float | None]:
         a, n = self.args, len(completions)
@@ -918,7 +947,7 @@ class FactReward(_Checklist):
                 out.append(None)
                 continue
             out.append(core_reward(a.variant, s.get("recall"), s.get("precision"), t, a.kappa, a.lam, a.mu))
-        self._log(log_metric, out)
+        self.record(log_metric, out)
         if a.variant != "truth":
             self._log_verifier(log_metric)
         if log_metric is not None:
@@ -931,12 +960,13 @@ class FactReward(_Checklist):
         return out
 
 
-class LengthPenalty:
+class LengthPenalty(RewardFunction):
     """R_l (Eq. 11) on the answer part, its tokens counted with the policy's tokenizer."""
 
     __name__ = "length_penalty"
 
     def __init__(self, tokenizer, args: LengthPenaltyArgs | None = None):
+        super().__init__()
         self.tokenizer, self.args = tokenizer, args or LengthPenaltyArgs()
 
     def lengths(self, completions: Sequence[Any]) -> list[int]:
@@ -994,7 +1024,7 @@ def claim_truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
     def build() -> TruthfulnessScorer:
         return TruthfulnessScorer(name, dtype=args.rm_dtype, device=args.rm_device, batch_size=args.rm_batch_size)
 
-    memo = getattr(resources, "_memo", None)
+    memo = getattr(resources, "memo", None)  # a Resources shares it; a bare stand-in builds its own
     scorer = memo(key, build) if memo is not None else build()
     return ClaimTruth(extractor, scorer, verifier, args.answer_parsing)
 

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from trl.rewards import get_soft_overlong_punishment
 
 from ..config import MAX_TOKENS, ParamError, Section
+from .base import RewardFunction
 from .registry import register
 
 __all__ = ["OverlongArgs", "OverlongPenalty"]
@@ -33,12 +34,13 @@ class OverlongArgs(Section):
         return self
 
 
-class OverlongPenalty:
+class OverlongPenalty(RewardFunction):
     """0 up to L_max - L_cache tokens, then falling linearly to -factor at L_max, -factor past it."""
 
     __name__ = "overlong"
 
     def __init__(self, args: OverlongArgs | None = None):
+        super().__init__()
         self.args = args or OverlongArgs()
         self._penalty = get_soft_overlong_punishment(self.args.max_len, self.args.buffer)
 

@@ -19,7 +19,7 @@ from pydantic import field_validator
 
 from .. import text
 from ..config import Section
-from .base import SUSPICIOUS_SUBSTRING_METRIC, completion_text
+from .base import SUSPICIOUS_SUBSTRING_METRIC, RewardFunction, completion_text
 from .registry import register
 
 CORVER_JUDGE_REWARDS: Mapping[str, float] = {"GOOD": 2.0, "BAD": -1.0, "NA": -1.0}
@@ -35,7 +35,7 @@ def answer_of(completion: str, parsing: str = "lenient") -> str | None:
     raise ValueError(f"answer_parsing must be 'strict' or 'lenient', got {parsing!r}")
 
 
-class JudgeReward:
+class JudgeReward(RewardFunction):
     """String-match judge reward R^j (000 §3.3): label GOOD/BAD/NA -> ``rewards[label]``."""
 
     __name__ = "qa_judge"
@@ -44,6 +44,7 @@ class JudgeReward:
         missing = {"GOOD", "BAD", "NA"} - set(rewards)
         if missing:
             raise ValueError(f"judge rewards need GOOD, BAD and NA; missing {sorted(missing)}")
+        super().__init__()
         answer_of("", answer_parsing)  # validate early
         self.rewards = dict(rewards)
         self.answer_parsing = answer_parsing
@@ -72,12 +73,13 @@ class JudgeReward:
         return sum(flags) / len(flags) if flags else 0.0
 
 
-class FormatReward:
+class FormatReward(RewardFunction):
     """Format reward R^f (000 §3.3, §A.2): +1 when the template and anti-hack rules hold, else -1."""
 
     __name__ = "format"
 
     def __init__(self, positive: float = 1.0, negative: float = -1.0):
+        super().__init__()
         self.positive, self.negative = positive, negative
 
     def __call__(self, prompts=None, completions=(), log_metric=None, **_: Any) -> list[float]:

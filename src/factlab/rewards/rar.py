@@ -37,7 +37,7 @@ from ..config import MAX_TOKENS, Section
 from ..corpus.retrieval import RAR_TOP_K, VERISCORE_TOP_K, rar_query
 from ..parsing import parse_json, parse_score
 from . import kb
-from .base import prompt_text, response_text, unclosed_think
+from .base import JudgeBackedReward, prompt_text, response_text, unclosed_think
 from .registry import register
 
 log = logging.getLogger(__name__)
@@ -74,27 +74,10 @@ def score_from_judge(text: str, allowed: tuple[float, float]) -> float | None:
     return float(score)
 
 
-class _JudgeReward:
-    """Shared plumbing: stats, failure logging, per-call timing."""
+class ScoreJudgeReward(JudgeBackedReward):
+    """A reward whose judge answers a SCORE (Figures 6-7): the judge call, timed and counted."""
 
-    __name__ = "judge_reward"
-
-    def __init__(self, judge, prefill: bool = False):
-        self.judge, self.prefill = judge, prefill
-        self.stats: Counter = Counter()
-        self.seconds = 0.0
-
-    def _log(self, log_metric, scores: Sequence[float | None]) -> None:
-        failed = sum(s is None for s in scores)
-        self.stats["responses"] += len(scores)
-        self.stats["failures"] += failed
-        if failed:
-            log.warning("%s: %d of %d rewards could not be computed (judge output unreadable)",
-                        self.__name__, failed, len(scores))
-        if log_metric is not None and scores:
-            log_metric(f"{self.__name__}/failure_rate", failed / len(scores))
-
-    def _call_judge(self, prompts: list[str]) -> list[str]:
+    def call_judge(self, prompts: list[str]) -> list[str]:
         t0 = time.perf_counter()
         try:
             return self.judge.judge(prompts, prefix=SCORE_PREFILL if self.prefill else None)
@@ -103,7 +86,7 @@ class _JudgeReward:
             self.stats["judge_calls"] += len(prompts)
 
 
-class BinaryRAR(_JudgeReward):
+class BinaryRAR(ScoreJudgeReward):
     """Binary retrieval-augmented reward r(x, y) in {0, 1} (001 §3.2 Eq. 3, Figure 6).
 
     ``datastore.retrieve(query, k, prompt_id)`` gives C(x, y): the query is the prompt and
@@ -119,6 +102,12 @@ class BinaryRAR(_JudgeReward):
             raise ValueError(f"verdict must be one of {kb.VERDICTS}, got {verdict!r}")
         super().__init__(judge, prefill)
         self.datastore, self.k, self.verdict = datastore, k, verdict
+
+    def judges(self) -> list[Any]:
+        return [] if self.verdict == "kb" else super().judges()
+
+    def datastores(self) -> list[Any]:
+        return [self.datastore] if self.datastore is not None else []
 
     def judge_prompts(self, prompts: Sequence[Any], completions: Sequence[Any],
                       prompt_ids: Sequence[Any] | None = None) -> list[str]:
@@ -156,14 +145,14 @@ class BinaryRAR(_JudgeReward):
                                                          golds[i] if golds is not None else None))
         else:
             ids = [prompt_id[i] for i in asked] if prompt_id is not None else None
-            texts = self._call_judge(self.judge_prompts([prompts[i] for i in asked], [completions[i] for i in asked],
+            texts = self.call_judge(self.judge_prompts([prompts[i] for i in asked], [completions[i] for i in asked],
                                                         ids))
             for i, t in zip(asked, texts):
                 s = score_from_judge(t, self.score_range)
                 scores[i] = None if s is None else self.to_reward(s)
         unclosed = len(completions) - len(asked)
         self.stats["unclosed_think"] += unclosed
-        self._log(log_metric, scores)
+        self.record(log_metric, scores)
         if log_metric is not None and completions:
             log_metric(f"{self.__name__}/unclosed_think_rate", unclosed / len(completions))
         return scores
@@ -184,7 +173,7 @@ class RatingRAR(BinaryRAR):
         return kb.rating(response_text(completion), golds, prompt_text(prompt))
 
 
-class LMJudgeReward(_JudgeReward):
+class LMJudgeReward(ScoreJudgeReward):
     """LM-judge quality reward (001 §4.2): 0-10 against the ``reference`` column, / 10."""
 
     __name__ = "lm_judge"
@@ -194,8 +183,8 @@ class LMJudgeReward(_JudgeReward):
             raise KeyError("LMJudgeReward needs a 'reference' column (a reference response per prompt)")
         jp = [P.LM_JUDGE_QUALITY_PROMPT.format(prompt=prompt_text(p), reference=r, response=response_text(c))
               for p, c, r in zip(prompts, completions, reference)]
-        scores = [score_from_judge(t, (0.0, 10.0)) for t in self._call_judge(jp)]
-        self._log(log_metric, scores)
+        scores = [score_from_judge(t, (0.0, 10.0)) for t in self.call_judge(jp)]
+        self.record(log_metric, scores)
         return [None if s is None else s / 10.0 for s in scores]
 
 
@@ -292,7 +281,7 @@ class ClaimVerifier:
         return labels
 
 
-class VeriScoreReward(_JudgeReward):
+class VeriScoreReward(JudgeBackedReward):
     """VeriScore as a reward (001 §4.2; Chen et al., 2025): supported claims / claims, from a
     ``ClaimVerifier`` (extraction, per-claim retrieval, verification).
 
@@ -305,6 +294,12 @@ class VeriScoreReward(_JudgeReward):
         super().__init__(verifier.judge, verifier.prefill)
         self.verifier = verifier
 
+    def judges(self) -> list[Any]:
+        return [self.verifier.judge] if self.verifier.judge is not None else []
+
+    def datastores(self) -> list[Any]:
+        return [self.verifier.datastore] if self.verifier.datastore is not None else []
+
     def __call__(self, prompts=(), completions=(), prompt_id=None, log_metric=None, **_: Any) -> list[float | None]:
         t0 = time.perf_counter()
         labels = self.verifier.claim_labels([prompt_text(p) for p in prompts],
@@ -314,7 +309,7 @@ class VeriScoreReward(_JudgeReward):
                                      + self.verifier.stats["verification_calls"])
         scores = [None if ls is None else (sum(ls) / len(ls) if ls else 0.0) for ls in labels]
         self.stats["no_claims"] += sum(ls == [] for ls in labels)
-        self._log(log_metric, scores)
+        self.record(log_metric, scores)
         if log_metric is not None and labels:
             log_metric(f"{self.__name__}/claims_mean", sum(len(ls) for ls in labels if ls) / len(labels))
         return scores

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import logging
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from ..config import JudgeSection
 from ..corpus.infinigram import CorpusIndex, ensure_index
@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 __all__ = ["Resources"]
 
 
+def _is_judge_key(key: Any) -> bool:
+    return isinstance(key, tuple) and bool(key) and key[0] == "judge"
+
+
 class Resources:
     """Lazily built, memoized resources of one run (see the module docstring).
 
@@ -41,27 +45,37 @@ class Resources:
         self.cfg, self.judge_cache, self.progress = cfg, judge_cache, progress
         self._built: dict[Any, Any] = {}
 
-    def _memo(self, key: Any, build):
+    def memo(self, key: Any, build: Callable[[], Any]) -> Any:
+        """The resource ``key`` of this run, built by ``build()`` the first time it is asked for.
+        A key that is a tuple starting with ``"judge"`` marks a judge: ``built_judges`` lists it
+        and ``uncached_judges`` leaves it out (a reward that builds its own judge, e.g. SEVA's
+        verifier, shares it this way and is counted with the run's judges)."""
         if key not in self._built:
             self._built[key] = build()
         return self._built[key]
+
+    def built_judges(self) -> list[Judge]:
+        """The distinct judges built so far (the run's, the sections', the rewards' own), in
+        the order they were built: what a comparison sums judge calls and tokens over
+        (``rewards.base.judge_totals``)."""
+        return list({id(v): v for k, v in self._built.items() if _is_judge_key(k)}.values())
 
     def uncached_judges(self) -> "Resources":
         """A view sharing every resource except the judges, which skip the answer cache."""
         other = copy.copy(self)
         other.judge_cache = False
-        other._built = {k: v for k, v in self._built.items() if not (isinstance(k, tuple) and k[0] in
-                                                                     ("judge", "claim_verifier"))}
+        other._built = {k: v for k, v in self._built.items() if not (_is_judge_key(k) or (isinstance(k, tuple) and
+                                                                                           k[0] == "claim_verifier"))}
         return other
 
     # ------------------------------------------------------------ data and models
 
     def world(self) -> dict[str, Path]:
         """The mini-world files (built on first use)."""
-        return self._memo("world", lambda: ensure_world(self.cfg.world))
+        return self.memo("world", lambda: ensure_world(self.cfg.world))
 
     def policy_tokenizer(self):
-        return self._memo("policy_tokenizer", lambda: load_tokenizer(self.cfg.model.name))
+        return self.memo("policy_tokenizer", lambda: load_tokenizer(self.cfg.model.name))
 
     # ------------------------------------------------------------ judges
 
@@ -78,7 +92,7 @@ class Resources:
         if self.judge_cache is not None:
             overrides["cache"] = self.judge_cache
         key = ("judge", tuple(sorted(overrides.items())))
-        return self._memo(key, lambda: make_judge(self.cfg.judge, **overrides))
+        return self.memo(key, lambda: make_judge(self.cfg.judge, **overrides))
 
     def judge_for(self, section: JudgeSection | None, max_new_tokens: int | None = None) -> Judge:
         """The judge a reward's own ``JudgeSection`` names (e.g. KLCF's checklist verifier, a
@@ -91,7 +105,7 @@ class Resources:
         if self.judge_cache is not None:
             overrides["cache"] = self.judge_cache
         key = ("judge", "section", section.model_dump_json(), tuple(sorted(overrides.items())))
-        return self._memo(key, lambda: make_judge(section, **overrides))
+        return self.memo(key, lambda: make_judge(section, **overrides))
 
     # ------------------------------------------------------------ retrieval
 
@@ -104,7 +118,7 @@ class Resources:
         d = self.cfg.datastore
         chunk = {"rar": d.chunk_tokens, "veriscore": d.veriscore_chunk_tokens}[kind]
         tokenizer = d.tokenizer or self.cfg.judge.model
-        return self._memo(("datastore", chunk),
+        return self.memo(("datastore", chunk),
                           lambda: ensure_datastore(d, self._datastore_corpus(), tokenizer, chunk))
 
     def datastores(self) -> dict[str, Datastore]:
@@ -130,7 +144,7 @@ class Resources:
         """Claim extraction + per-claim verification on the VeriScore datastore (001 §4.2)."""
         v = self.cfg.verifier
         key = ("claim_verifier", self.judge_cache)
-        return self._memo(key, lambda: ClaimVerifier(self.judge(v.max_new_tokens), self.datastore("veriscore"),
+        return self.memo(key, lambda: ClaimVerifier(self.judge(v.max_new_tokens), self.datastore("veriscore"),
                                                      k_per_claim=v.top_k, max_claims=v.max_claims,
                                                      prefill=self.prefill))
 
@@ -139,11 +153,11 @@ class Resources:
     def index(self) -> CorpusIndex:
         """The infini-gram index (``index:`` section; default: the mini-world corpus with the
         policy's tokenizer, built into the cache once)."""
-        return self._memo("index", lambda: ensure_index(self.cfg.index, self.world()["corpus"],
+        return self.memo("index", lambda: ensure_index(self.cfg.index, self.world()["corpus"],
                                                         self.cfg.model.name, progress=self.progress))
 
     def extractor(self) -> TripletExtractor:
-        return self._memo("extractor", lambda: extractor_from(self.cfg.extractor))
+        return self.memo("extractor", lambda: extractor_from(self.cfg.extractor))
 
     def scorer(self, args: CorVerArgs | None = None, count_limit: int | None | Literal["tau_2"] = "tau_2",
                fresh: bool = False) -> CorVerScorer:
@@ -164,4 +178,4 @@ class Resources:
             return CorVerScorer(self.extractor(), lambda words: index.cooccurrence(list(words), window,
                                                                                    limit=count_limit), args)
 
-        return build() if fresh else self._memo(key, build)
+        return build() if fresh else self.memo(key, build)

@@ -91,7 +91,6 @@ import json
 import math
 import re
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal, Mapping, Sequence
 
@@ -106,7 +105,7 @@ from ..labels import (ERROR_TYPES, LABEL_ALIASES, LABEL_NAMES, LABELS, Label, no
 from ..parsing import parse_json
 from ..text import split_sentences
 from . import kb
-from .base import completion_text, prompt_text, response_text
+from .base import RewardFunction, completion_text, prompt_text, response_text
 from .rar import format_passages
 from .registry import register
 
@@ -511,11 +510,8 @@ def binary_reward(response: str, gold_label: str) -> float:
 # ---------------------------------------------------------------- TRL reward functions
 
 
-class _SevaReward:
+class _SevaReward(RewardFunction):
     __name__ = "seva"
-
-    def __init__(self) -> None:
-        self.stats: Counter = Counter()
 
     def _texts(self, completions: Sequence[Any], label: Sequence[Any] | None) -> list[str]:
         if label is None:
@@ -636,7 +632,7 @@ def sentence_claims(prompt: str, response: str) -> list[str]:
     return list(dict.fromkeys(head + s for s in sents if s))
 
 
-class SevaClaimsReward:
+class SevaClaimsReward(RewardFunction):
     """A policy reward from SEVA-verified claims: the response's claims (extracted by the
     claim verifier's judge, Figure 8 of 001, or its sentences), each checked by a verifier
     with SEVA's K.1 system / K.2 user prompts against its top ``top_k`` retrieved passages
@@ -654,10 +650,17 @@ class SevaClaimsReward:
                  verdict: str = "generate"):
         if verdict not in ("generate", "choice", "kb"):
             raise ValueError(f"verdict must be 'generate', 'choice' or 'kb', got {verdict!r}")
+        super().__init__()
         self.judge, self.datastore, self.extractor = verifier_judge, datastore, extractor
         self.top_k, self.max_claims, self.verdict = top_k, max_claims, verdict
-        self.stats: Counter = Counter()
-        self.seconds = 0.0
+
+    def judges(self) -> list[Any]:
+        """The verifier's judge (none with ``verdict: kb``) and the claim extractor's."""
+        return [j for j in (None if self.verdict == "kb" else self.judge,
+                            self.extractor.judge if self.extractor is not None else None) if j is not None]
+
+    def datastores(self) -> list[Any]:
+        return [self.datastore] if self.datastore is not None and self.verdict != "kb" else []
 
     def claims(self, prompts: Sequence[str], responses: Sequence[str]) -> list[list[str] | None]:
         if self.extractor is None:
@@ -733,8 +736,8 @@ def _build_seva_claims(args: SevaClaimsArgs, resources) -> SevaClaimsReward:
     if resources.judge_cache is not None:
         overrides["cache"] = resources.judge_cache
     # memoized with the run's judges ("judge" keys), so a comparison counts its calls and tokens
-    judge = resources._memo(("judge", tuple(sorted({**overrides, "system": "seva"}.items()))),
-                            lambda: make_judge(resources.cfg.judge, **overrides))
+    judge = resources.memo(("judge", tuple(sorted({**overrides, "system": "seva"}.items()))),
+                           lambda: make_judge(resources.cfg.judge, **overrides))
     return SevaClaimsReward(judge, resources.datastore("veriscore"),
                             extractor=resources.claim_verifier() if args.claims == "extract" else None,
                             top_k=args.top_k, max_claims=args.max_claims, verdict=args.verdict)

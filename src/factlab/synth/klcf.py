@@ -76,7 +76,7 @@ from ..data.types import read_jsonl, write_jsonl
 from ..models import chat_prompt, generate, load_model
 from ..parsing import parse_json
 from ..rewards.corver import COUNT_THRESHOLDS
-from ..rewards.klcf import EXTRACTION_PREFILL, _BULLET, _PLACEHOLDER, _clean_item, parse_claim_list
+from ..rewards.klcf import EXTRACTION_PREFILL, claim_item, parse_claim_list
 from ..rewards.rar import format_passages
 from ..text import normalize_answer, sentence_claims
 
@@ -312,9 +312,8 @@ def parse_boxed_claims(text: Any) -> list[str] | None:
         return None  # truncated: the box never closes
     items = []
     for line in body.splitlines():
-        m = _BULLET.match(line)
-        item = _clean_item(m.group(1) if m else line)
-        if item and not _PLACEHOLDER.match(item):
+        item = claim_item(line)
+        if item:
             items.append(item)
     return list(dict.fromkeys(items))
 

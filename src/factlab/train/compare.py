@@ -50,6 +50,7 @@ from ..models import adapter_adds_nothing, load_model, release_memory
 from ..prompts import CORVER_TRAIN_SYSTEM
 from ..eval.alarms import AlarmsSection
 from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
+from ..rewards.base import judge_totals
 from .alarms import check_folders
 from .grpo import TrainResult, run
 
@@ -153,8 +154,7 @@ def _longform_prompts(items: Sequence[QAItem]) -> list[LongformPrompt]:
 
 
 def _judge_totals(resources: Resources) -> dict[str, float]:
-    built = [v for k, v in resources._built.items() if isinstance(k, tuple) and k[0] == "judge"]
-    return {k: float(sum(j.stats.get(k, 0) for j in built)) for k in ("calls", "prompt_tokens", "completion_tokens")}
+    return judge_totals(resources.built_judges())
 
 
 LONGFORM_KEYS = ("precision", "micro_precision", "factscore", "respond_ratio", "n_claims")

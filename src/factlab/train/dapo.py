@@ -35,6 +35,11 @@ Each round is logged (``dynamic/kept_groups``, ``dynamic/dropped_groups``, ``dyn
 ``dynamic/filled_groups``, ``dynamic/refill_batches``). With several processes every process
 runs the same number of rounds (the largest shortfall decides), since generation and scoring
 gather across processes. ``step_counts`` gives the schedule's length next to verl's.
+
+The seam: ``DynamicSampling`` is an extension of ``train.trainer.FactlabGRPOTrainer``
+(``TrainerExtension``), not trainer code. It swaps TRL's train sampler for a
+``RefillRepeatSampler`` (``wrap_train_sampler``), and on every training generation batch
+(``on_batch``) drops the flat groups and scores refills through the trainer's public ``score``.
 """
 
 from __future__ import annotations
@@ -46,8 +51,12 @@ from typing import Any, Sequence
 import torch
 from trl.trainer.utils import RepeatSampler
 
+from ..config import DynamicSamplingSection
+from .trainer import ScoredBatch, TrainerExtension
+from .trl_seam import log_metric
+
 __all__ = ["keep_groups", "select_rows", "concat_outputs", "DynamicSamplingError", "RefillRepeatSampler", "local_slice",
-           "step_counts"]
+           "step_counts", "DynamicSampling"]
 
 # TRL output keys with one row per completion, padded on the left (prompt) or right (completion)
 _LEFT = ("prompt_ids", "prompt_mask")
@@ -166,3 +175,102 @@ def concat_outputs(parts: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             out[key] = torch.cat(values)
     return out
+
+
+class DynamicSampling(TrainerExtension):
+    """DAPO's dynamic sampling as a trainer extension (module docstring): generate
+    ``generation_batches`` dataloader batches per round, drop the groups whose rewards agree,
+    and take more rounds from the dataloader until the batch is full again, at most
+    ``max_rounds`` extra rounds; then trim to the batch. Training batches only."""
+
+    def __init__(self, cfg: DynamicSamplingSection):
+        self.cfg = cfg
+        self.sampler: RefillRepeatSampler | None = None
+
+    def wrap_train_sampler(self, trainer, sampler):
+        """TRL's sampler as a ``RefillRepeatSampler``, so refills are the dataloader's next batches."""
+        self.sampler = RefillRepeatSampler(sampler.data_source, sampler.mini_repeat_count, sampler.batch_size,
+                                           sampler.repeat_count, sampler.shuffle, sampler.seed)
+        return self.sampler
+
+    def refill_inputs(self, trainer) -> list[dict] | None:
+        """This process's rows of the dataloader's next generation batch (taken from the epoch:
+        the trainer will not see it), or None when the epoch has none left."""
+        if self.sampler is None:
+            raise DynamicSamplingError("dynamic sampling refills from the trainer's RefillRepeatSampler, which an "
+                                       "IterableDataset does not use; pass a map-style dataset")
+        rows = self.sampler.take_next_batch()
+        if rows is None:
+            return None
+        mine = local_slice(rows, trainer.accelerator.process_index, trainer.accelerator.num_processes)
+        return [dict(trainer.train_dataset[i]) for i in mine]
+
+    def on_batch(self, trainer, batch: ScoredBatch) -> None:
+        if self.cfg.enabled and batch.mode == "train":
+            batch.output = self.resample(trainer, batch)
+
+    def resample(self, trainer, batch: ScoredBatch) -> dict[str, Any]:
+        """The batch's output with flat groups replaced by refilled informative ones."""
+        cfg, g = self.cfg, batch.num_generations
+        need = len(batch.completions) // g
+        device = batch.output["completion_ids"].device
+
+        if len(batch.completions) % g:
+            raise DynamicSamplingError(f"dynamic sampling needs whole groups on every process: {len(batch.completions)} "
+                                       f"completions here is not a multiple of G = {g}")
+
+        def split(b: ScoredBatch) -> tuple[dict[str, Any], dict[str, Any], int]:
+            flags = keep_groups(b.response_returns.tolist(), g, cfg.tol)
+
+            def rows(keep: bool) -> torch.Tensor:
+                return torch.tensor([i for k, f in enumerate(flags) if f == keep for i in range(k * g, (k + 1) * g)],
+                                    dtype=torch.long, device=device)
+            return select_rows(b.output, rows(True)), select_rows(b.output, rows(False)), sum(flags)
+
+        part, flat, kept = split(batch)
+        parts, flats = [part], [flat]
+        have = first = kept
+        batches_this_round = 1
+        rounds = filled = refills = 0
+        epoch_ended = False
+
+        def short() -> int:
+            return int(trainer.accelerator.gather(torch.tensor([max(need - have, 0)], device=device)).max())
+
+        while batches_this_round < cfg.generation_batches or short() > 0:
+            if batches_this_round >= cfg.generation_batches:  # a new round
+                if rounds >= cfg.max_rounds:
+                    break
+                rounds += 1
+                batches_this_round = 0
+            inputs = self.refill_inputs(trainer)
+            if inputs is None:
+                epoch_ended = True
+                break
+            refills += 1
+            batches_this_round += 1
+            part, flat, kept = split(trainer.score(inputs))
+            parts.append(part)
+            flats.append(flat)
+            have += kept
+        if short() > 0:
+            why = ("the epoch ran out of batches to refill from" if epoch_ended else
+                   f"after {rounds} extra generation rounds (grpo.dynamic_sampling.max_rounds = {cfg.max_rounds})")
+            if cfg.on_exhausted == "fill":
+                filled = max(need - have, 0)
+                parts += flats  # zero-advantage groups: they fill the batch and teach nothing
+            else:
+                raise DynamicSamplingError(
+                    f"dynamic sampling: {have} of {need} groups have reward variance {why}; every other group's "
+                    f"rewards agree within tol = {cfg.tol}. Raise max_rounds, set on_exhausted: fill, or use "
+                    f"prompts the policy sometimes gets right.")
+        out = concat_outputs(parts)
+        out = {k: (v[:need * g] if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
+        out["num_items_in_batch"] = trainer.accelerator.gather(out["completion_mask"].sum()).sum()
+        mode = batch.mode
+        log_metric(trainer, mode, "dynamic/kept_groups", trainer.gathered_mean(first, 1))
+        log_metric(trainer, mode, "dynamic/dropped_groups", trainer.gathered_mean(need - first, 1))
+        log_metric(trainer, mode, "dynamic/rounds", float(rounds))
+        log_metric(trainer, mode, "dynamic/refill_batches", float(refills))
+        log_metric(trainer, mode, "dynamic/filled_groups", trainer.gathered_mean(filled, 1))
+        return out

@@ -40,6 +40,7 @@ from ..models import load_model, lora_config, release_memory
 from ..paths import atomic_write_text
 from ..rewards.registry import RewardSet
 from ..eval.alarms import AlarmsSection
+from .dapo import DynamicSampling
 from .health import CompletionHealth
 from .stepwise_grpo import TokenLevelAdvantages
 from .trainer import FactlabGRPOTrainer, TrainerExtension
@@ -241,8 +242,8 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
         train_dataset=Dataset.from_list(kept), callbacks=list(callbacks),
         peft_config=lora_config(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
         extensions=[TokenLevelAdvantages(rewards.token_shaping()), *extensions, _completion_health(cfg),
-                    *([RewardValidity()] if _alarms(cfg).truth else [])],
-        dynamic_sampling=grpo.dynamic_sampling if grpo.dynamic_sampling.enabled else None)
+                    *([RewardValidity()] if _alarms(cfg).truth else []),
+                    *([DynamicSampling(grpo.dynamic_sampling)] if grpo.dynamic_sampling.enabled else [])])
     checkpoint = resume_checkpoint(out)
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)

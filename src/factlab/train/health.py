@@ -13,6 +13,7 @@ from typing import Any
 
 from ..eval.alarms import REPEAT_KEY, THINK_KEY, completion_health
 from .trainer import ScoredBatch, TrainerExtension
+from .trl_seam import log_metric
 
 __all__ = ["CompletionHealth", "completion_text"]
 
@@ -34,6 +35,5 @@ class CompletionHealth(TrainerExtension):
 
     def on_scored(self, trainer, batch: ScoredBatch) -> None:
         h = completion_health([completion_text(c) for c in batch.completions], self.ngram, self.min_think_chars)
-        metrics = trainer._metrics[batch.mode]
-        metrics[REPEAT_KEY].append(trainer.gathered_mean(h["repeat_sum"], h["count"]))
-        metrics[THINK_KEY].append(trainer.gathered_mean(h["think_minimal"], h["think_count"]))
+        log_metric(trainer, batch.mode, REPEAT_KEY, trainer.gathered_mean(h["repeat_sum"], h["count"]))
+        log_metric(trainer, batch.mode, THINK_KEY, trainer.gathered_mean(h["think_minimal"], h["think_count"]))

@@ -152,9 +152,9 @@ def _bucket_range(bucket: str, g: int | None) -> str:
 
 
 def model_name_of(model: Any) -> str:
-    """A model's cache key: ``name_or_path`` (or its config's ``_name_or_path``)."""
+    """A model's cache key: ``name_or_path`` (or its config's)."""
     name = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None),
-                                                          "_name_or_path", None)
+                                                          "name_or_path", None)
     return str(name or type(model).__name__)
 
 

@@ -49,6 +49,7 @@ from trl.trainer.utils import nanstd
 
 from ..rewards.base import TokenShaping, TokenShapingFn, completion_text
 from .trainer import FactlabGRPOTrainer, ScoredBatch, TrainerExtension
+from .trl_seam import log_metric
 
 
 def token_level_advantages(token_returns: torch.Tensor, mask: torch.Tensor, num_generations: int,
@@ -147,12 +148,11 @@ class TokenLevelAdvantages(TrainerExtension):
         output["advantages"] = token_level_advantages(token_returns, mask, batch.num_generations,
                                                       trainer.scale_rewards, gather=trainer.accelerator.gather,
                                                       process_index=rank, response_returns=response_returns)
-        metrics = trainer._metrics[batch.mode]
         keys = sorted({k for s in shaping for k in s.stats})
         for key in keys:  # every process computes the same key set from the same shaping function
             vals = [s.stats[key] for s in shaping if key in s.stats]
-            metrics[f"stepwise/{key}"].append(trainer.gathered_mean(sum(vals), len(vals)))
+            log_metric(trainer, batch.mode, f"stepwise/{key}", trainer.gathered_mean(sum(vals), len(vals)))
         m = mask.bool()
-        metrics["stepwise/return_mean"].append(
-            trainer.gathered_mean(float(torch.nan_to_num(token_returns[m]).sum()), float(m.sum())))
-        metrics["timing/token_shaping_s"].append(shaping_s)
+        log_metric(trainer, batch.mode, "stepwise/return_mean",
+                   trainer.gathered_mean(float(torch.nan_to_num(token_returns[m]).sum()), float(m.sum())))
+        log_metric(trainer, batch.mode, "timing/token_shaping_s", shaping_s)

@@ -31,6 +31,7 @@ from ..eval.calibration import auroc
 from ..eval.truth import completion_truth
 from .health import completion_text
 from .trainer import ScoredBatch, TrainerExtension
+from .trl_seam import log_metric
 
 __all__ = ["RewardValidity", "TRUTH_KEY"]
 
@@ -54,19 +55,21 @@ class RewardValidity(TrainerExtension):
                              dtype=torch.float32, device=batch.rewards_per_func.device)
         everyone = trainer.accelerator.gather(local)
         truthful, score, kinds, contradicted = everyone.unbind(dim=1)
-        metrics = trainer._metrics[batch.mode]
-        metrics[TRUTH_KEY].append(_nanmean(score))
+        def log(name: str, value: float) -> None:
+            log_metric(trainer, batch.mode, name, value)
+
+        log(TRUTH_KEY, _nanmean(score))
         short = kinds == 0
         if short.any():
             s = score[short]
             for name, value in (("correct", 1.0), ("abstain", 0.0), ("wrong", -1.0)):
-                metrics[f"truth/{name}"].append(float((s == value).float().mean()))
+                log(f"truth/{name}", float((s == value).float().mean()))
         if (kinds == 2).any():
-            metrics["truth/contradicted"].append(float(contradicted[kinds == 2].mean()))
+            log("truth/contradicted", float(contradicted[kinds == 2].mean()))
         labels = [None if math.isnan(x) else int(x) for x in truthful.tolist()]
         rewards = batch.rewards_per_func
         for i, name in enumerate(trainer.reward_func_names):
-            metrics[f"validity/{name}/auroc"].append(auroc(rewards[:, i].tolist(), labels))
+            log(f"validity/{name}/auroc", auroc(rewards[:, i].tolist(), labels))
         weighted = (rewards * trainer.reward_weights.to(rewards.device).unsqueeze(0)).nansum(dim=1)
         weighted[torch.isnan(rewards).all(dim=1)] = _NAN
-        metrics["validity/reward/auroc"].append(auroc(weighted.tolist(), labels))
+        log("validity/reward/auroc", auroc(weighted.tolist(), labels))
