@@ -5,7 +5,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -97,26 +96,6 @@ def test_system_prompts():
     assert "best guess" in A.FORCED_SYSTEM and "I don" not in A.FORCED_SYSTEM
     with pytest.raises(ValueError, match="unknown mode 'maybe'"):
         A.system_prompt("maybe")
-
-
-def test_plot_abstention():
-    bd = {"base / abstain": A.abstention_breakdown(["GOOD", "BAD", "BAD", "NA"]),
-          "base / forced": A.abstention_breakdown(["GOOD", "GOOD", "BAD", "BAD"])}
-    fig = A.plot_abstention(bd)
-    ax = fig.axes[0]
-    bars = ax.patches
-    assert len(bars) == 3 * len(bd)
-    # stacked: each name's three segments sum to 1 and are in correct/abstained/incorrect order
-    for j, name in enumerate(bd):
-        segs = [bars[i * len(bd) + j] for i in range(3)]
-        assert [s.get_height() for s in segs] == [bd[name][k] for k in A.OUTCOMES]
-        assert sum(s.get_height() for s in segs) == pytest.approx(1.0)
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(A.OUTCOMES)
-    plt.close(fig)
-    with pytest.raises(ValueError):
-        A.plot_abstention({})
-    with pytest.raises(KeyError, match="lacks"):
-        A.plot_abstention({"x": {"correct": 1.0}})
 
 
 def test_evaluate_abstention_on_a_model(tiny_model_and_tokenizer):

@@ -14,8 +14,9 @@ from factlab.eval.alarms import ALARM_NAMES, AlarmsSection
 from factlab.eval.suites import SuiteResult
 from factlab.rewards import available
 from factlab.train import compare
-from factlab.train.compare import BASE, CompareConfig, collect, compare_rows, plot_pareto, summarize
+from factlab.train.compare import BASE, CompareConfig, collect, compare_rows, summarize
 from factlab.train.grpo import TrainResult
+from factlab.plots import plot_pareto, plot_reward_curves
 
 matplotlib.use("Agg")
 
@@ -216,13 +217,13 @@ def test_reward_curves_over_seeds_with_a_band(tmp_path, monkeypatch):
     compare.train_and_evaluate(_cfg(), NoResources(), [QAItem("q1", "Q?", ["A"])], {}, tmp_path)
     curves = compare.reward_curves(tmp_path)
     assert len(curves) == 2 * 2 * 4 and set(curves["seed"]) == {0, 1}
-    fig = compare.plot_reward_curves(curves, collect(tmp_path), "mw/accuracy")
+    fig = plot_reward_curves(curves, collect(tmp_path), "mw/accuracy")
     left, right = fig.axes[:2]
     assert len(left.collections) >= 2  # one sd band per run (two seeds each)
     assert {t.get_text() for t in left.get_legend().get_texts()} >= {"fmt", "fmt 2"}
     assert any(line.get_label() == "base" for line in right.get_lines())
     with pytest.raises(ValueError, match="no reward curves"):
-        compare.plot_reward_curves(curves.iloc[0:0])
+        plot_reward_curves(curves.iloc[0:0])
 
 
 def test_a_run_whose_adapter_stayed_zero_takes_the_base_evaluation(tmp_path, monkeypatch):

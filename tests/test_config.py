@@ -189,3 +189,36 @@ def test_full_params_carry_the_papers_settings():
     assert (seva.sft.warmup_ratio, seva.sft.weight_decay, seva.sft.max_length) == (0.05, 0.01, 1280)  # 002 Table 8
     rar = load_config(ROOT / "params/02_binary_rar.yaml", runner.config_for_notebook("02_binary_rar"))
     assert rar.max_steps_by_reward == {"veriscore": 1000}  # 001 App. C
+
+
+def _hide_package(monkeypatch, hidden: str):
+    """``importlib.util.find_spec`` as if ``hidden`` were not installed (whether it is or not)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == hidden else real(name, *a, **k))
+
+
+@pytest.mark.parametrize("notebook, cls, section", [("01_corver", CorVerConfig, "grpo"), ("03_seva", SevaConfig, "sft")])
+def test_report_to_a_missing_tracker_is_refused_at_load_naming_the_key(tmp_path, monkeypatch, notebook, cls, section):
+    _hide_package(monkeypatch, "wandb")
+    p = _write(tmp_path, "t.yaml", f"base: {ROOT / 'params' / (notebook + '_smoke.yaml')}\n{section}: {{report_to: wandb}}\n")
+    with pytest.raises(ConfigError, match=rf"'{section}.report_to': report_to: wandb needs the wandb package, which is "
+                                          r"not installed \(pip install wandb\)"):
+        load_config(p, cls)
+
+
+def test_report_to_defaults_to_tensorboard_and_takes_only_known_trackers(tmp_path, monkeypatch):
+    cfg = load_config(ROOT / "params/03_seva_smoke.yaml", SevaConfig)
+    assert cfg.grpo.report_to == cfg.sft.report_to == "tensorboard"  # the smoke params keep the default
+    none = load_config(_corver(tmp_path, "grpo: {report_to: none}\n"), CorVerConfig)
+    assert none.grpo.report_to == "none"
+    with pytest.raises(ConfigError, match=r"'grpo.report_to': Input should be 'none', 'tensorboard', 'trackio' or "
+                                          r"'wandb' \(got 'mlflow'\)"):
+        load_config(_corver(tmp_path, "grpo: {report_to: mlflow}\n"), CorVerConfig)
+    with pytest.raises(ConfigError, match=r"'grpo.extra.report_to': grpo.report_to is a validated setting of its own"):
+        load_config(_corver(tmp_path, "grpo: {extra: {report_to: wandb}}\n"), CorVerConfig)
+    _hide_package(monkeypatch, "tensorboard")
+    _hide_package(monkeypatch, "tensorboardX")
+    with pytest.raises(ConfigError, match=r"'grpo.report_to': report_to: tensorboard needs the tensorboard package"):
+        load_config(_corver(tmp_path, ""), CorVerConfig)  # the default is checked too

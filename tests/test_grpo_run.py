@@ -30,6 +30,8 @@ def test_grpo_args_carry_the_paper_knobs(tmp_path):
     # the pinned transformers reads a warmup_steps below 1 as a ratio of the training steps
     assert args.get_warmup_steps(100) == 3 and args.get_warmup_steps(1000) == 30
     assert args.reward_weights == [1.0, 0.5]
+    assert args.report_to == ["tensorboard"]  # the default: live metrics into the run folder
+    assert grpo_args(_smoke(report_to="none").grpo, tmp_path).report_to == []
 
 
 def test_grpo_args_errors_name_the_key(tmp_path):
@@ -112,3 +114,26 @@ def _count_calls(rewards):
 
     rewards.funcs[:] = [counted(f) for f in rewards.funcs]
     return calls
+
+
+def test_default_report_to_logs_tensorboard_events_into_the_run_folder(tiny_params, tmp_path):
+    """Live metrics, transformers' own integration: a run with the smoke params' default
+    ``report_to`` writes TensorBoard event files into its run folder, and they hold the logged
+    scalars (what ``tensorboard --logdir <run folder>`` shows while it trains)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = config.load_config(tiny_params("01_corver", "grpo: {max_steps: 1, max_completion_length: 8, save_steps: 1}\n"
+                                                      "lora: {r: 4, alpha: 8, target_modules: [q_proj]}\n"),
+                             CorVerConfig)
+    assert cfg.grpo.report_to == "tensorboard" and cfg.model.name == models.TINY_MODEL
+    rows = qa_rows([QAItem("fr", "What is the capital of France?", ["Paris"]),
+                    QAItem("jp", "What is the capital of Japan?", ["Tokyo"])])
+    res = run(cfg, rows, build_rewards([RewardSpec(name="format")], resources=None), tmp_path / "run")
+    events = sorted((tmp_path / "run").rglob("events.out.tfevents.*"))
+    assert events and all(e.relative_to(tmp_path / "run").parts[0] == "runs" for e in events), events
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    assert {"train/loss", "train/reward", "train/rewards/format/mean"} <= set(acc.Tags()["scalars"])
+    logged = next(h for h in res.log_history if "loss" in h)
+    (point,) = acc.Scalars("train/rewards/format/mean")
+    assert point.step == 1 and point.value == pytest.approx(logged["rewards/format/mean"])

@@ -493,13 +493,16 @@ def test_k2v_heldout_accuracy_grades_exactly(monkeypatch):
     from factlab.models import Generation
 
     said = ["<answer>T</answer>", "<answer>It is not TRPV4</answer>", "<answer>TRPV4</answer>", "TRPV4"]
-    monkeypatch.setattr(k2v_train, "generate", lambda *a, **k: [[Generation(t, [1], True)] for t in said])
-    monkeypatch.setattr(k2v_train, "chat_prompt", lambda tok, q, system=None: q)
+    from factlab.eval import suites
+
+    monkeypatch.setattr(suites, "generate", lambda *a, **k: [[Generation(t, [1], True)] for t in said])
+    monkeypatch.setattr(suites, "chat_prompt", lambda tok, q, system=None: q)
     qs = [K2VQuestion(id=str(i), question="{ } is a channel.", answer="TRPV4", golds=["TRPV4"], quintuple={},
                       masked="e1", checklist=["a"]) for i in range(4)]
     cfg = config.load_config("params/04_k2v_smoke.yaml", K2VConfig)
     acc = k2v_train.answer_accuracy(None, None, qs, cfg)
     assert acc["accuracy"] == pytest.approx(1 / 4) and acc["lenient_accuracy"] == pytest.approx(2 / 4)
+    assert acc["responses"] == said and acc["n"] == 4  # the answer_accuracy suite's numbers (eval.suites)
 
 
 def test_pass_rate_divides_by_k_as_eq5_says():

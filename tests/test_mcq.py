@@ -151,12 +151,13 @@ def test_full_params_general_benchmarks_resolve_in_the_installed_lm_eval_registr
     assert smoke.general.tasks == []  # their data sets download: full params only
 
 
-def test_general_eval_runs_lm_eval_zero_shot_sampled_k_times(monkeypatch):
+def test_general_capability_suite_runs_lm_eval_zero_shot_sampled_k_times(monkeypatch):
     import lm_eval
     import lm_eval.models.huggingface as hf
     import lm_eval.tasks as tasks_mod
 
-    from factlab.eval import mcq
+    from factlab.config import GenerationConfig
+    from factlab.eval import mcq, suites
 
     calls = []
 
@@ -171,12 +172,12 @@ def test_general_eval_runs_lm_eval_zero_shot_sampled_k_times(monkeypatch):
     monkeypatch.setattr(tasks_mod, "TaskManager", lambda include_path=None: "manager")
     tok = type("Tok", (), {"chat_template": None})()
     section = mcq.GeneralSection(tasks=["gsm8k_cot_zeroshot", "aime24"], k=4, temperature=0.6, max_gen_toks=4096)
-    out = mcq.general_eval("model", tok, section)
+    out = suites.evaluate("avg_at_k", "model", tok, section.tasks, GenerationConfig(), settings=section).metrics
     assert [c["random_seed"] for c in calls] == [0, 1, 2, 3]
     assert all(c["num_fewshot"] == 0 and c["gen_kwargs"] == {"do_sample": True, "temperature": 0.6,
                                                             "max_gen_toks": 4096} for c in calls)
     assert out["aime24"]["avg@4"] == 0.5 and out["aime24"]["runs"] == [0.5] * 4
-    assert mcq.general_eval("model", tok, mcq.GeneralSection()) == {}  # no tasks: nothing runs
+    assert suites.evaluate("avg_at_k", "model", tok, [], GenerationConfig(), settings=mcq.GeneralSection()).metrics == {}
     assert len(calls) == 4
 
 

@@ -48,11 +48,85 @@ def test_calibration_points_and_wilson_error_bars():
 
 def test_every_layer_draws_in_the_one_theme():
     from factlab import sweep  # noqa: F401  (imports plots too)
-    from factlab.eval import abstention
 
     plt.rcdefaults()
     plots.apply_theme()
-    fig = abstention.plot_abstention({"base": {"correct": 0.5, "incorrect": 0.25, "abstained": 0.25}})
+    fig = plots.plot_abstention({"base": {"correct": 0.5, "incorrect": 0.25, "abstained": 0.25}})
     assert plt.rcParams["axes.grid"] and plots.THEME["style"] == "whitegrid"
     assert fig.axes[0].patches  # the stacked bars were drawn
+    plt.close("all")
+
+
+def test_plot_abstention_stacks_the_figure_2_breakdown():
+    from factlab.eval import abstention as A
+
+    bd = {"base / abstain": A.abstention_breakdown(["GOOD", "BAD", "BAD", "NA"]),
+          "base / forced": A.abstention_breakdown(["GOOD", "GOOD", "BAD", "BAD"])}
+    fig = plots.plot_abstention(bd)
+    ax = fig.axes[0]
+    bars = ax.patches
+    assert len(bars) == 3 * len(bd)
+    # stacked: each name's three segments sum to 1 and are in correct/abstained/incorrect order
+    for j, name in enumerate(bd):
+        segs = [bars[i * len(bd) + j] for i in range(3)]
+        assert [s.get_height() for s in segs] == [bd[name][k] for k in plots.OUTCOMES]
+        assert sum(s.get_height() for s in segs) == pytest.approx(1.0)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(plots.OUTCOMES)
+    plt.close(fig)
+    with pytest.raises(ValueError):
+        plots.plot_abstention({})
+    with pytest.raises(KeyError, match="lacks"):
+        plots.plot_abstention({"x": {"correct": 1.0}})
+
+
+def test_figures_are_drawn_in_plots_and_report_only():
+    """One way each: a figure is drawn by ``factlab.plots`` (any layer may call it) or
+    ``factlab.report`` (the notebooks' figures), never by an evaluator, a trainer or a command;
+    the notebooks' figures are all reachable through ``report``."""
+    import ast
+    from pathlib import Path
+
+    src = Path(plots.__file__).parent
+    drawing = {"subplots", "figure", "bar", "barplot", "lineplot", "pointplot", "stripplot", "scatterplot"}
+    strays = []
+    for path in sorted(src.rglob("*.py")):
+        if path.relative_to(src).as_posix() in ("plots.py", "report.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("plot_"):
+                strays.append(f"{path.relative_to(src)}: def {node.name}")
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in drawing
+                  and isinstance(node.func.value, ast.Name) and node.func.value.id in ("plt", "sns")):
+                strays.append(f"{path.relative_to(src)}: {node.func.value.id}.{node.func.attr}(...)")
+    assert not strays, "draw figures in factlab.plots or factlab.report: " + "; ".join(strays)
+    for name in ("plot_abstention", "plot_pareto", "plot_reward_curves", "plot_evidence_curves"):
+        assert getattr(report, name) is getattr(plots, name)
+
+
+def test_pareto_and_reward_curves_draw_reference_runs_as_lines():
+    summary = pd.DataFrame({"gain": [0.1, 0.3], "spread": [0.0, 0.02], "reward_seconds_per_step": [1.0, 2.0]},
+                           index=["cheap", "costly"])
+    ax = plots.plot_pareto(summary, "mw/accuracy").axes[0]
+    assert [list(line.get_xdata()) for line in ax.get_lines() if line.get_label() == "Pareto front"] == [[1.0, 2.0]]
+    curves = pd.DataFrame([{"run": run, "seed": 0, "step": s, "reward": r}
+                           for run, r in [("fmt", 0.5), (plots.BASE_RUN, 0.0)] for s in (1, 2)])
+    metric = pd.DataFrame([{"run": "fmt", "seed": 0, "acc": 0.4}, {"run": plots.BASE_RUN, "seed": None, "acc": 0.2},
+                           {"run": plots.RAW_RUN, "seed": None, "acc": 0.1}])
+    left, right = plots.plot_reward_curves(curves, metric, "acc").axes[:2]
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["fmt"]  # the base is no training curve
+    assert {line.get_label() for line in right.get_lines()} >= {"base", "raw (no warm start)"}
+    plt.close("all")
+
+
+def test_sweep_metric_and_evidence_curves():
+    frame = pd.DataFrame({"point": ["a", "b", "c"], "grpo.beta": [0.0, 0.01, 0.001], "acc": [0.1, 0.3, None]})
+    ax = plots.plot_metric(frame, "acc", ["grpo.beta"]).axes[0]
+    (line,) = ax.get_lines()
+    assert list(line.get_xdata()) == [0.0, 0.01] and list(line.get_ydata()) == [0.1, 0.3]  # sorted, no NaN point
+    with pytest.raises(KeyError, match="metric 'f1' not in any point"):
+        plots.plot_metric(frame, "f1", ["grpo.beta"])
+    record = {"curves": [{"arm": arm, "seed": seed, "step": s, "reward": 0.1 * s, "truth/score": 0.5}
+                         for arm in ("a", "b") for seed in (0, 1) for s in (1, 2)]}
+    fig = plots.plot_evidence_curves(record, "h")
+    assert [ax.get_title() for ax in fig.axes] == ["truth/score", "reward"] and len(fig.axes[0].get_lines()) == 4
     plt.close("all")

@@ -31,6 +31,13 @@ def test_dataset_skips_rejected_and_checks_lengths():
         sft_args(SFTSection(extra={"not_a_field": 1}), "/tmp/x")
 
 
+def test_sft_args_pass_report_to_to_transformers(tmp_path):
+    """``sft.report_to`` reaches transformers' integration; the default logs TensorBoard events
+    under the run's own folder (``<output_dir>/runs/``), where ``tensorboard --logdir`` finds them."""
+    assert sft_args(SFTSection(), tmp_path).report_to == ["tensorboard"]
+    assert sft_args(SFTSection(report_to="none"), tmp_path).report_to == []
+
+
 @pytest.mark.slow  # the 03_seva notebook test runs real SFT and GRPO in CI
 def test_real_sft_lowers_loss_and_resumes(tmp_path):
     from factlab.train.seva import SevaConfig

@@ -189,6 +189,9 @@ def test_cache_key_changes_with_every_setting(section, monkeypatch):
     base = W.cache_key(section, "smollm2-135m-instruct")
     assert base == W.cache_key(section.model_copy(), "smollm2-135m-instruct")
     assert base == W.cache_key(section.model_copy(update={"enabled": False}), "smollm2-135m-instruct")
+    # where the SFT logs its metrics trains nothing differently: the cached warm start is reused
+    assert base == W.cache_key(section.model_copy(update={"sft": section.sft.model_copy(update={"report_to": "none"})}),
+                               "smollm2-135m-instruct")
     changed = [
         W.cache_key(section.model_copy(update={"k2v": 7}), "smollm2-135m-instruct"),
         W.cache_key(section.model_copy(update={"seed": 3}), "smollm2-135m-instruct"),

@@ -20,6 +20,7 @@ infinite or NaN numbers, a boolean where a number belongs, and token counts abov
 from __future__ import annotations
 
 import copy
+import importlib.util
 import logging
 import os
 import re
@@ -139,6 +140,24 @@ def existing_model(name: str | None) -> str | None:
     return name
 
 
+ReportTo = Literal["none", "tensorboard", "trackio", "wandb"]
+# the packages each tracker needs (any one of them); TensorBoard is a dependency of factlab
+TRACKER_PACKAGES: dict[str, tuple[str, ...]] = {"tensorboard": ("tensorboard", "tensorboardX"),
+                                                "trackio": ("trackio",), "wandb": ("wandb",)}
+
+
+def tracker_available(report_to: str) -> str:
+    """``report_to`` unchanged when its tracker's package is installed (``none`` always is);
+    ``ValueError`` naming the key, the package and how to install it otherwise, so a missing
+    tracker fails when the params load, not after the model has loaded."""
+    packages = TRACKER_PACKAGES.get(report_to, ())
+    if packages and not any(importlib.util.find_spec(p) is not None for p in packages):
+        raise ValueError(f"report_to: {report_to} needs the {packages[0]} package, which is not installed "
+                         f"(pip install {packages[0]}); or set report_to: tensorboard (the default, logs into the "
+                         f"run folder) or none")
+    return report_to
+
+
 class ModelConfig(Section):
     """Which model to load: the embedded default alias, an HF id, or a local folder."""
 
@@ -236,10 +255,18 @@ class GRPOSection(Section):
     vllm_server_port: int = Field(8000, ge=1, le=65535)
     vllm_server_timeout: float = Field(240.0, gt=0.0)  # seconds the trainer waits for the server to answer
     logging_steps: int = Field(1, ge=1)
+    # live metrics through transformers' own integration: tensorboard writes event files into the run
+    # folder (<output_dir>/runs/), no server, no network; trackio and wandb need their package
+    report_to: ReportTo = Field("tensorboard", validate_default=True)
     save_steps: int = Field(50, ge=1)
     save_total_limit: int | None = 4
     seed: int = 42
     extra: dict[str, Any] = {}
+
+    @field_validator("report_to")
+    @classmethod
+    def _tracker_installed(cls, name: str) -> str:
+        return tracker_available(name)
 
     @field_validator("optim")
     @classmethod
@@ -315,10 +342,16 @@ class SFTSection(Section):
     bf16: bool = True
     gradient_checkpointing: bool = True
     logging_steps: int = Field(1, ge=1)
+    report_to: ReportTo = Field("tensorboard", validate_default=True)  # as grpo.report_to
     save_steps: int = Field(200, ge=1)
     save_total_limit: int | None = 2
     seed: int = 42
     extra: dict[str, Any] = {}
+
+    @field_validator("report_to")
+    @classmethod
+    def _tracker_installed(cls, name: str) -> str:
+        return tracker_available(name)
 
     @field_validator("lr_scheduler_type")
     @classmethod

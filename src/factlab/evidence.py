@@ -37,15 +37,15 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import MaxNLocator
 import pandas as pd
 
 from .eval.bootstrap import Effect, paired_bootstrap, verdict
 from .manifest import git_state, hardware, package_versions
+from .plots import plot_evidence_curves
 from .runner import project_root, run_notebook, save_figure, save_headline, save_metrics
 from .train.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
-__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "plot_curves", "run_in_notebook", "summary", "headline",
+__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
            "run",
            "write_table", "main"]
 
@@ -202,25 +202,6 @@ def overall(effects: Sequence[dict]) -> str:
     return "not held" if all(v == "not held" for v in primary) else "null"
 
 
-def plot_curves(record: dict, title: str):
-    """The truth metric and the reward over steps, one line per (arm, seed)."""
-    frame = pd.DataFrame(record.get("curves") or [])
-    keys = [k for k in ("truth/score", "reward") if k in frame]
-    fig, axes = plt.subplots(1, max(len(keys), 1), figsize=(5.2 * max(len(keys), 1), 3.4), squeeze=False)
-    for ax, key in zip(axes.flat, keys):
-        for (arm, seed), g in frame.groupby(["arm", "seed"], sort=False):
-            g = g.dropna(subset=[key])  # steps that logged no value (DAPO's update-only steps) break no line
-            ax.plot(g["step"], g[key], marker="o", markersize=2, linewidth=1, label=f"{arm} (seed {seed})")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_title(key, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-    if keys:
-        axes.flat[0].legend(fontsize=6)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
 def report_frame(record: dict, name: str | None = None, replicates: int = 2000) -> pd.DataFrame:
     """What a notebook's evidence cell shows: every comparison of the record's hypothesis with
     its effect, interval and verdict, the hypothesis' verdict in the caption (``attrs``)."""
@@ -250,7 +231,7 @@ def run_in_notebook(cfg: Any, resources: Any, rows: Sequence[dict], heldout_rows
     record = run_arms(cfg, ev, rows, resources, evaluate, Path(run_dir) / "evidence", start_model=start_model,
                       arm_rows=arm_rows, adapt_rewards=adapt_rewards)
     frame = report_frame(record)
-    save_figure(plot_curves(record, f"{ev.hypothesis}: truth and reward over steps"), run_dir, "evidence_curves")
+    save_figure(plot_evidence_curves(record, f"{ev.hypothesis}: truth and reward over steps"), run_dir, "evidence_curves")
     save_metrics(run_dir, {"hypothesis": ev.hypothesis, "verdict": frame.attrs["verdict"], "heldout": len(heldout),
                            "effects": frame.to_dict(orient="records")}, key="evidence")
     save_headline(run_dir, headline(frame), first=True)
@@ -326,7 +307,7 @@ def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) 
         (folder / "manifest.json").write_text(json.dumps({"git": git_state(project_root()),
                                                           "packages": package_versions(),
                                                           "hardware": hardware()}, indent=1, default=str))
-    fig = plot_curves(record, f"{summary['hypothesis']}: truth and reward over steps")
+    fig = plot_evidence_curves(record, f"{summary['hypothesis']}: truth and reward over steps")
     fig.savefig(folder / "curves.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     for png in run_dir.glob("figures/*.png"):

@@ -1,5 +1,8 @@
 """Plots and tables for the notebooks' reports (seaborn / matplotlib in the one theme of
-``factlab.plots``; HTML rendering is in ``runner``), and the report's HTML sanitizer.
+``factlab.plots``; HTML rendering is in ``runner``), and the report's HTML sanitizer. A notebook
+draws every figure through ``report``: the figures of ``factlab.plots`` that lower layers draw
+too (the abstention bars, the comparison's Pareto and reward curves, an evidence run's curves)
+are re-exported here under the same names.
 
 Model and judge text is untrusted: notebooks show it through ``table`` (every cell, label and
 index / column name HTML-escaped) and ``show_text`` (escaped, shown as text). Whatever else
@@ -26,6 +29,7 @@ import seaborn as sns
 from .eval.alarms import TRUTH_KEY
 from .eval.calibration import COUNT_BUCKETS, wilson_interval
 from .plots import THEME, wrap_labels  # noqa: F401  (importing plots sets the one theme)
+from .plots import plot_abstention, plot_evidence_curves, plot_pareto, plot_reward_curves  # noqa: F401
 
 QA_RATE_KEYS = ("accuracy", "strict_accuracy", "na_rate", "format_rate", "truncation_rate")
 

@@ -46,14 +46,14 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 import yaml
 
-from . import plots  # noqa: F401  (the one figure theme)
+from .plots import plot_metric
 from .config import ConfigError, SweepSection, dump_config, load_yaml, read_params, validate
 from .runner import config_for_notebook, default_params, find_notebook, outputs_root, run_notebook
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SweepPoint", "SweepPlan", "split_values", "parse_grid", "set_dotted", "expand_grid", "point_id",
-           "plan_sweep", "run_point", "run_sweep", "flatten_metrics", "summary_frame", "plot_metric",
+           "plan_sweep", "run_point", "run_sweep", "flatten_metrics", "summary_frame",
            "write_summary", "add_command", "command"]
 
 RunnerFn = Callable[[str, str, str], Mapping[str, Any]]
@@ -365,33 +365,6 @@ def summary_frame(plan: SweepPlan, out_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot_metric(frame: pd.DataFrame, metric: str, grid_keys: Sequence[str]):
-    """The metric per point: a line over the grid values for a one-key numeric grid, else
-    one bar per point. Points without the metric (failed, pending) are left out."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if metric not in frame:
-        raise KeyError(f"metric {metric!r} not in any point's metrics.json; have: "
-                       f"{sorted(c for c in frame.columns if '.' in c)[:20]}")
-    data = frame.dropna(subset=[metric])
-    fig, ax = plt.subplots(figsize=(6.0, 3.6))
-    key = grid_keys[0] if len(grid_keys) == 1 else None
-    if key is not None and pd.api.types.is_numeric_dtype(data[key]):
-        data = data.sort_values(key)
-        ax.plot(data[key], data[metric], marker="o")
-        ax.set_xlabel(key)
-    else:
-        ax.bar(range(len(data)), data[metric])
-        ax.set_xticks(range(len(data)), data["point"], rotation=30, ha="right", fontsize=7)
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric} per sweep point", fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
 def write_summary(frame: pd.DataFrame, out_dir: str | Path, metric: str | None, grid_keys: Sequence[str]
                   ) -> dict[str, Path]:
     """``summary.csv`` (every column), ``summary.html`` (the grid, status, the metric, seconds,
@@ -404,6 +377,9 @@ def write_summary(frame: pd.DataFrame, out_dir: str | Path, metric: str | None, 
     body = frame[[c for c in cols if c in frame]].to_html(index=False, escape=True, na_rep="", float_format="%.4g")
     html = f"<html><head><meta charset='utf-8'><title>sweep</title></head><body><h1>Sweep summary</h1>{body}"
     if metric and metric in frame and frame[metric].notna().any():
+        import matplotlib
+
+        matplotlib.use("Agg")  # a command-line process: draw into the file, never a window
         fig = plot_metric(frame, metric, grid_keys)
         paths["figure"] = out / "figures" / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', metric)}.png"
         paths["figure"].parent.mkdir(parents=True, exist_ok=True)

@@ -14,16 +14,17 @@ answer parsing, string-match grading with aliases, strict "I don't know" rule) g
 unchanged. Grading here is string match (``factlab.text.grade_answer``), not the paper's
 LLM judge. A GOOD label counts as correct, BAD as incorrect, NA (refusal or empty answer)
 as abstained; in "forced" mode a refusal is still counted as abstained, so the two
-breakdowns stay comparable.
+breakdowns stay comparable. The Figure 2 bars are drawn by ``factlab.plots.plot_abstention``.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Sequence
 
-from .. import plots, text  # noqa: F401  (plots: the one figure theme)
+from .. import text
 from ..data.types import QAItem
 from ..models import chat_prompt, generate
+from ..plots import OUTCOMES  # correct, abstained, incorrect: the order of Figure 2's stacked bars
 from .shortform import QARecord, grade_completion, summarize
 
 # 001 §4.1 hallucination evaluation: "explicitly instruct the model to answer with 'I don't
@@ -48,9 +49,7 @@ FORCED_SYSTEM = (
 
 SYSTEM_PROMPTS = {"abstain": ABSTAIN_SYSTEM, "forced": FORCED_SYSTEM}
 MODES = tuple(SYSTEM_PROMPTS)
-OUTCOMES = ("correct", "abstained", "incorrect")  # stacking order of Figure 2
 OUTCOME_OF_LABEL = {text.GOOD: "correct", text.BAD: "incorrect", text.NA: "abstained"}
-_COLORS = {"correct": "tab:green", "abstained": "tab:grey", "incorrect": "tab:red"}
 
 
 def system_prompt(mode: str) -> str:
@@ -158,39 +157,3 @@ def evaluate_abstention(model, tokenizer, items: Sequence[QAItem], mode: str = "
     metrics.update(abstention_breakdown(records))
     metrics["mode"] = mode
     return records, metrics
-
-
-def plot_abstention(breakdowns: Mapping[str, Mapping[str, float]],
-                    title: str = "Short-form answers: correct / abstained / incorrect"):
-    """Stacked bars of the Figure 2 breakdown (001 §6.2), one bar per name.
-
-    ``breakdowns``: ``{name: abstention_breakdown(...)}`` (e.g. ``"base / abstain"``,
-    ``"RAR / forced"``); each bar stacks correct, abstained and incorrect rates, labelled
-    in percent. Returns the matplotlib figure.
-    """
-    import matplotlib.pyplot as plt
-
-    names = list(breakdowns)
-    if not names:
-        raise ValueError("nothing to plot: breakdowns is empty")
-    for n in names:
-        missing = [k for k in OUTCOMES if k not in breakdowns[n]]
-        if missing:
-            raise KeyError(f"breakdown {n!r} lacks {', '.join(missing)}")
-    fig, ax = plt.subplots(figsize=(1.5 + 1.1 * len(names), 3.6))
-    bottom = [0.0] * len(names)
-    for key in OUTCOMES:
-        vals = [float(breakdowns[n][key]) for n in names]
-        bars = ax.bar(names, vals, bottom=bottom, color=_COLORS[key], label=key, width=0.6)
-        for b, v, y0 in zip(bars, vals, bottom):
-            if v >= 0.04:
-                ax.text(b.get_x() + b.get_width() / 2, y0 + v / 2, f"{100 * v:.0f}%",
-                        ha="center", va="center", fontsize=8, color="white")
-        bottom = [y + v for y, v in zip(bottom, vals)]
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("fraction of questions")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.tick_params(axis="x", labelrotation=20 if len(names) > 3 else 0, labelsize=8)
-    fig.tight_layout()
-    return fig

@@ -17,9 +17,13 @@ which (``run_avg_at_k``):
 
 General capability (003 §4.1 "Evaluation", Tables 2-5: BBH, MATH-500, GSM8K, AIME2024,
 GPQA-Diamond, "zero-shot ... temperature of 0.6 ... four times and the average accuracy"):
-``GeneralSection`` names lm-eval tasks run the same way (``general_eval``); ``GENERAL_TASKS`` are
+``GeneralSection`` names lm-eval tasks run the same way; ``GENERAL_TASKS`` are
 the installed lm-eval's names for the five, all generative (sampled, avg@k), and ``unknown_tasks``
 checks names against lm-eval's task registry.
+
+Notebooks run both through the ``avg_at_k`` evaluation suite (``eval.suites``:
+``evaluate("avg_at_k", model, tokenizer, tasks, generation, settings=cfg.mcq)``, or
+``settings=cfg.general``), which calls ``avg_at_k`` below with the section's settings.
 
 SeedBench and LawBench are not in lm-eval: write them as local task YAMLs (``write_task``
 turns rows of ``question``, ``A``-``D``, ``answer`` into one) in a folder named by
@@ -42,7 +46,7 @@ from ..config import Section
 from ..data.types import QAItem, read_jsonl, write_jsonl
 
 __all__ = ["MCQSection", "GeneralSection", "GENERAL_TASKS", "miniworld_mcq", "write_task", "avg_at_k", "run_avg_at_k",
-           "task_score", "general_eval", "unknown_tasks", "LETTERS", "GENERATIVE"]
+           "task_score", "unknown_tasks", "LETTERS", "GENERATIVE"]
 
 LETTERS = ("A", "B", "C", "D")
 GENERATIVE = ("generate_until",)  # lm-eval output types that sample; the others score log-likelihoods
@@ -94,14 +98,6 @@ def unknown_tasks(tasks: Sequence[str], include_path: str | Path | None = None) 
 
     known = set(TaskManager(include_path=str(include_path) if include_path else None).all_tasks)
     return [t for t in tasks if t not in known]
-
-
-def general_eval(model, tokenizer, cfg: GeneralSection) -> dict[str, dict[str, Any]]:
-    """``avg_at_k`` on the ``GeneralSection``'s tasks ({} when it names none)."""
-    if not cfg.tasks:
-        return {}
-    return avg_at_k(model, tokenizer, cfg.tasks, k=cfg.k, temperature=cfg.temperature, include_path=cfg.include_path,
-                    limit=cfg.limit, batch_size=cfg.batch_size, seed=cfg.seed, max_gen_toks=cfg.max_gen_toks)
 
 
 def miniworld_mcq(world: Mapping[str, Path], n: int, seed: int = 0) -> list[dict[str, Any]]:

@@ -13,6 +13,15 @@ longform         ``[LongformPrompt]`` + a ``ClaimVerifier``   Precision, Recall@
                                                               FActScore (001 §4.1-4.2)
 verification     ``{label: [ClaimPair]}``                     macro F1, accuracy, format errors,
                                                               structural quality (002 §3.1)
+answer_accuracy  ``{label: [K2VQuestion]}`` (anything with    exact accuracy of the <answer>,
+                 ``question`` and ``golds``)                  lenient accuracy, format rate
+                                                              (K2V's held-out number, 003 §3.3)
+avg_at_k         lm-eval task names + an ``MCQSection`` or    per task: avg@k of k sampled runs
+                 ``GeneralSection`` (``settings=``)           (generative) or acc once
+                                                              (log-likelihood), 003 §4.1
+win_rate         ``[LongformPrompt]`` + a judge and the       WR of the model over the
+                 baseline's responses                         baseline, both orders (004 Eq.
+                                                              19-20), position consistency
 ===============  ===========================================  ================================
 
 ``evaluate(name, model, tokenizer, data, generation, **kw)`` runs a suite on a loaded model;
@@ -27,12 +36,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from .. import text
 from ..config import GenerationConfig, ModelConfig
 from ..data.longform import LongformPrompt
 from ..models import chat_prompt, generate, load_model, release_memory
 from ..registry import Registry
+from ..rewards.k2v import format_score
 from ..rewards.qa import answer_of
-from . import abstention, longform, shortform, verification
+from . import abstention, longform, mcq, shortform, verification, winrate
 
 __all__ = ["SUITES", "SuiteResult", "evaluate", "evaluate_model", "available"]
 
@@ -128,6 +139,90 @@ def verification_suite(model, tokenizer, sets: Mapping[str, Sequence], generatio
             model, tokenizer, pairs, max_new_tokens=g.max_new_tokens, batch_size=g.batch_size,
             temperature=g.temperature, seed=g.seed, progress=progress, desc=f"{tag} {label}".strip())
     return out
+
+
+@SUITES.register("answer_accuracy")
+def answer_accuracy_suite(model, tokenizer, sets: Mapping[str, Sequence], generation: GenerationConfig, *,
+                          system: str | None = None, tag: str = "", progress: bool = True) -> SuiteResult:
+    """K2V's held-out accuracy (003 §3.3): answers to fill-in-blank questions (``question``,
+    ``golds``: ``synth.k2v.K2VQuestion``) under ``system``, graded exactly against the gold and its
+    aliases, as the reward grades them: ``accuracy`` of the ``<answer>`` block (the strict
+    template), ``lenient_accuracy`` (any final text), ``format_rate`` (``rewards.k2v.format_score``).
+    ``records[label]``: the responses."""
+    out = SuiteResult("answer_accuracy")
+    g = generation
+    for label, questions in sets.items():
+        questions = list(questions)
+        prompts = [chat_prompt(tokenizer, q.question, system=system) for q in questions]
+        outs = generate(model, tokenizer, prompts, max_new_tokens=g.max_new_tokens, batch_size=g.batch_size,
+                        temperature=g.temperature, top_p=g.top_p, seed=g.seed, progress=progress,
+                        desc=f"{tag} {label}".strip())
+        texts = [o[0].text for o in outs]
+        strict = [text.grade_answer_exact(text.extract_answer(t), q.golds) == text.GOOD
+                  for t, q in zip(texts, questions)]
+        lenient = [text.grade_answer_exact(text.lenient_answer(t)[0], q.golds) == text.GOOD
+                   for t, q in zip(texts, questions)]
+        n = len(questions)
+        out.records[label] = texts
+        out.metrics[label] = {"n": n, "accuracy": sum(strict) / n if n else float("nan"),
+                              "lenient_accuracy": sum(lenient) / n if n else float("nan"),
+                              "format_rate": sum(format_score(t) > 0 for t in texts) / n if n else float("nan")}
+    return out
+
+
+@SUITES.register("avg_at_k")
+def avg_at_k_suite(model, tokenizer, tasks: Sequence[str], generation: GenerationConfig | None = None, *,
+                   settings: mcq.MCQSection | mcq.GeneralSection, include_path: str | None = None, tag: str = "",
+                   progress: bool = True) -> SuiteResult:
+    """Multiple-choice and general-capability benchmarks through lm-evaluation-harness as K2V
+    reports them (003 §4.1, ``eval.mcq``): zero-shot, every generative task sampled ``k`` times
+    at the temperature and averaged (avg@k), a log-likelihood task scored once (``acc``, avg@k
+    None). ``settings``: the params' ``mcq:`` or ``general:`` section (k, temperature, limit,
+    batch size, seed; ``max_gen_toks`` for ``general:``); lm-eval generates with those, not with
+    ``generation``. ``include_path``: a folder of local task YAMLs (default the section's; the
+    mini-world task ``mcq.write_task`` writes). ``metrics[task]``: ``mcq.run_avg_at_k``'s entry."""
+    tasks = list(tasks)
+    if not tasks:
+        return SuiteResult("avg_at_k")
+    metrics = mcq.avg_at_k(model, tokenizer, tasks, k=settings.k, temperature=settings.temperature,
+                           include_path=include_path or settings.include_path, limit=settings.limit,
+                           batch_size=settings.batch_size, seed=settings.seed,
+                           max_gen_toks=getattr(settings, "max_gen_toks", None))
+    return SuiteResult("avg_at_k", metrics=metrics)
+
+
+@SUITES.register("win_rate")
+def win_rate_suite(model, tokenizer, prompts: Sequence[LongformPrompt], generation: GenerationConfig, *,
+                   judge, baseline: Sequence[str], responses: Sequence[str] | None = None, system: str | None = None,
+                   answer_parsing: str | None = None, answer: str = "generate", tag: str = "",
+                   progress: bool = True) -> SuiteResult:
+    """KLCF's win rate (004 Eq. 19-20, ``eval.winrate``): the model's responses to ``prompts``
+    (B; generated under ``system``, or ``responses`` when already generated, then ``model`` may be
+    None) against ``baseline`` (A), each pair judged in both orders by ``judge`` (built with
+    Prompt 8's system turn). ``answer_parsing``: the judge reads each response's answer part
+    (``rewards.qa.answer_of``), never its ``<think>`` block; None: the whole response.
+    ``answer``: ``generate`` or ``choice`` (``winrate.judge_win_rate``). ``metrics["win_rate"]``:
+    WR, wins / ties / losses, position consistency; ``records["win_rate"]``: the responses, the
+    judge's answers and the per-instance wins."""
+    prompts = list(prompts)
+    if responses is None:
+        g = generation
+        gens = generate(model, tokenizer, [chat_prompt(tokenizer, p.prompt, system=system) for p in prompts],
+                        max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p,
+                        batch_size=g.batch_size, seed=g.seed, progress=progress, desc=f"{tag} win rate".strip())
+        responses = [gs[0].text for gs in gens]
+    responses, baseline = list(responses), list(baseline)
+    if not (len(prompts) == len(responses) == len(baseline)):
+        raise ValueError(f"{len(prompts)} prompts, {len(responses)} responses and {len(baseline)} baseline "
+                         f"responses: one of each per prompt")
+
+    def shown(texts: list[str]) -> list[str]:
+        return [answer_of(t, answer_parsing) or "" for t in texts] if answer_parsing else texts
+
+    wr = winrate.judge_win_rate(judge, [p.prompt for p in prompts], shown(baseline), shown(responses), answer=answer)
+    records = {"responses": responses, "baseline": baseline, "answers": wr.pop("answers"),
+               "per_instance": wr.pop("per_instance")}
+    return SuiteResult("win_rate", records={"win_rate": records}, metrics={"win_rate": wr})
 
 
 def evaluate(suite: str, model, tokenizer, data, generation: GenerationConfig, **kwargs: Any) -> SuiteResult:

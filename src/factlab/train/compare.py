@@ -47,6 +47,7 @@ from ..data.types import QAItem
 from ..eval.suites import evaluate
 from ..experiment import TrainingConfig
 from ..models import adapter_adds_nothing, load_model, release_memory
+from ..plots import BASE_RUN, RAW_RUN
 from ..prompts import CORVER_TRAIN_SYSTEM
 from ..eval.alarms import AlarmsSection
 from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
@@ -58,10 +59,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_rows", "longform_prompts",
            "train_and_evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
-           "plot_pareto", "plot_reward_curves", "training_rows", "BASE", "RAW", "DATASTORE_REWARDS"]
+           "training_rows", "BASE", "RAW", "DATASTORE_REWARDS"]
 
-BASE = "base"  # the untrained start, evaluated once
-RAW = "raw"  # the raw model under a warm start (train.warmstart), evaluated once beside the base; never trained
+BASE = BASE_RUN  # the untrained start, evaluated once (its figures: plots.plot_pareto, plots.plot_reward_curves)
+RAW = RAW_RUN  # the raw model under a warm start (train.warmstart), evaluated once beside the base; never trained
 # rewards that read a per-prompt pre-cached datastore (001 §3.2): the rows are pre-cached for them
 DATASTORE_REWARDS = ("binary_rar", "rating_rar", "veriscore", "factscore", "seva_claims")
 
@@ -345,82 +346,3 @@ def check_alarms(frame: pd.DataFrame, metric: str, cfg: AlarmsSection) -> pd.Dat
     """The reward-hacking alarms of every trained (run, seed) (``train.alarms.check``), read
     from its training folder, with ``heldout_series(frame, metric)`` as the held-out metric."""
     return check_folders(training_folders(frame), cfg, heldout_series(frame, metric))
-
-
-def plot_pareto(summary: pd.DataFrame, metric: str, cost: str = "reward_seconds_per_step"):
-    """Gain over the base model vs reward cost per step, one point per run with the seed
-    spread as an error bar; the Pareto front (no run both cheaper and better) is joined.
-    Drawn in the current seaborn theme (a report sets ``factlab.report.THEME``)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    xs, ys = summary[cost].astype(float), summary["gain"].astype(float)
-    near_x = 0.06 * ((xs.max() - xs.min()) or 1.0)
-    near_y = 0.06 * ((ys.max() - ys.min()) or 1.0)
-    placed: list[tuple[float, float]] = []
-    for (name, r), colour in zip(summary.iterrows(), sns.color_palette(n_colors=max(len(summary), 1))):
-        x, y = float(r[cost]), float(r["gain"])
-        ax.errorbar(x, y, yerr=r["spread"], fmt="o", capsize=3, color=colour)
-        # stack the labels of points that (nearly) coincide instead of printing them on each other
-        stacked = sum(abs(x - px) < near_x and abs(y - py) < near_y for px, py in placed)
-        placed.append((x, y))
-        ax.annotate(str(name), (x, y), textcoords="offset points", xytext=(5, 4 + 11 * stacked), fontsize=8,
-                    color=colour)
-    front = summary.sort_values(cost)
-    best, pts = -float("inf"), []
-    for _, r in front.iterrows():
-        if r["gain"] > best:
-            best = r["gain"]
-            pts.append((r[cost], r["gain"]))
-    if len(pts) > 1:
-        ax.plot(*zip(*pts), linestyle="--", color="gray", linewidth=0.8, label="Pareto front")
-        ax.legend(fontsize=8)
-    ax.axhline(0, color="black", linewidth=0.6)
-    ax.set_xlabel(cost.replace("_", " "))
-    ax.set_ylabel(f"gain in {metric} over base")
-    ax.set_title("Gain vs reward cost (error bars: sd over seeds)", fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-def plot_reward_curves(curves: pd.DataFrame, metric_frame: pd.DataFrame | None = None, metric: str | None = None):
-    """Left: the training reward by step, one line per run, the mean over seeds with a band of
-    one standard deviation (seaborn ``lineplot``, ``errorbar="sd"``; one seed: no band). Right,
-    with ``metric_frame`` (``collect``) and ``metric``: the held-out metric of every seed (dots)
-    and its mean +- sd per run, the base model as a dashed line."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-    from matplotlib.ticker import MaxNLocator
-
-    data = curves[~curves["run"].isin([BASE, RAW])]
-    if data.empty:
-        raise ValueError("no reward curves (no trained run logged a reward)")
-    panels = 2 if metric_frame is not None and metric else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 3.8), squeeze=False)
-    ax = axes[0][0]
-    seeds = data.groupby("run")["seed"].nunique()
-    sns.lineplot(data=data, x="step", y="reward", hue="run", errorbar="sd", marker="o", ax=ax)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(f"Training reward, mean ± sd over {seeds.min()}-{seeds.max()} seed(s)"
-                 if seeds.min() != seeds.max() else f"Training reward, mean ± sd over {seeds.min()} seed(s)",
-                 fontsize=10)
-    ax.legend(fontsize=7)
-    if panels == 2:
-        ax2 = axes[0][1]
-        trained = metric_frame[~metric_frame["run"].isin([BASE, RAW])]
-        sns.stripplot(data=trained, x="run", y=metric, hue="run", legend=False, alpha=0.6, ax=ax2)
-        sns.pointplot(data=trained, x="run", y=metric, errorbar="sd", color="black", markers="_",
-                      capsize=0.2, linestyle="none", ax=ax2)
-        base = metric_frame.loc[metric_frame["run"] == BASE, metric]
-        if not base.empty:
-            ax2.axhline(float(base.mean()), color="gray", linestyle="--", linewidth=0.8, label="base")
-        raw = metric_frame.loc[metric_frame["run"] == RAW, metric]
-        if not raw.empty:
-            ax2.axhline(float(raw.mean()), color="gray", linestyle=":", linewidth=0.8, label="raw (no warm start)")
-        if not base.empty or not raw.empty:
-            ax2.legend(fontsize=7)
-        ax2.set_title(f"{metric} per seed (mean ± sd)", fontsize=10)
-        ax2.tick_params(axis="x", labelsize=7, rotation=20)
-    fig.tight_layout()
-    return fig

@@ -174,8 +174,9 @@ def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = N
     kwargs = cfg.model_dump(exclude={"extra", "max_prompt_length", "warmup_ratio", "tf32", "preset", "dynamic_sampling"})
     if cfg.tf32 and torch.cuda.is_available():
         kwargs["tf32"] = True
-    kwargs.update(warmup_steps=cfg.warmup_ratio, output_dir=str(output_dir), run_name=run_name,
-                  report_to="none", save_strategy="steps", use_cpu=not torch.cuda.is_available())
+    # report_to (cfg's): transformers' tracker callbacks; tensorboard writes <output_dir>/runs/<time>_<host>/
+    kwargs.update(warmup_steps=cfg.warmup_ratio, output_dir=str(output_dir), run_name=run_name, project="factlab",
+                  save_strategy="steps", use_cpu=not torch.cuda.is_available())
     if cfg.gradient_checkpointing:
         kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}  # 000 Table 5
     if reward_weights is not None:

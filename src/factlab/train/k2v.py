@@ -36,9 +36,9 @@ from ..config import ParamError, Section
 from ..corpus.retrieval import chunk_documents
 from ..data.types import read_jsonl, write_jsonl
 from ..eval.mcq import GeneralSection, MCQSection
+from ..eval.suites import evaluate
 from ..experiment import TrainingConfig
 from ..judges import make_judge
-from ..models import chat_prompt, generate
 from ..rewards import Resources, RewardSpec, build_rewards
 from ..rewards.k2v import ABLATIONS, ChecklistJudge, answer_gated_reward, format_score, reasoning_of
 from ..rewards.length import OverlongArgs, OverlongPenalty
@@ -290,20 +290,12 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def answer_accuracy(model, tokenizer, questions: Sequence[K2VQuestion], cfg: K2VConfig) -> dict[str, Any]:
-    """Greedy answers to held-out K2V questions: accuracy of the ``<answer>`` (strict §3.3
-    template), the format rate, and the lenient accuracy (any final text)."""
-    prompts = [chat_prompt(tokenizer, q.question, system=cfg.system_prompt) for q in questions]
-    g = cfg.eval_generation
-    outs = generate(model, tokenizer, prompts, max_new_tokens=g.max_new_tokens, batch_size=g.batch_size,
-                    desc="k2v eval")
-    texts = [o[0].text for o in outs]
-    strict = [text.grade_answer_exact(text.extract_answer(t), q.golds) == text.GOOD for t, q in zip(texts, questions)]
-    lenient = [text.grade_answer_exact(text.lenient_answer(t)[0], q.golds) == text.GOOD for t, q in zip(texts, questions)]
-    n = len(questions)
-    return {"n": n, "accuracy": sum(strict) / n if n else float("nan"),
-            "lenient_accuracy": sum(lenient) / n if n else float("nan"),
-            "format_rate": sum(format_score(t) > 0 for t in texts) / n if n else float("nan"),
-            "responses": texts}
+    """Answers to held-out K2V questions under the run's system prompt, graded by the
+    ``answer_accuracy`` suite (``eval.suites``): ``accuracy`` of the ``<answer>`` (strict §3.3
+    template), ``format_rate``, ``lenient_accuracy`` (any final text), and the ``responses``."""
+    res = evaluate("answer_accuracy", model, tokenizer, {"heldout": list(questions)}, cfg.eval_generation,
+                   system=cfg.system_prompt, tag="k2v")
+    return {**res.metrics["heldout"], "responses": res.records["heldout"]}
 
 
 def train_run(cfg: K2VConfig, questions: Sequence[K2VQuestion], resources: Resources, out_dir: str | Path

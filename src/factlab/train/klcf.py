@@ -51,7 +51,6 @@ from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.cost import compare_rewards
 from ..eval.suites import evaluate
-from ..eval.winrate import judge_win_rate
 from ..experiment import TrainingConfig
 from ..judges import make_judge
 from ..models import chat_prompt, generate, load_model, release_memory, resolve_model
@@ -59,7 +58,6 @@ from ..rewards import Resources, RewardSpec, build_rewards
 from ..rewards.klcf import (TABLE2_WEIGHTS, KLCFTruthArgs, LengthPenalty, LengthPenaltyArgs,
                             TruthfulnessScorer, checklist_scores, checklist_verifier, claim_truth, format_reward,
                             length_penalty)
-from ..rewards.qa import answer_of
 from ..synth import klcf as synth
 from .grpo import TrainResult, merge_adapter, run
 from .sft import run_sft
@@ -642,13 +640,11 @@ def win_rate(cfg: KLCFConfig, prompts: Sequence[LongformPrompt], base_responses:
         judge = make_judge(cfg.winrate.judge or cfg.judge, system=P.KLCF_WIN_RATE_SYSTEM,
                            max_new_tokens=cfg.winrate.max_new_tokens)
 
-    def shown(texts: Sequence[str]) -> list[str]:
-        if cfg.winrate.response == "full":
-            return list(texts)
-        return [answer_of(t, "lenient") or "" for t in texts]
-
-    out = judge_win_rate(judge, [p.prompt for p in prompts], shown(base_responses), shown(trained_responses),
-                         answer=cfg.winrate.answer)
+    res = evaluate("win_rate", None, None, list(prompts), cfg.longform_generation, judge=judge,
+                   baseline=base_responses, responses=trained_responses, answer=cfg.winrate.answer,
+                   answer_parsing=None if cfg.winrate.response == "full" else "lenient")
+    out = {**res.metrics["win_rate"], "answers": res.records["win_rate"]["answers"],
+           "per_instance": res.records["win_rate"]["per_instance"]}
     out["judge"] = judge.summary() if hasattr(judge, "summary") else {}
     out["response"] = cfg.winrate.response
     return out

@@ -55,7 +55,7 @@ def sft_args(cfg: SFTSection, output_dir: str | Path) -> SFTConfig:
         raise ValueError(f"sft.extra: unknown SFTConfig field(s) {unknown}")
     kw = cfg.model_dump(exclude={"extra", "warmup_ratio"})
     cuda = torch.cuda.is_available()
-    kw.update(warmup_steps=cfg.warmup_ratio, output_dir=str(output_dir), report_to="none",
+    kw.update(warmup_steps=cfg.warmup_ratio, output_dir=str(output_dir), project="factlab",  # report_to: cfg's
               save_strategy="steps", use_cpu=not cuda, bf16=cfg.bf16 and cuda)
     kw.update(cfg.extra)
     return SFTConfig(**kw)

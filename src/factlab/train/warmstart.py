@@ -353,7 +353,8 @@ def key_inputs(ws: WarmStartSection, model_name: str, world: WorldConfig | None 
     world = world or WorldConfig()
     return {"writer": DEMO_WRITER_VERSION, "world": {"version": WORLD_VERSION, **world.model_dump(exclude={"dir"}),
                                                       "dir": str(Path(world.dir).resolve()) if world.dir else None},
-            "model": _model_identity(model_name), "warm_start": ws.model_dump(exclude={"enabled"})}
+            "model": _model_identity(model_name),  # where the SFT logs (sft.report_to) changes nothing it trains
+            "warm_start": ws.model_dump(exclude={"enabled": True, "sft": {"report_to"}})}
 
 
 def cache_key(ws: WarmStartSection, model_name: str, world: WorldConfig | None = None) -> str:
