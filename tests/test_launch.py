@@ -245,7 +245,7 @@ def test_vllm_server_fields_reach_trl(tmp_path):
 ])
 def test_vllm_rules_name_the_key(kw, key, words):
     from factlab.config import ConfigError, validate
-    from factlab.train.corver import CorVerConfig
+    from factlab.recipes.corver import CorVerConfig
 
     with pytest.raises(ConfigError) as e:
         validate({"grpo": {**_grpo().model_dump(exclude={"preset", "dynamic_sampling"}), **kw}}, CorVerConfig)
@@ -298,7 +298,7 @@ def test_prepare_builds_the_notebooks_training_input(tmp_path, notebook):
         synthesized = (run_dir / "questions.jsonl").read_text().splitlines()
         assert 0 < len(items) < len(synthesized) and {q.id for q in items} <= {json.loads(s)["id"] for s in synthesized}
     else:
-        from factlab.train import rar
+        from factlab.recipes import rar
 
         train, _, _ = rar.prepare_prompts(cfg, Resources(cfg))
         assert [p.id for p in items] == [p.id for p in train] and items
