@@ -409,7 +409,7 @@ warm_start: {enabled: false}
 queries: {train_limit: 2, eval_limit: 1}
 pipeline: {nu: 2, max_new_tokens: 16}
 truth_rm: {method: sft, sft: {max_steps: 1, save_steps: 1, per_device_train_batch_size: 2, max_length: 64}}
-grpo: {max_steps: 1, max_completion_length: 16, save_steps: 1, num_generations: 2, per_device_train_batch_size: 2,
+grpo: {max_steps: 1, max_completion_length: 48, save_steps: 1, num_generations: 2, per_device_train_batch_size: 2,
        gradient_accumulation_steps: 1}
 lora: {r: 4, alpha: 8, target_modules: [q_proj, v_proj]}
 """
@@ -450,7 +450,9 @@ def test_factlab_train_launches_klcf_on_two_gloo_processes(tmp_path, capsys, tin
     their own process, then GRPO on two processes with the trained RM in the rewards."""
     run_dir = tmp_path / "run"
     info, out = _train_two_processes("05_klcf", tiny_params("05_klcf", KLCF_TINY), run_dir, capsys)
-    assert "--prepare-only" in out.splitlines()[-5] or "--prepare-only" in out  # the preparation ran alone first
+    prepare, launched = _commands(out)  # the preparation (it trains the RM) ran alone, first
+    assert prepare[1:3] == ["-m", "factlab.launch"] and prepare[-1] == "--prepare-only"
+    assert "--config_file" in launched and "--prepare-only" not in launched
     (name, run), = info["runs"].items()
     assert run["steps"] == 1 and Path(run["output_dir"]).parent == run_dir / "train"
     assert (run_dir / "pipeline" / "stage1_samples.jsonl").exists()
