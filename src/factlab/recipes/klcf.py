@@ -713,6 +713,14 @@ class KLCFInputs:
     def size(self) -> int:
         return len(self.rows)
 
+    @classmethod
+    def of(cls, cfg: KLCFConfig, train: Sequence[LongformPrompt], heldout: Sequence[LongformPrompt],
+           query_report: dict[str, Any], checklists: dict[str, list[str]], pipeline: dict[str, Any],
+           truth_folder: str | None, truth_report: dict[str, Any]) -> "KLCFInputs":
+        """The stages' outputs, the GRPO rows built from them (``klcf_rows`` under Prompt 5)."""
+        return cls(list(train), list(heldout), query_report, checklists, pipeline, truth_folder, truth_report,
+                   klcf_rows(train, checklists, cfg.system_prompt))
+
 
 def pipeline_stage(cfg: KLCFConfig, resources: Resources, run_dir: str | Path, model=None, tokenizer=None
                    ) -> tuple[list[LongformPrompt], list[LongformPrompt], dict, dict[str, list[str]], dict]:
@@ -756,8 +764,7 @@ def prepare(cfg: KLCFConfig, resources: Resources, run_dir: str | Path) -> KLCFI
     with main_process_first():
         train_q, held_q, q_report, checklists, pipe = pipeline_stage(cfg, resources, run_dir)
         folder, rm_report = reward_model_stage(cfg, resources, run_dir, pipe["labels_by_claim"])
-    return KLCFInputs(train_q, held_q, q_report, checklists, pipe, folder, rm_report,
-                      klcf_rows(train_q, checklists, cfg.system_prompt))
+    return KLCFInputs.of(cfg, train_q, held_q, q_report, checklists, pipe, folder, rm_report)
 
 
 def prepare_alone(cfg: KLCFConfig) -> bool:
