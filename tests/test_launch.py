@@ -192,6 +192,42 @@ def test_every_training_notebook_dry_runs_on_eight_processes(tmp_path, capsys, n
     assert not run_dir.exists()
 
 
+# what each notebook's cells call: the recipe stages that `factlab train` runs too (no second copy)
+NOTEBOOK_STAGES = {
+    "01_corver": ["corver.start(cfg)", "corver.select_questions(cfg, model, tokenizer)", "corver.train(cfg, "],
+    "02_binary_rar": ["rar.start(cfg)", "rar.prepare(cfg, resources, run_dir)", "rar.train_with_stopping(cfg, prompts"],
+    "03_seva": ["seva_train.prepare(cfg, resources, run_dir)", "seva_train.sft_stage(cfg, inputs, run_dir)",
+                "seva_train.grpo_stage(cfg, inputs", "seva_train.evolve_stage(cfg, inputs"],
+    "04_k2v": ["k2v.start(cfg)", "k2v.knowledge_graph(cfg, resources, run_dir)", "k2v.synthesize(cfg, graph",
+               "k2v.split_questions(questions", "k2v.train(cfg, train_q, resources, run_dir)"],
+    "05_klcf": ["klcf.start(cfg)", "klcf.pipeline_stage(cfg, resources, run_dir)", "klcf.reward_model_stage(cfg",
+                "klcf.KLCFInputs.of(cfg", "klcf.train(cfg, inputs, resources, run_dir)"],
+    "06_compare": ["compare.start(cfg)", "compare.prepare(cfg, resources, run_dir)", "compare.runs_dir(run_dir)"],
+}
+
+
+@pytest.mark.parametrize("notebook", TRAINING_NOTEBOOKS)
+def test_the_notebook_calls_the_recipe_stages_that_launch_runs(notebook):
+    """The notebook and `factlab train` share the recipe: the notebook's cells call the stage
+    functions whose composition (`prepare`, `train`) every launched process runs, and the
+    launcher holds no training code of its own (it only reaches the recipes)."""
+    import ast
+
+    from factlab import recipes
+
+    nb = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    missing = [call for call in NOTEBOOK_STAGES[notebook] if call not in code]
+    assert not missing, f"{notebook} no longer calls {missing}"
+    recipe = recipes.recipe(notebook)
+    assert launch.training_stage(notebook) is recipe
+    for stage in ("start", "prepare", "prepare_alone", "train"):
+        assert callable(getattr(recipe, stage)), stage
+    tree = ast.parse((ROOT / "src" / "factlab" / "launch.py").read_text())
+    imported = {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if m.startswith("train") and m != "train.grpo"} and "recipes" in imported
+
+
 def test_dry_run_without_a_run_dir_names_the_runner_s_folder_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """One run-folder maker (runner.make_run_dir) for factlab run and factlab train."""
     monkeypatch.setenv("FACTLAB_OUTPUTS", str(tmp_path / "outputs"))
