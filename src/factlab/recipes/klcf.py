@@ -50,7 +50,6 @@ stages (notebook 05, factlab train)      ``start`` (warm start) -> ``prepare`` (
 from __future__ import annotations
 
 import json
-import json
 import logging
 import math
 import random

@@ -44,7 +44,7 @@ from ..rewards import Resources, RewardSpec, build_rewards, seva
 from ..synth import seva as synth
 from ..synth.perturbations import miniworld_pairs, probe_filter
 from ..synth.seva import TeacherSection
-from ..train.grpo import TrainResult, merge_adapter, run
+from ..train.grpo import TrainResult, run
 from ..train.sft import run_sft, sft_dataset
 from .stages import main_process_first, merged, start, warm_start_trains
 
