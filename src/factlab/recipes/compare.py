@@ -77,7 +77,7 @@ __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_row
            "plot_pareto", "plot_reward_curves", "training_rows", "BASE", "RAW", "DATASTORE_REWARDS"]
 
 BASE = "base"  # the untrained start, evaluated once
-RAW = "raw"  # the raw model under a warm start (recipes.warmstart), evaluated once beside the base; never trained
+RAW = "raw"  # the raw model under a warm start (train.warmstart), evaluated once beside the base; never trained
 # rewards that read a per-prompt pre-cached datastore (001 §3.2): the rows are pre-cached for them
 DATASTORE_REWARDS = ("binary_rar", "rating_rar", "veriscore", "factscore", "seva_claims")
 
@@ -313,6 +313,60 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
     return records
 
 
+# ---------------------------------------------------------------- the stages (notebook 06 and factlab train)
+
+NOTEBOOK = "06_compare"
+CONFIG = CompareConfig
+WHAT = "mini-world questions with every reward's columns; each compared run (x seed) in turn"
+RUNS_DIR = "runs"  # run_dir / RUNS_DIR / <run> / seed<k>
+
+__all__ += ["CompareInputs", "run_folders", "train_compared", "runs_dir", "start", "prepare", "prepare_alone",
+            "train", "NOTEBOOK", "CONFIG", "WHAT"]
+
+
+@dataclass
+class CompareInputs:
+    """The training questions, the held-out sets, and the training rows every run shares."""
+
+    items: list[QAItem]
+    eval_sets: dict[str, list[QAItem]]
+    rows: list[dict[str, Any]]
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+
+def runs_dir(run_dir: str | Path) -> Path:
+    """Where the compared runs live: ``run_dir/runs``."""
+    return Path(run_dir) / RUNS_DIR
+
+
+def prepare(cfg: CompareConfig, resources: Resources, run_dir: str | Path) -> CompareInputs:
+    """The questions, the held-out sets and ``training_rows`` (the datastore pre-cached when a
+    compared reward reads it; the main process of a launch first)."""
+    items = load_eval_set(cfg.train_data, cfg.world)
+    eval_sets = load_eval_sets(cfg.eval, cfg.world)
+    with main_process_first():
+        rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
+    return CompareInputs(list(items), eval_sets, rows)
+
+
+def prepare_alone(cfg: CompareConfig) -> bool:
+    """The warm start may train: ``factlab train`` prepares in its own process first."""
+    return warm_start_trains(cfg)
+
+
+def train(cfg: CompareConfig, inputs: CompareInputs, resources: Resources, run_dir: str | Path
+          ) -> dict[str, TrainResult]:
+    """Each compared (run, seed) in turn (``train_compared``) into ``run_dir/runs/<run>/seed<k>``;
+    the results by ``<run>/seed<k>``. ``train_and_evaluate`` (the notebook) then finds them
+    trained and evaluates."""
+    return {f"{spec.name}/seed{seed}": train_compared(cfg, spec, seed, inputs.rows, resources, folder)
+            for (name, seed), folder in run_folders(cfg, runs_dir(run_dir)).items()
+            for spec in [next(r for r in cfg.runs if r.name == name)]}
+
+
 def collect(out_dir: str | Path) -> pd.DataFrame:
     """Every ``compare.json`` under ``out_dir`` as one row per (run, seed), evaluation metrics
     flattened into columns: the comparison rebuilt from run folders, no retraining."""
@@ -463,56 +517,3 @@ def plot_reward_curves(curves: pd.DataFrame, metric_frame: pd.DataFrame | None =
     fig.tight_layout()
     return fig
 
-
-# ---------------------------------------------------------------- the stages (notebook 06 and factlab train)
-
-NOTEBOOK = "06_compare"
-CONFIG = CompareConfig
-WHAT = "mini-world questions with every reward's columns; each compared run (x seed) in turn"
-RUNS_DIR = "runs"  # run_dir / RUNS_DIR / <run> / seed<k>
-
-__all__ += ["CompareInputs", "run_folders", "train_compared", "runs_dir", "start", "prepare", "prepare_alone",
-            "train", "NOTEBOOK", "CONFIG", "WHAT"]
-
-
-@dataclass
-class CompareInputs:
-    """The training questions, the held-out sets, and the training rows every run shares."""
-
-    items: list[QAItem]
-    eval_sets: dict[str, list[QAItem]]
-    rows: list[dict[str, Any]]
-
-    @property
-    def size(self) -> int:
-        return len(self.rows)
-
-
-def runs_dir(run_dir: str | Path) -> Path:
-    """Where the compared runs live: ``run_dir/runs``."""
-    return Path(run_dir) / RUNS_DIR
-
-
-def prepare(cfg: CompareConfig, resources: Resources, run_dir: str | Path) -> CompareInputs:
-    """The questions, the held-out sets and ``training_rows`` (the datastore pre-cached when a
-    compared reward reads it; the main process of a launch first)."""
-    items = load_eval_set(cfg.train_data, cfg.world)
-    eval_sets = load_eval_sets(cfg.eval, cfg.world)
-    with main_process_first():
-        rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
-    return CompareInputs(list(items), eval_sets, rows)
-
-
-def prepare_alone(cfg: CompareConfig) -> bool:
-    """The warm start may train: ``factlab train`` prepares in its own process first."""
-    return warm_start_trains(cfg)
-
-
-def train(cfg: CompareConfig, inputs: CompareInputs, resources: Resources, run_dir: str | Path
-          ) -> dict[str, TrainResult]:
-    """Each compared (run, seed) in turn (``train_compared``) into ``run_dir/runs/<run>/seed<k>``;
-    the results by ``<run>/seed<k>``. ``train_and_evaluate`` (the notebook) then finds them
-    trained and evaluates."""
-    return {f"{spec.name}/seed{seed}": train_compared(cfg, spec, seed, inputs.rows, resources, folder)
-            for (name, seed), folder in run_folders(cfg, runs_dir(run_dir)).items()
-            for spec in [next(r for r in cfg.runs if r.name == name)]}
