@@ -516,4 +516,3 @@ def plot_reward_curves(curves: pd.DataFrame, metric_frame: pd.DataFrame | None =
         ax2.tick_params(axis="x", labelsize=7, rotation=20)
     fig.tight_layout()
     return fig
-
