@@ -478,6 +478,15 @@ def test_factlab_train_launches_seva_on_two_gloo_processes(tmp_path, capsys, tin
         assert done["steps"] == 1 and done["base_model"] == str(run_dir / "sft" / "merged")
     assert Path(info["runs"]["evolve-1"]["output_dir"]) == run_dir / "evolve-1" / "seva_process"
     assert "evaluate and report: factlab run 03_seva --resume" in out
+    # the notebook's stages on that folder (factlab run 03_seva --resume RUN) find every run finished
+    from factlab import recipes
+    from factlab.rewards import Resources
+    from factlab.runner import load_params
+
+    cfg, seva = load_params("03_seva", run_dir / "config.yaml"), recipes.recipe("03_seva")
+    resources = Resources(cfg)
+    again = seva.train(cfg, seva.prepare(cfg, resources, run_dir), resources, run_dir)
+    assert set(again) == set(info["runs"]) and all(r.resumed and r.steps == 1 for r in again.values())
 
 
 @pytest.mark.slow
