@@ -15,7 +15,7 @@ from factlab import models
 from factlab.config import CorVerConfig
 from factlab.data.miniworld import ensure_world
 from factlab.eval.calibration import miniworld_labelled_claims
-from factlab.train import corver
+from factlab.recipes import corver
 
 N = 64
 JUDGE_SYSTEM = ("Decide whether the sentence is factually correct. Reply with exactly one word: "

@@ -37,7 +37,7 @@ from factlab.data.miniworld import ensure_world
 from factlab.data.types import QAItem, read_jsonl
 from factlab.prompts import CORVER_TRAIN_SYSTEM
 from factlab.rewards import RewardSpec, build_rewards
-from factlab.train.corver import qa_rows
+from factlab.recipes.corver import qa_rows
 from factlab.train.grpo import grpo_args
 from factlab.train.trainer import FactlabGRPOTrainer
 

@@ -31,7 +31,7 @@ from factlab.synth import kg
 from factlab.synth.k2v import (ChecklistSection, SynthesisSection, TemplateChecklistJudge, make_checklists,
                                synthesize_questions)
 from factlab.train import run
-from factlab.train.k2v import K2VConfig, k2v_rows
+from factlab.recipes.k2v import K2VConfig, k2v_rows
 
 STEPS, G = 3, 4
 

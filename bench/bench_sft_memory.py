@@ -33,7 +33,8 @@ def one_variant(overrides: dict, out_dir: str) -> dict:
     """Load the model before the clock starts; then time ``run_sft`` with the overrides."""
     from factlab import config
     from factlab.synth import seva as synth
-    from factlab.train import seva as seva_train, sft as sft_train
+    from factlab.recipes import seva as seva_train
+    from factlab.train import sft as sft_train
     from factlab.rewards import Resources
 
     cfg = config.load_config(str(PARAMS), seva_train.SevaConfig)

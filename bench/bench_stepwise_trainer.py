@@ -20,7 +20,7 @@ from factlab.data import load_eval_set
 from factlab.config import EvalDataConfig
 from factlab.data.miniworld import ensure_world
 from factlab.prompts import CORVER_TRAIN_SYSTEM
-from factlab.train import corver
+from factlab.recipes import corver
 from factlab.train.grpo import grpo_args, qa_prompt_dataset, train_grpo
 from factlab.train.stepwise_grpo import StepwiseGRPOTrainer
 

@@ -13,8 +13,8 @@ from factlab.data.types import QAItem
 from factlab.eval.alarms import ALARM_NAMES, AlarmsSection
 from factlab.eval.suites import SuiteResult
 from factlab.rewards import available
-from factlab.train import compare
-from factlab.train.compare import BASE, CompareConfig, collect, compare_rows, summarize
+from factlab.recipes import compare
+from factlab.recipes.compare import BASE, CompareConfig, collect, compare_rows, summarize
 from factlab.train.grpo import TrainResult
 from factlab.plots import plot_pareto, plot_reward_curves
 

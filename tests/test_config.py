@@ -7,9 +7,9 @@ import pytest
 from factlab import config, runner
 from factlab.config import ConfigError, load_config
 from factlab.experiment import QuickstartConfig
-from factlab.train.corver import CorVerConfig
-from factlab.train.rar import RARConfig
-from factlab.train.seva import SevaConfig
+from factlab.recipes.corver import CorVerConfig
+from factlab.recipes.rar import RARConfig
+from factlab.recipes.seva import SevaConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

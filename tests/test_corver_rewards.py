@@ -200,7 +200,7 @@ def test_a3_scalar_is_mean_sentence_reward(world_scorer):
 
 def test_ablation_reward_lists():
     from factlab.rewards import RewardSpec
-    from factlab.train.corver import CorVerConfig, ablation_rewards
+    from factlab.recipes.corver import CorVerConfig, ablation_rewards
 
     full = CorVerConfig().rewards
     assert [s.name for s in full] == ["qa_judge", "format", "corver"]
@@ -217,7 +217,7 @@ def test_ablation_reward_lists():
 
 def test_registry_builds_each_ablation_on_shared_resources(world_scorer, tokenizer):
     from factlab.rewards import build_rewards
-    from factlab.train.corver import CorVerConfig, ablation_rewards
+    from factlab.recipes.corver import CorVerConfig, ablation_rewards
 
     class Res:  # the two resources the corver rewards draw on
         def scorer(self, args):

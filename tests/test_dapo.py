@@ -13,10 +13,10 @@ from factlab.data.types import QAItem
 from factlab.rewards import RewardSpec
 from factlab.rewards.registry import RewardSet
 from factlab.train import run
-from factlab.train.corver import CorVerConfig, qa_rows
+from factlab.recipes.corver import CorVerConfig, qa_rows
 from factlab.train.dapo import DynamicSamplingError, RefillRepeatSampler, local_slice, step_counts
 from factlab.train.grpo import grpo_args
-from factlab.train.k2v import K2VConfig
+from factlab.recipes.k2v import K2VConfig
 from factlab.train.trainer import TrainerExtension, leave_out_failed_rows
 
 

@@ -9,7 +9,7 @@ import torch
 from factlab import config, models
 from factlab.rewards import RewardSpec, build_rewards
 from factlab.train import merge_adapter, run
-from factlab.train.corver import CorVerConfig, qa_rows
+from factlab.recipes.corver import CorVerConfig, qa_rows
 from factlab.data.types import QAItem
 from factlab.train.grpo import filter_long_prompts, grpo_args
 

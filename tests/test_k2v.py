@@ -22,9 +22,9 @@ from factlab.synth import kg
 from factlab.synth.k2v import (BLANK, ChecklistSection, K2VQuestion, Quintuple, SynthesisSection, blank_candidates,
                                leakage, make_checklists, make_question, sample_quintuples, score_checklists,
                                synthesize_questions, template_checklist, validate_checklist)
-from factlab.train import k2v as k2v_train
+from factlab.recipes import k2v as k2v_train
 from factlab.train.dapo import keep_groups
-from factlab.train.k2v import (K2VConfig, constructed_responses, k2v_rows, knowledge_graph, reward_ablation,
+from factlab.recipes.k2v import (K2VConfig, constructed_responses, k2v_rows, knowledge_graph, reward_ablation,
                                split_questions, synthesis_cost)
 
 GOOD_THINK = "<think>Paris is the capital of France, so France fills the blank.</think>"

@@ -1,7 +1,7 @@
 """KLCF's efficiency comparison (004 §3.7, Table 14, App. D.3) with a scripted judge: the
 datastore's search count ("# Searches"), ``eval.cost.compare_rewards``'s per-response costs,
 the FActScore-style baseline (``factscore``: 5 passages per atomic fact, Min et al., 2023) beside
-VeriScore (4, 001 §4.2), and ``train.klcf.efficiency_table`` on the smoke params, whose KLCF reward
+VeriScore (4, 001 §4.2), and ``recipes.klcf.efficiency_table`` on the smoke params, whose KLCF reward
 asks no judge and searches nothing. Every count is checked against what the scripted judge was
 asked, so a reward that silently skipped a claim or a search would fail here."""
 
@@ -20,7 +20,7 @@ from factlab.eval.cost import compare_rewards, warm_up
 from factlab.judges import Judge
 from factlab.rewards import Resources, RewardSpec, available, build_rewards
 from factlab.rewards.rar import FACTSCORE_TOP_K, ClaimVerifier, FActScoreReward, VeriScoreReward
-from factlab.train import klcf
+from factlab.recipes import klcf
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS = ["The capital of France is Paris.", "France is located in Europe.", "The currency of France is the Euro.",

@@ -20,7 +20,7 @@ from factlab.experiment import TrainingConfig
 from factlab.rewards import Resources, RewardSpec, build_rewards
 from factlab.rewards.klcf import KLCFFactArgs
 from factlab.synth import klcf as K
-from factlab.train import klcf
+from factlab.recipes import klcf
 
 ROOT = Path(__file__).resolve().parents[1]
 THINK = "<think>Recalling what I know about France and its capital city.</think>"

@@ -618,7 +618,7 @@ def test_from_resources_builds_only_the_parts_the_stages_need(tmp_path):
 
 
 def test_truth_rm_classification_metrics_by_hand():
-    from factlab.train.klcf import classification_metrics
+    from factlab.recipes.klcf import classification_metrics
     m = classification_metrics([0.9, 0.6, 0.4, 0.6], [True, True, False, False])
     assert m["accuracy"] == 0.75 and m["f1"] == pytest.approx(0.8) and m["predicted_true"] == 0.75
     assert m["auc"] == pytest.approx(3.5 / 4)  # ties count half
@@ -634,7 +634,7 @@ def test_truth_rm_classification_metrics_by_hand():
 
 def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back():
     import torch
-    from factlab.train.klcf import classification_metrics, fit_answer_readout
+    from factlab.recipes.klcf import classification_metrics, fit_answer_readout
 
     g = torch.Generator().manual_seed(0)
     u = torch.randn(16, generator=g)
@@ -656,7 +656,7 @@ def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back(
 def test_readout_model_is_read_by_the_scorer_through_its_new_rows(tiny_model_and_tokenizer, tmp_path):
     import torch
     from factlab.rewards.klcf import TruthfulnessScorer
-    from factlab.train.klcf import save_readout_model
+    from factlab.recipes.klcf import save_readout_model
 
     model, tok = tiny_model_and_tokenizer
     base = TruthfulnessScorer(model_obj=model, tokenizer=tok, batch_size=2)
@@ -681,7 +681,7 @@ def test_readout_model_is_read_by_the_scorer_through_its_new_rows(tiny_model_and
 
 
 def test_readout_rm_resumes_from_its_folder_without_a_model(tmp_path):
-    from factlab.train import klcf
+    from factlab.recipes import klcf
 
     cfg = config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig)
     folder = tmp_path / "readout"
@@ -697,7 +697,7 @@ def test_readout_rm_resumes_from_its_folder_without_a_model(tmp_path):
 
 
 def test_readout_method_rejects_an_sft_adapter_key_at_load():
-    from factlab.train.klcf import KLCFConfig
+    from factlab.recipes.klcf import KLCFConfig
 
     with pytest.raises(config.ConfigError, match="truth_rm.lora_from_layer"):
         config.validate({"model": {"name": "smollm2-135m-instruct"},
@@ -710,7 +710,7 @@ def test_truth_rm_sft_method_trains_with_trl_and_scores_the_merged_model(tmp_pat
     """``method: sft`` (the paper's, the full params'): one TRL SFT step on Prompt 6 rows, the
     adapter merged, the held-out set scored by the merged model (p(True) moved)."""
     from factlab.rewards import Resources
-    from factlab.train import klcf
+    from factlab.recipes import klcf
 
     cfg = config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig, {
         "truth_rm": {"method": "sft", "sft": {"max_steps": 1, "save_steps": 1}},

@@ -12,7 +12,7 @@ import pytest
 
 from factlab import config
 from factlab.data.longform import HFPromptsSource, LongformPromptsSection, hf_prompts, load_prompts
-from factlab.train.klcf import KLCFConfig
+from factlab.recipes.klcf import KLCFConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 BIOS = ROOT.parent / "shared" / "data" / "factscore_labeled" / "ChatGPT.jsonl"

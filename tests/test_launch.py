@@ -31,6 +31,7 @@ model: {{name: tiny-random-smollm2}}   # the launcher's wiring, not what the mod
 rewards: [{{name: format}}]   # quickstart-style GRPO on mini-world questions, no judge to load
 runs: [A1]
 self_filter: {{enabled: false}}
+warm_start: {{enabled: false}}   # the launcher's wiring: the warm start's prepare-alone step is the KLCF test's
 train_data: {{name: miniworld, split: train, limit: 4, seed: 0}}
 grpo: {{num_generations: 2, per_device_train_batch_size: 2, gradient_accumulation_steps: 1, max_steps: 1,
        max_completion_length: 8, save_steps: 10}}
@@ -44,9 +45,14 @@ def _tiny(tmp_path: Path) -> Path:
     return p
 
 
+def _commands(out: str) -> list[list[str]]:
+    """Every command ``factlab train`` prints (``$ ...``), in the order it runs them."""
+    return [shlex.split(ln[2:]) for ln in out.splitlines() if ln.startswith("$ ")]
+
+
 def _command(out: str) -> list[str]:
-    line = next(ln for ln in out.splitlines() if ln.startswith("$ "))
-    return shlex.split(line[2:])
+    """The last command printed: the launch (a preparation in its own process comes first)."""
+    return _commands(out)[-1]
 
 
 def _after(cmd: list[str], flag: str) -> str:
@@ -152,15 +158,83 @@ def test_unknown_config_name_exits_2_naming_the_known_ones(capsys):
     assert "nowhere/zero3.yaml: no such file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("notebook, words", [("00_quickstart", "has no training stage"),
-                                             ("03_seva", "run it as one process: factlab run 03_seva"),
-                                             ("05_klcf", "truthfulness reward model"),
-                                             ("06_compare", "trains and evaluates each compared run")])
-def test_a_notebook_without_a_launchable_training_stage_is_named(capsys, notebook, words):
-    assert main(["train", notebook, "--smoke", "--dry-run"]) == 2
+def test_a_notebook_without_a_training_stage_is_named(capsys):
+    assert main(["train", "00_quickstart", "--smoke", "--dry-run"]) == 2
     err = capsys.readouterr().err
-    assert f"{notebook} cannot be launched with accelerate" in err and words in err
-    assert "Launchable: 01_corver, 02_binary_rar, 04_k2v" in err
+    assert "00_quickstart cannot be launched with accelerate" in err and "has no training stage" in err
+    assert "Launchable: 01_corver, 02_binary_rar, 03_seva, 04_k2v, 05_klcf, 06_compare" in err
+
+
+TRAINING_NOTEBOOKS = ["01_corver", "02_binary_rar", "03_seva", "04_k2v", "05_klcf", "06_compare"]
+
+
+@pytest.mark.parametrize("notebook", TRAINING_NOTEBOOKS)
+def test_every_training_notebook_dry_runs_on_eight_processes(tmp_path, capsys, notebook):
+    """The issue's acceptance line for each of 01-06 (full params, ddp, 8 processes): exit 0 and
+    the command printed, the launched entry point naming the notebook's recipe."""
+    from factlab import recipes
+    from factlab.runner import load_params
+
+    params = ROOT / "params" / f"{notebook}.yaml"
+    run_dir = tmp_path / "run"
+    assert main(["train", notebook, "--params", str(params), "--accelerate-config", "ddp", "--num-processes", "8",
+                 "--run-dir", str(run_dir), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    recipe = recipes.recipe(notebook)
+    assert out.startswith(f"{notebook}: {recipe.WHAT}")
+    *first, cmd = _commands(out)
+    assert _after(cmd, "--num_processes") == "8" and Path(_after(cmd, "--config_file")) == ACC / "ddp.yaml"
+    assert cmd[cmd.index("-m", 3):] == ["-m", "factlab.launch", "--notebook", notebook, "--params",
+                                        str(run_dir / "config.yaml"), "--run-dir", str(run_dir)]
+    # a preparation that trains (warm start, KLCF's reward model SFT) runs once, alone, before the launch
+    alone = recipe.prepare_alone(load_params(notebook, params))
+    assert [c[1:3] + c[-1:] for c in first] == ([["-m", "factlab.launch", "--prepare-only"]] if alone else [])
+    assert not run_dir.exists()
+
+
+# what each notebook's cells call: the recipe stages that `factlab train` runs too (no second copy)
+NOTEBOOK_STAGES = {
+    "01_corver": ["corver.start(cfg)", "corver.select_questions(cfg, model, tokenizer)", "corver.train(cfg, "],
+    "02_binary_rar": ["rar.start(cfg)", "rar.prepare(cfg, resources, run_dir)", "rar.train_with_stopping(cfg, prompts"],
+    "03_seva": ["seva_train.prepare(cfg, resources, run_dir)", "seva_train.sft_stage(cfg, inputs, run_dir)",
+                "seva_train.grpo_stage(cfg, inputs", "seva_train.evolve_stage(cfg, inputs"],
+    "04_k2v": ["k2v.start(cfg)", "k2v.knowledge_graph(cfg, resources, run_dir)", "k2v.synthesize(cfg, graph",
+               "k2v.split_questions(questions", "k2v.train(cfg, train_q, resources, run_dir)"],
+    "05_klcf": ["klcf.start(cfg)", "klcf.pipeline_stage(cfg, resources, run_dir)", "klcf.reward_model_stage(cfg",
+                "klcf.KLCFInputs.of(cfg", "klcf.train(cfg, inputs, resources, run_dir)"],
+    "06_compare": ["compare.start(cfg)", "compare.prepare(cfg, resources, run_dir)", "compare.runs_dir(run_dir)"],
+}
+
+
+@pytest.mark.parametrize("notebook", TRAINING_NOTEBOOKS)
+def test_the_notebook_calls_the_recipe_stages_that_launch_runs(notebook):
+    """The notebook and `factlab train` share the recipe: the notebook's cells call the stage
+    functions whose composition (`prepare`, `train`) every launched process runs, and the
+    launcher holds no training code of its own (it only reaches the recipes)."""
+    import ast
+
+    from factlab import recipes
+
+    nb = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    missing = [call for call in NOTEBOOK_STAGES[notebook] if call not in code]
+    assert not missing, f"{notebook} no longer calls {missing}"
+    recipe = recipes.recipe(notebook)
+    assert launch.training_stage(notebook) is recipe
+    for stage in ("start", "prepare", "prepare_alone", "train"):
+        assert callable(getattr(recipe, stage)), stage
+    tree = ast.parse((ROOT / "src" / "factlab" / "launch.py").read_text())
+    imported = {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if m.startswith("train") and m != "train.grpo"} and "recipes" in imported
+
+
+def test_dry_run_without_a_run_dir_names_the_runner_s_folder_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """One run-folder maker (runner.make_run_dir) for factlab run and factlab train."""
+    monkeypatch.setenv("FACTLAB_OUTPUTS", str(tmp_path / "outputs"))
+    assert main(["train", "04_k2v", "--smoke", "--dry-run"]) == 0
+    run_dir = Path(_after(_command(capsys.readouterr().out), "--run-dir"))
+    assert run_dir.parent == tmp_path / "outputs" / "runs" / "04_k2v" and run_dir.name.endswith("-04_k2v_smoke-train")
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_params_are_validated_before_anything_launches(tmp_path, capsys):
@@ -245,7 +319,7 @@ def test_vllm_server_fields_reach_trl(tmp_path):
 ])
 def test_vllm_rules_name_the_key(kw, key, words):
     from factlab.config import ConfigError, validate
-    from factlab.train.corver import CorVerConfig
+    from factlab.recipes.corver import CorVerConfig
 
     with pytest.raises(ConfigError) as e:
         validate({"grpo": {**_grpo().model_dump(exclude={"preset", "dynamic_sampling"}), **kw}}, CorVerConfig)
@@ -287,21 +361,22 @@ def test_prepare_builds_the_notebooks_training_input(tmp_path, notebook):
     from factlab.rewards import Resources
     from factlab.runner import config_for_notebook
 
-    params, run_dir = ROOT / "params" / f"{notebook}_smoke.yaml", tmp_path / "run"
+    params, run_dir = tmp_path / "params.yaml", tmp_path / "run"
+    params.write_text(f"base: {ROOT / 'params' / f'{notebook}_smoke.yaml'}\nwarm_start: {{enabled: false}}\n")
     assert launch.main(["--notebook", notebook, "--params", str(params), "--run-dir", str(run_dir),
                         "--prepare-only"]) == 0
     assert not (run_dir / "launch.json").exists() and not (run_dir / "train").exists()  # nothing trained
     cfg = load_config(params, config_for_notebook(notebook))
-    items = launch.TRAINING_STAGES[notebook].prepare(cfg, Resources(cfg), run_dir)
+    items = launch.training_stage(notebook).prepare(cfg, Resources(cfg), run_dir)
     if notebook == "04_k2v":  # the notebook's cell: synthesize (cached here), then the seeded split
         assert (run_dir / "kg.graphml").exists() and (run_dir / "questions.jsonl").exists()
         synthesized = (run_dir / "questions.jsonl").read_text().splitlines()
         assert 0 < len(items) < len(synthesized) and {q.id for q in items} <= {json.loads(s)["id"] for s in synthesized}
     else:
-        from factlab.train import rar
+        from factlab.recipes import rar
 
         train, _, _ = rar.prepare_prompts(cfg, Resources(cfg))
-        assert [p.id for p in items] == [p.id for p in train] and items
+        assert [p.id for p in items.train] == [p.id for p in train] and items.train
 
 
 def test_entry_point_trains_one_step_in_process(tmp_path):
@@ -351,3 +426,82 @@ def test_factlab_train_launches_two_gloo_processes(tmp_path, capsys):
     assert done["steps"] == 1 and done["log_history"][0]["num_tokens"] > 0
     assert (run_dir / "config.yaml").exists() and (run_dir / "train" / "A1" / "model" / "adapter_config.json").exists()
     assert "evaluate and report: factlab run 01_corver --resume" in out.out
+
+
+SEVA_TINY = """\
+train_data: {limit: 4}
+eval: [{name: miniworld, split: heldout, limit: 2}]
+teacher: {limit: 1, max_attempts: 1, judge: {max_new_tokens: 8}}
+sft: {max_steps: 1, save_steps: 1, max_length: 768, per_device_train_batch_size: 1, gradient_accumulation_steps: 1}
+grpo: {max_steps: 1, max_completion_length: 8, save_steps: 1, num_generations: 2, per_device_train_batch_size: 2,
+       gradient_accumulation_steps: 1}
+lora: {r: 4, alpha: 8, target_modules: [q_proj, v_proj]}
+eval_generation: {max_new_tokens: 8}
+self_evolution: {rounds: 1, probe_budget: 2, refine_steps: 1}
+"""
+
+KLCF_TINY = """\
+warm_start: {enabled: false}
+queries: {train_limit: 2, eval_limit: 1}
+pipeline: {nu: 2, max_new_tokens: 16}
+truth_rm: {method: sft, sft: {max_steps: 1, save_steps: 1, per_device_train_batch_size: 2, max_length: 64}}
+grpo: {max_steps: 1, max_completion_length: 48, save_steps: 1, num_generations: 2, per_device_train_batch_size: 2,
+       gradient_accumulation_steps: 1}
+lora: {r: 4, alpha: 8, target_modules: [q_proj, v_proj]}
+"""
+
+
+def _train_two_processes(notebook: str, params: Path, run_dir: Path, capsys) -> tuple[dict, str]:
+    rc = main(["train", notebook, "--params", str(params), "--accelerate-config", "ddp", "--num-processes", "2",
+               "--main-process-port", str(_free_port()), "--run-dir", str(run_dir)])
+    out = capsys.readouterr()
+    assert rc == 0, out.err[-4000:]
+    info = json.loads((run_dir / "launch.json").read_text())
+    assert (info["notebook"], info["num_processes"], info["distributed_type"], info["backend"]) == \
+        (notebook, 2, "MULTI_CPU", "gloo")
+    return info, out.out
+
+
+@pytest.mark.slow
+def test_factlab_train_launches_seva_on_two_gloo_processes(tmp_path, capsys, tiny_params):
+    """03_seva launched: the SFT, the adapter merged once, GRPO with the process reward and the
+    binary control from the merged SFT model, and one self-evolution round's Refine, every
+    training stage on both processes, in the folders the notebook uses (recipes.seva)."""
+    run_dir = tmp_path / "run"
+    info, out = _train_two_processes("03_seva", tiny_params("03_seva", SEVA_TINY), run_dir, capsys)
+    assert set(info["runs"]) == {"sft", "grpo-seva_process", "grpo-seva_binary", "evolve-1"}
+    assert all(r["steps"] == 1 for r in info["runs"].values())
+    assert Path(info["runs"]["sft"]["output_dir"]) == run_dir / "sft"
+    assert (run_dir / "sft" / "merged" / "config.json").exists() and (run_dir / "teacher.json").exists()
+    for reward in ("seva_process", "seva_binary"):
+        done = json.loads((run_dir / "grpo" / reward / "train_result.json").read_text())
+        assert done["steps"] == 1 and done["base_model"] == str(run_dir / "sft" / "merged")
+    assert Path(info["runs"]["evolve-1"]["output_dir"]) == run_dir / "evolve-1" / "seva_process"
+    assert "evaluate and report: factlab run 03_seva --resume" in out
+    # the notebook's stages on that folder (factlab run 03_seva --resume RUN) find every run finished
+    from factlab import recipes
+    from factlab.rewards import Resources
+    from factlab.runner import load_params
+
+    cfg, seva = load_params("03_seva", run_dir / "config.yaml"), recipes.recipe("03_seva")
+    resources = Resources(cfg)
+    again = seva.train(cfg, seva.prepare(cfg, resources, run_dir), resources, run_dir)
+    assert set(again) == set(info["runs"]) and all(r.resumed and r.steps == 1 for r in again.values())
+
+
+@pytest.mark.slow
+def test_factlab_train_launches_klcf_on_two_gloo_processes(tmp_path, capsys, tiny_params):
+    """05_klcf launched: the offline pipeline and the truthfulness RM's SFT prepared once in
+    their own process, then GRPO on two processes with the trained RM in the rewards."""
+    run_dir = tmp_path / "run"
+    info, out = _train_two_processes("05_klcf", tiny_params("05_klcf", KLCF_TINY), run_dir, capsys)
+    prepare, launched = _commands(out)  # the preparation (it trains the RM) ran alone, first
+    assert prepare[1:3] == ["-m", "factlab.launch"] and prepare[-1] == "--prepare-only"
+    assert "--config_file" in launched and "--prepare-only" not in launched
+    (name, run), = info["runs"].items()
+    assert run["steps"] == 1 and Path(run["output_dir"]).parent == run_dir / "train"
+    assert (run_dir / "pipeline" / "stage1_samples.jsonl").exists()
+    rm = json.loads((run_dir / "truth_rm" / "report.json").read_text())
+    assert rm["report"]["sft"]["method"] == "sft" and rm["report"]["sft"]["steps"] == 1
+    assert Path(rm["folder"]).exists()
+    assert info["training_items"] == 2

@@ -18,6 +18,7 @@ LAYERS = [
     ("synth", "eval"),
     ("experiment",),
     ("train",),
+    ("recipes",),
     ("report", "manifest", "runner", "sweep", "launch", "evidence", "cli"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}

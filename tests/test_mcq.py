@@ -14,7 +14,7 @@ from factlab import config
 from factlab.data.miniworld import ensure_world
 from factlab.data.types import read_jsonl
 from factlab.eval.mcq import LETTERS, miniworld_mcq, run_avg_at_k, task_score, write_task
-from factlab.train.k2v import K2VConfig
+from factlab.recipes.k2v import K2VConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

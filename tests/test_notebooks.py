@@ -356,6 +356,6 @@ longform: null
     assert {r["run"] for r in rows} == {"qa_judge+format · seed 0", "SEVA claims · seed 0"}
     held = [r for r in rows if r["alarm"] == "reward_vs_heldout"]
     assert held and all("no held-out metric" not in r["note"] for r in held)  # before / after reached it
-    from factlab.train.compare import collect
+    from factlab.recipes.compare import collect
 
     assert len(collect(res.run_dir / "runs")) == 4

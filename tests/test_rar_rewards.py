@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factlab import prompts as P
-from factlab.train.rar import RARConfig
+from factlab.recipes.rar import RARConfig
 from factlab.corpus.retrieval import Chunk, Datastore
 from factlab.judges import Judge, TransformersJudge
 from factlab.rewards.rar import (BinaryRAR, ClaimVerifier, LMJudgeReward, RatingRAR, VeriScoreReward, parse_claims,

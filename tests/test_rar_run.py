@@ -8,7 +8,7 @@ import pytest
 from factlab.config import ConfigError, validate
 from factlab.data.longform import LongformPrompt
 from factlab.rewards import Resources
-from factlab.train.rar import RARConfig, max_steps_for
+from factlab.recipes.rar import RARConfig, max_steps_for
 
 
 def test_veriscore_is_capped_at_1000_steps():
@@ -47,7 +47,7 @@ def test_early_stop_evaluates_the_last_checkpoint_that_passed(tmp_path, monkeypa
 
     from transformers import TrainerControl
 
-    import factlab.train.rar as rar
+    import factlab.recipes.rar as rar
 
     model, tok = tiny_model_and_tokenizer
     utilities = iter([0.80, 0.78, 0.60])  # baseline, step 1 passes (-2.5%), step 2 drops 25%

@@ -66,7 +66,7 @@ def test_params_file_with_key_over_http_fails_at_load_with_the_key_path(tmp_path
     p.write_text("base: {}\njudge: {{backend: openai, base_url: 'http://10.0.0.5:8000/v1', "
                  "api_key_env: FACTLAB_TEST_API_KEY}}\n".format(config.__file__.replace("src/factlab/config.py",
                                                                                         "params/02_binary_rar_smoke.yaml")))
-    from factlab.train.rar import RARConfig
+    from factlab.recipes.rar import RARConfig
     with pytest.raises(ConfigError, match=r"judge.base_url"):
         config.load_config(p, RARConfig)
 
@@ -185,7 +185,7 @@ def test_completions_judges_with_another_tokenizer_do_not_share_answers(tokenize
 
 
 def test_self_filter_counts_are_keyed_by_a_local_model_content(tmp_path):
-    from factlab.train.selffilter import SelfFilterConfig, _settings_key
+    from factlab.recipes.selffilter import SelfFilterConfig, _settings_key
 
     path = _local_model(tmp_path / "policy", b"v1")
     before = _settings_key(path, SelfFilterConfig())

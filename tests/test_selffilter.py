@@ -5,8 +5,8 @@ import json
 import pytest
 
 from factlab.data.types import QAItem, read_jsonl
-from factlab.train import selffilter as sf
-from factlab.train.selffilter import SelfFilterConfig, SelfFilterResult
+from factlab.recipes import selffilter as sf
+from factlab.recipes.selffilter import SelfFilterConfig, SelfFilterResult
 
 
 def _res(i: int, n: int, g: int = 16) -> SelfFilterResult:
@@ -26,7 +26,7 @@ def test_paper_defaults():
 
 def test_params_section_is_the_config():
     from factlab.config import ConfigError, validate
-    from factlab.train.corver import CorVerConfig
+    from factlab.recipes.corver import CorVerConfig
 
     cfg = validate({"self_filter": {"num_samples": 4, "anchors": 800, "progress": False}}, CorVerConfig).self_filter
     assert isinstance(cfg, SelfFilterConfig)

@@ -1,4 +1,4 @@
-"""factlab.train.seva: the verifier's GRPO rows, the process / control runs from params, and real
+"""factlab.recipes.seva: the verifier's GRPO rows, the process / control runs from params, and real
 GRPO steps of the embedded model as a verifier with the advantage-collapse diagnostics logged."""
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from factlab.config import GRPOSection, LoraSection
 from factlab.data.pairs import ClaimPair
 from factlab.rewards import RewardSpec, build_rewards
-from factlab.train import seva as T
+from factlab.recipes import seva as T
 
 
 PAIRS = [ClaimPair("a", "The capital of France is Paris.", "France's capital is Paris.", "attributable"),

@@ -40,7 +40,7 @@ def test_sft_args_pass_report_to_to_transformers(tmp_path):
 
 @pytest.mark.slow  # the 03_seva notebook test runs real SFT and GRPO in CI
 def test_real_sft_lowers_loss_and_resumes(tmp_path):
-    from factlab.train.seva import SevaConfig
+    from factlab.recipes.seva import SevaConfig
 
     pairs = [ClaimPair(str(i), "The capital of France is Paris.", "France's capital is Paris.", "attributable")
              for i in range(4)]
@@ -63,7 +63,7 @@ def test_short_sft_lowers_loss_and_resumes_from_its_checkpoint(tmp_path):
 
     from datasets import Dataset
 
-    from factlab.train.seva import SevaConfig
+    from factlab.recipes.seva import SevaConfig
 
     rows = [{"prompt": "Claim: The capital of France is Paris.\nFactual correctness:", "completion": " True"}] * 8
     cfg = SFTSection(learning_rate=3e-3, max_steps=4, per_device_train_batch_size=2, max_length=32, bf16=False,

@@ -1,4 +1,4 @@
-"""The warm start (``factlab.train.warmstart``): its demonstrations (format, train split only,
+"""The warm start (``factlab.recipes.warmstart``): its demonstrations (format, train split only,
 abstentions where the papers pay them, every sentence true), its cache key and cache (a second
 call loads, a concurrent caller waits and reuses), and the real warm-started model's format rate
 on held-out questions."""
@@ -16,11 +16,11 @@ from factlab.eval.abstention import ABSTAIN_SYSTEM, FORCED_SYSTEM
 from factlab.eval.truth import CONTRADICTED, SUPPORTED, label_sentences
 from factlab.experiment import TrainingConfig, WarmStartSection
 from factlab.prompts import CORVER_EVAL_SYSTEM, CORVER_TRAIN_SYSTEM, K2V_SYSTEM, KLCF_SYSTEM
-from factlab.train import warmstart as W
-from factlab.train.corver import qa_rows
-from factlab.train.k2v import k2v_rows
-from factlab.train.klcf import klcf_rows
-from factlab.train.rar import prompt_rows
+from factlab.recipes import warmstart as W
+from factlab.recipes.corver import qa_rows
+from factlab.recipes.k2v import k2v_rows
+from factlab.recipes.klcf import klcf_rows
+from factlab.recipes.rar import prompt_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "params" / "01_corver_smoke.yaml"
@@ -176,7 +176,7 @@ def test_bad_warm_start_params_fail_at_load(body, key):
 
 
 def test_seva_refuses_the_policy_warm_start():
-    from factlab.train.seva import SevaConfig
+    from factlab.recipes.seva import SevaConfig
 
     with pytest.raises(ConfigError, match="warm_start.enabled"):
         validate({"warm_start": {"enabled": True}}, SevaConfig)
@@ -267,7 +267,7 @@ def test_prepare_points_the_config_at_the_warm_start(tmp_path, monkeypatch):
     monkeypatch.setenv("FACTLAB_CACHE", str(tmp_path))
     monkeypatch.setattr(W, "run_sft", _fake_sft(tmp_path / "calls.log"))
     from factlab import config
-    from factlab.train.corver import CorVerConfig
+    from factlab.recipes.corver import CorVerConfig
 
     cfg = config.load_config(SMOKE, CorVerConfig)
     cfg.warm_start.check_questions = 0
@@ -289,7 +289,7 @@ def warm_start():
     """The smoke params' warm start, built once into the user cache (as `make run` does) and
     shared by every test and notebook run that needs it."""
     from factlab import config
-    from factlab.train.corver import CorVerConfig
+    from factlab.recipes.corver import CorVerConfig
 
     cfg = config.load_config(SMOKE, CorVerConfig)
     return W.prepare(cfg)

@@ -4,7 +4,7 @@ This is the bottom of the config stack. It holds the base class every params sec
 derives from, the YAML loader with ``base:`` inheritance, the error type, and the knob
 sections that are plain settings of a library (model, generation, LoRA, TRL's GRPO and SFT
 configs, an LLM judge). Sections that belong to one piece of code live beside that code
-(``data.EvalDataConfig``, ``corpus.retrieval.DatastoreSection``, ``train.selffilter.
+(``data.EvalDataConfig``, ``corpus.retrieval.DatastoreSection``, ``recipes.selffilter.
 SelfFilterSection``, ...); the experiment configs that compose them are in
 ``factlab.experiment`` and in each paper's ``train`` module.
 

@@ -9,7 +9,7 @@ truth metric (measured per held-out question with the mini-world's exact truth,
 hypotheses below were written in README ("Evidence") before any of them ran.
 
 ``run`` executes the notebook (``runner.run_notebook``), reads the ``evidence.json`` its
-evidence cell wrote (``train.evidence.run_arms``), computes each comparison's effect with a
+evidence cell wrote (``recipes.evidence.run_arms``), computes each comparison's effect with a
 paired bootstrap 95% interval over questions and seeds (``eval.bootstrap``), and writes
 ``results/<name>/``: ``effects.json``, the figure (the truth metric and the reward over steps,
 one line per seed per arm), ``command.txt`` and the run's ``manifest.json`` (commit, package
@@ -43,7 +43,7 @@ from .eval.bootstrap import Effect, paired_bootstrap, verdict
 from .manifest import git_state, hardware, package_versions
 from .plots import plot_evidence_curves
 from .runner import project_root, run_notebook, save_figure, save_headline, save_metrics
-from .train.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
+from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
 __all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
            "run",
@@ -219,8 +219,8 @@ def run_in_notebook(cfg: Any, resources: Any, rows: Sequence[dict], heldout_rows
                     arm_rows: dict[str, Sequence[dict]] | None = None,
                     adapt_rewards: Any = None) -> tuple[pd.DataFrame, dict]:
     """A notebook's evidence cell: ``cfg.evidence``'s arms trained on ``rows`` (``arm_rows``
-    per arm; ``adapt_rewards`` as in ``train.evidence.run_arms``) and evaluated with the exact
-    truth on the first ``cfg.evidence.heldout`` held-out rows (``train.evidence``), the effects
+    per arm; ``adapt_rewards`` as in ``recipes.evidence.run_arms``) and evaluated with the exact
+    truth on the first ``cfg.evidence.heldout`` held-out rows (``recipes.evidence``), the effects
     (``report_frame``), the curves figure and the ``evidence`` entry of ``metrics.json``;
     resumable like every stage."""
     ev = cfg.evidence

@@ -6,7 +6,7 @@ training notebook shares: the ``rewards:`` list (any registered rewards of any p
 ``factlab.rewards``), TRL's GRPO knobs, LoRA, and the shared resources those rewards draw
 on (judge, datastore, index, extractor, claim verifier; each built only if a reward or a
 stage asks for it). Each paper's config extends one of them beside its code
-(``train.corver.CorVerConfig``, ``train.rar.RARConfig``, ``train.seva.SevaConfig``); the
+(``recipes.corver.CorVerConfig``, ``recipes.rar.RARConfig``, ``recipes.seva.SevaConfig``); the
 notebook -> config map lives in ``factlab.runner``.
 """
 
@@ -96,7 +96,7 @@ class EvidenceSection(Section):
 
 
 class WarmStartSFTSection(SFTSection):
-    """The warm start's SFT (TRL ``SFTConfig`` knobs, ``train.warmstart``): one epoch on CPU,
+    """The warm start's SFT (TRL ``SFTConfig`` knobs, ``recipes.warmstart``): one epoch on CPU,
     micro-batches of 8 demonstrations of similar length (prompt-completion, loss on the completion
     only), no activation checkpointing. Its own defaults, so ``warm_start: {sft: {learning_rate:
     ...}}`` keeps the rest of them (not SEVA's SFT defaults)."""
@@ -117,7 +117,7 @@ class WarmStartSFTSection(SFTSection):
 
 
 class WarmStartSection(Section):
-    """A short SFT before RL (``factlab.train.warmstart``): demonstrations of every training
+    """A short SFT before RL (``factlab.recipes.warmstart``): demonstrations of every training
     notebook's answer format, written from the mini-world's facts (train split only), teach a
     small policy the format the rewards read, so that RL starts where rewards vary within a
     group. Off by default (the papers start from instruction-tuned models that need none); the
@@ -180,7 +180,7 @@ class TrainingConfig(ExperimentConfig):
     # a pre-registered hypothesis's arms and seeds (params/<notebook>_evidence.yaml; factlab.evidence); None: no
     # evidence cell runs
     evidence: EvidenceSection | None = None
-    warm_start: WarmStartSection = WarmStartSection()  # SFT on format demonstrations before RL (train.warmstart)
+    warm_start: WarmStartSection = WarmStartSection()  # SFT on format demonstrations before RL (recipes.warmstart)
 
     @field_validator("rewards")
     @classmethod

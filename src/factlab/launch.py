@@ -1,25 +1,31 @@
 """The training stage of a notebook's params on many processes: ``accelerate launch``.
 
     factlab train 01_corver --params params/01_corver.yaml --accelerate-config zero3 --num-processes 8
-    factlab train 01_corver --params P --accelerate-config ddp --num-processes 8 --dry-run   # print, run nothing
+    factlab train 03_seva --params P --accelerate-config ddp --num-processes 8 --dry-run   # print, run nothing
 
 ``factlab train`` validates the params (the notebook's config class, as ``factlab check``
 does) and the accelerate config (accelerate's own loader plus the keys factlab relies on),
-writes the resolved ``config.yaml`` into a run folder and runs
+writes the resolved ``config.yaml`` into a run folder (``runner.make_run_dir``, the folder maker
+of ``factlab run`` too) and runs
 
     accelerate launch --config_file params/accelerate/<name>.yaml --num_processes N \\
         --mixed_precision <from grpo.bf16> -m factlab.launch --notebook NB --params RUN/config.yaml --run-dir RUN
 
-Every process then runs ``train_stage``: it builds the training input exactly as the
-notebook's training stage does, with the same library calls (the main process first, so
-caches are filled once and read by the others), and calls the same training function into the
-same folders (``RUN/train/<run>``). A notebook run resumed in that folder
-(``factlab run NB --resume RUN``) finds the finished training and goes on to evaluate and
-report.
+Every process then runs ``train_stage``: the notebook's recipe (``factlab.recipes``), the same
+functions the notebook's cells call: ``start`` (the warm start), ``prepare`` (the training input;
+the main process first, so caches are filled once and read by the others) and ``train`` (every
+process; TRL shards each batch), into the folders the recipe chooses under the run folder. A
+notebook run resumed in that folder (``factlab run NB --resume RUN``) finds the finished
+training and goes on to evaluate and report.
 
-Launchable notebooks (``TRAINING_STAGES``): 01_corver (self-filtered pool, every ablation of
-``runs``; the quickstart-style judge + format GRPO is ``runs: [A1]``), 02_binary_rar, 04_k2v.
-The others fail with the reason (``NOT_LAUNCHABLE``).
+When the recipe's preparation itself trains (``prepare_alone``: the warm start's SFT, KLCF's
+truthfulness reward model), ``factlab train`` first runs it once in its own plain process
+(``python -m factlab.launch ... --prepare-only``), then the launch, whose processes find it done.
+
+Launchable: every training notebook, 01 to 06 (``recipes.RECIPES``): 01_corver (every ablation of
+``runs``), 02_binary_rar, 03_seva (SFT, merge, GRPO with the process reward and the control, each
+self-evolution round), 04_k2v, 05_klcf (pipeline and reward model prepared, then GRPO),
+06_compare (each compared run and seed in turn). 00_quickstart has no training stage.
 
 The accelerate configs live in ``params/accelerate/`` (``ddp``, ``zero2``, ``zero3``, ``fsdp2``);
 ``--accelerate-config`` takes one of those names or a path to any accelerate YAML.
@@ -28,7 +34,6 @@ The accelerate configs live in ``params/accelerate/`` (``ddp``, ``zero2``, ``zer
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import importlib.util
 import json
 import logging
@@ -37,124 +42,52 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType
+from typing import Any
 
 import torch
 import yaml
 from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, load_yaml, read_params, validate
-from .data import load_eval_sets
-from .models import load_model, release_memory
+from .recipes import RECIPES
 from .rewards import Resources
-from .runner import config_for_notebook, default_params, find_notebook, outputs_root, project_root
+from .runner import config_for_notebook, default_params, find_notebook, make_run_dir, project_root
 from .sweep import set_dotted
-from .train import corver, k2v, rar
 from .train.grpo import TrainResult
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LaunchError", "TrainingStage", "TRAINING_STAGES", "NOT_LAUNCHABLE", "training_stage",
-           "accelerate_configs", "accelerate_config_path", "check_accelerate_config", "check_runtime",
-           "launch_command", "train_stage", "main", "add_command", "command"]
+__all__ = ["LaunchError", "NOT_LAUNCHABLE", "training_stage", "accelerate_configs", "accelerate_config_path",
+           "check_accelerate_config", "check_runtime", "launch_command", "train_stage", "main", "add_command",
+           "command"]
 
 LAUNCH_FILE = "launch.json"  # what the launched processes trained (written by the main process)
 
 
 class LaunchError(ValueError):
-    """A launch that cannot start: an unknown config, a notebook with no launchable training
-    stage, a runtime that lacks what the params ask for. The CLI prints it and exits 2."""
+    """A launch that cannot start: an unknown config, a notebook with no training stage, a
+    runtime that lacks what the params ask for. The CLI prints it and exits 2."""
 
 
 # ---------------------------------------------------------------- the training stage of each notebook
 
-@dataclass(frozen=True)
-class TrainingStage:
-    """A notebook's training stage as library calls: ``prepare`` builds the training input as the
-    notebook does (it may fill caches in ``run_dir``); ``train`` trains every run of the params
-    into ``run_dir / "train"`` and returns the results by name."""
-
-    notebook: str
-    prepare: Callable[[Any, Resources, Path], Any]
-    train: Callable[[Any, Any, Resources, Path], dict[str, TrainResult]]
-    what: str
-
-
-def _corver_prepare(cfg: corver.CorVerConfig, resources: Resources, run_dir: Path):
-    """01_corver: the candidate pool, self-filtered by the start model (cached) when enabled."""
-    if not cfg.self_filter.enabled:
-        return corver.self_filter_pool(cfg, None, None).train_items
-    model, tokenizer = load_model(cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
-                                  adapter=cfg.model.adapter)
-    items = corver.self_filter_pool(cfg, model, tokenizer).train_items
-    del model
-    release_memory()
-    return items
-
-
-def _corver_train(cfg, items, resources: Resources, run_dir: Path) -> dict[str, TrainResult]:
-    return corver.train_ablations(cfg, items, resources, run_dir / "train")
-
-
-def _rar_prepare(cfg: rar.RARConfig, resources: Resources, run_dir: Path):
-    """02_binary_rar: the training prompts, every datastore pre-cached for them (each process
-    needs its own pre-cache: the rewards read it)."""
-    train, _, _ = rar.prepare_prompts(cfg, resources)
-    return train
-
-
-def _rar_train(cfg: rar.RARConfig, prompts, resources: Resources, run_dir: Path) -> dict[str, TrainResult]:
-    eval_sets = load_eval_sets(cfg.eval, cfg.world)
-    result, _ = rar.train_run(cfg, prompts, resources, run_dir / "train",
-                              utility_items=next(iter(eval_sets.values()), None))
-    return {result.name: result}
-
-
-def _k2v_prepare(cfg: k2v.K2VConfig, resources: Resources, run_dir: Path):
-    """04_k2v: the knowledge graph, the synthesized questions (cached in the run folder) and the
-    seeded train / held-out split."""
-    graph, _ = k2v.knowledge_graph(cfg, resources, run_dir)
-    questions, _ = k2v.synthesize(cfg, graph, resources, run_dir)
-    train_q, _ = k2v.split_questions(questions, cfg.heldout_fraction, cfg.synthesis.seed)
-    return train_q
-
-
-def _k2v_train(cfg: k2v.K2VConfig, questions, resources: Resources, run_dir: Path) -> dict[str, TrainResult]:
-    result = k2v.train_run(cfg, questions, resources, run_dir / "train")
-    return {result.name: result}
-
-
-TRAINING_STAGES: dict[str, TrainingStage] = {
-    "01_corver": TrainingStage("01_corver", _corver_prepare, _corver_train,
-                               "self-filtered mini-world questions; one GRPO run per `runs` ablation"),
-    "02_binary_rar": TrainingStage("02_binary_rar", _rar_prepare, _rar_train,
-                                   "long-form prompts with pre-cached datastores; one GRPO run"),
-    "04_k2v": TrainingStage("04_k2v", _k2v_prepare, _k2v_train,
-                            "knowledge graph -> synthesized questions; one DAPO / GRPO run"),
-}
-
 NOT_LAUNCHABLE: dict[str, str] = {
     "00_quickstart": "it evaluates a model and has no training stage (quickstart-style GRPO, judge + format on "
                      "mini-world questions, is 01_corver with `runs: [A1]`)",
-    "03_seva": "its training chains SFT, an adapter merge and GRPO from the merged model, then self-evolution "
-               "rounds, each writing shared folders; run it as one process: factlab run 03_seva",
-    "05_klcf": "its GRPO needs the offline checklist pipeline and the truthfulness reward model's SFT first, "
-               "which are notebook stages; run it as one process: factlab run 05_klcf",
-    "06_compare": "it trains and evaluates each compared run in turn (compare.train_and_evaluate); launch a "
-                  "compared reward list as its own 01_corver / 02_binary_rar / 04_k2v params",
 }
 
 
-def training_stage(notebook: str) -> TrainingStage:
-    """The launchable training stage of a notebook stem, or ``LaunchError`` naming it and why."""
+def training_stage(notebook: str) -> ModuleType:
+    """The recipe (``factlab.recipes``) whose stages train a notebook stem, or ``LaunchError``
+    naming it and why."""
     stem = Path(notebook).stem
-    if stem in TRAINING_STAGES:
-        return TRAINING_STAGES[stem]
-    why = NOT_LAUNCHABLE.get(stem, "it has no training stage registered in factlab.launch.TRAINING_STAGES")
+    if stem in RECIPES:
+        return RECIPES[stem]
+    why = NOT_LAUNCHABLE.get(stem, "it has no recipe in factlab.recipes.RECIPES")
     raise LaunchError(f"{stem} cannot be launched with accelerate: {why}. "
-                      f"Launchable: {', '.join(sorted(TRAINING_STAGES))}")
+                      f"Launchable: {', '.join(sorted(RECIPES))}")
 
 
 # ---------------------------------------------------------------- accelerate configs
@@ -303,14 +236,20 @@ def _result_row(r: TrainResult) -> dict[str, Any]:
             "resumed": r.resumed, "output_dir": r.output_dir}
 
 
+def _size(inputs: Any) -> int:
+    """How many training items a recipe's ``prepare`` returned (``.size``, else ``len``)."""
+    size = getattr(inputs, "size", None)
+    return int(size) if size is not None else len(inputs)
+
+
 def train_stage(notebook: str, cfg: BaseModel, run_dir: str | Path, *, prepare_only: bool = False
                 ) -> dict[str, TrainResult]:
     """The notebook's training stage in this process: one of ``accelerate launch``'s processes,
-    or the only one. The main process prepares first (filling caches), then the others; every
-    process trains (TRL shards the batch); the main process writes ``run_dir/launch.json``."""
+    or the only one. The recipe's ``start`` and ``prepare`` (main process first), then its
+    ``train`` in every process; the main process writes ``run_dir/launch.json``."""
     from accelerate import PartialState  # lazy: the process group starts here, not at import
 
-    stage = training_stage(notebook)
+    recipe = training_stage(notebook)
     if not prepare_only:
         check_runtime(cfg)
     run_dir = Path(run_dir)
@@ -319,22 +258,23 @@ def train_stage(notebook: str, cfg: BaseModel, run_dir: str | Path, *, prepare_o
     if state.device.type == "cuda":
         torch.cuda.set_device(state.device)  # "cuda" (models.pick_device) is this process's GPU
     t0 = time.perf_counter()
+    recipe.start(cfg)  # the warm start: cfg.model.name is then the warm-started model
     resources = Resources(cfg)
-    with state.main_process_first():
-        train_input = stage.prepare(cfg, resources, run_dir)
+    train_input = recipe.prepare(cfg, resources, run_dir)
     prepared_s = time.perf_counter() - t0
+    n_items = _size(train_input)
     log.info("process %d/%d: %s training input ready in %.1f s (%d items)", state.process_index,
-             state.num_processes, stage.notebook, prepared_s, len(train_input))
+             state.num_processes, recipe.NOTEBOOK, prepared_s, n_items)
     if prepare_only:
         state.wait_for_everyone()
         return {}
-    results = stage.train(cfg, train_input, resources, run_dir)
+    results = recipe.train(cfg, train_input, resources, run_dir)
     if state.is_main_process:
-        info = {"notebook": stage.notebook, "num_processes": state.num_processes,
+        info = {"notebook": recipe.NOTEBOOK, "num_processes": state.num_processes,
                 "distributed_type": str(getattr(state.distributed_type, "value", state.distributed_type)),
                 "backend": state.backend, "device": str(state.device),
                 "mixed_precision": os.environ.get("ACCELERATE_MIXED_PRECISION", "no"),
-                "training_items": len(train_input), "prepare_seconds": prepared_s,
+                "training_items": n_items, "prepare_seconds": prepared_s,
                 "seconds": time.perf_counter() - t0, "runs": {n: _result_row(r) for n, r in results.items()}}
         (run_dir / LAUNCH_FILE).write_text(json.dumps(info, indent=1, default=str), encoding="utf-8")
     state.wait_for_everyone()
@@ -349,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m factlab.launch", description=main.__doc__)
     p.add_argument("--notebook", required=True, help="notebook stem, e.g. 01_corver")
     p.add_argument("--params", required=True, help="params YAML (factlab train passes the run folder's config.yaml)")
-    p.add_argument("--run-dir", required=True, help="the run folder (training goes to <run-dir>/train)")
+    p.add_argument("--run-dir", required=True, help="the run folder (the recipe chooses the folders inside it)")
     p.add_argument("--prepare-only", action="store_true", help="build the training input (fill caches), train nothing")
     args = p.parse_args(argv)
     try:
@@ -382,7 +322,7 @@ def add_command(sub) -> None:
                        description="Validate the params and the accelerate config, write the resolved config.yaml "
                                    "into a run folder, and run `accelerate launch ... -m factlab.launch` there. "
                                    "Then `factlab run NOTEBOOK --resume RUN_DIR` evaluates and reports.")
-    t.add_argument("notebook", help=f"notebook stem: {', '.join(sorted(TRAINING_STAGES))}")
+    t.add_argument("notebook", help=f"notebook stem: {', '.join(sorted(RECIPES))}")
     t.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
     t.add_argument("--smoke", action="store_true", help="use params/<stem>_smoke.yaml")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -405,18 +345,21 @@ def add_command(sub) -> None:
     t.set_defaults(func=command)
 
 
-def _run_dir(args, nb: Path, params: Path) -> Path:
-    if args.run_dir:
-        return Path(args.run_dir).resolve()
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path(args.out) if args.out else outputs_root(nb.parent.parent) / "runs"
-    return (base / nb.stem / f"{stamp}-{params.stem}-train").resolve()
+def _run(cmd: list[str]) -> tuple[int, float]:
+    """Run ``cmd`` to its end (Ctrl-C reaches it too: wait for it to stop its processes)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd)
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        rc = proc.wait()
+    return rc, time.perf_counter() - t0
 
 
 def command(args) -> int:
     """``factlab train``: 0 when every process finished, 1 when the launch failed, 2 on bad input."""
     nb = find_notebook(args.notebook)
-    stage = training_stage(nb.stem)
+    recipe = training_stage(nb.stem)
     params = Path(args.params) if args.params else default_params(nb, args.smoke)
     cfg = validate(_overrides(read_params(params), args.set), config_for_notebook(nb.stem), source=str(params))
     acc_path = accelerate_config_path(args.accelerate_config, nb.parent.parent)
@@ -427,36 +370,43 @@ def command(args) -> int:
             raise LaunchError(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'machine_rank' else 1}")
     n = args.num_processes or acc["num_processes"]
     machines = args.num_machines or acc["num_machines"] or 1
-    run_dir = _run_dir(args, nb, params)
-    grpo = getattr(cfg, "grpo", None)
-    mixed = "bf16" if grpo is not None and grpo.bf16 else "no"  # the params decide precision, not the config
-    cmd = launch_command(nb.stem, run_dir / "config.yaml", run_dir, acc_path, num_processes=n,
-                         mixed_precision=mixed, num_machines=args.num_machines, machine_rank=args.machine_rank,
-                         main_process_ip=args.main_process_ip, main_process_port=args.main_process_port,
-                         prepare_only=args.prepare_only)
-    detail = ", ".join(f"{k} {v}" for k, v in acc.items() if k not in ("num_processes", "mixed_precision"))
-    print(f"{stage.notebook}: {stage.what}\naccelerate: {acc_path} ({detail}); {n} processes on {machines} "
-          f"machine(s), mixed precision {mixed} (grpo.bf16)\nrun folder: {run_dir}\n$ {shlex.join(cmd)}", flush=True)
-    if args.dry_run:
-        return 0
-    if not args.prepare_only:
+    if not args.dry_run and not args.prepare_only:
         check_runtime(cfg, acc)
         if torch.cuda.is_available() and n // machines > torch.cuda.device_count():
             raise LaunchError(f"{n // machines} processes per machine and {torch.cuda.device_count()} GPUs here: "
                               f"one process per GPU (--num-processes counts all machines)")
+    if args.run_dir:
+        run_dir = Path(args.run_dir).resolve()
+    else:  # the folder maker of factlab run; a dry run only names it
+        run_dir = make_run_dir(nb, params, args.out, tag="train", create=not args.dry_run).resolve()
+    grpo = getattr(cfg, "grpo", None)
+    mixed = "bf16" if grpo is not None and grpo.bf16 else "no"  # the params decide precision, not the config
+    config = run_dir / "config.yaml"
+    prepare = launch_command(nb.stem, config, run_dir, None, prepare_only=True)
+    cmd = prepare if args.prepare_only else launch_command(
+        nb.stem, config, run_dir, acc_path, num_processes=n, mixed_precision=mixed, num_machines=args.num_machines,
+        machine_rank=args.machine_rank, main_process_ip=args.main_process_ip,
+        main_process_port=args.main_process_port)
+    alone = not args.prepare_only and recipe.prepare_alone(cfg)
+    detail = ", ".join(f"{k} {v}" for k, v in acc.items() if k not in ("num_processes", "mixed_precision"))
+    steps = f"$ {shlex.join(prepare)}\n" if alone else ""
+    print(f"{recipe.NOTEBOOK}: {recipe.WHAT}\naccelerate: {acc_path} ({detail}); {n} processes on {machines} "
+          f"machine(s), mixed precision {mixed} (grpo.bf16)\nrun folder: {run_dir}"
+          + ("\nprepared first in one process (its preparation trains: warm start or reward model)" if alone else "")
+          + f"\n{steps}$ {shlex.join(cmd)}", flush=True)
+    if args.dry_run:
+        return 0
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(dump_config(cfg), encoding="utf-8")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd)
-    try:
-        rc = proc.wait()
-    except KeyboardInterrupt:  # Ctrl-C reaches the launcher too; wait for it to stop its processes
-        rc = proc.wait()
-    seconds = time.perf_counter() - t0
-    if rc != 0:
-        print(f"FAILED: the launch exited {rc} after {seconds:.0f} s; its processes' output is above. Run the "
-              f"same command again to resume from the last checkpoints (--run-dir {run_dir})", file=sys.stderr)
-        return 1
+    config.write_text(dump_config(cfg), encoding="utf-8")
+    seconds = 0.0
+    for step in ([prepare] if alone else []) + [cmd]:
+        rc, s = _run(step)
+        seconds += s
+        if rc != 0:
+            what = "the preparation" if step is prepare else "the launch"
+            print(f"FAILED: {what} exited {rc} after {seconds:.0f} s; its processes' output is above. Run the "
+                  f"same command again to resume from the last checkpoints (--run-dir {run_dir})", file=sys.stderr)
+            return 1
     if args.prepare_only:
         print(f"prepared in {seconds:.0f} s: {run_dir}")
         return 0

@@ -35,7 +35,7 @@ OUTCOMES = ("correct", "abstained", "incorrect")  # a short-form answer's outcom
 OUTCOME_COLORS = {"correct": "tab:green", "abstained": "tab:grey", "incorrect": "tab:red"}
 # the rows of a comparison that were evaluated, never trained (06_compare): reference lines, not runs
 BASE_RUN = "base"  # the untrained start
-RAW_RUN = "raw"  # the raw model under a warm start (train.warmstart)
+RAW_RUN = "raw"  # the raw model under a warm start (recipes.warmstart)
 
 
 def apply_theme() -> None:

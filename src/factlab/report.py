@@ -228,7 +228,7 @@ def plot_calibration(table, ax=None, title: str = "P(correct | co-occurrence buc
 def plot_selffilter_buckets(table, ax=None, title: str = "Learning-zone self-filter"):
     """Bars of the self-filter buckets (000 §A.4 Table 11) with count and share annotated.
 
-    ``table``: ``train.selffilter.bucket_table`` (three buckets, or one bar per
+    ``table``: ``recipes.selffilter.bucket_table`` (three buckets, or one bar per
     ``n_correct`` with ``detail=True``, coloured by bucket) or the table returned by
     ``select_learning_zone`` (its ``retained`` row is drawn as the last bar)."""
     colors = {"zero": "tab:red", "learning_zone": "tab:green", "mastered": "tab:blue",

@@ -42,24 +42,14 @@ from .manifest import (changed_keys, finish_manifest, last_config, read_manifest
 from .models import DEFAULT_MODEL
 from .paths import atomic_write_text
 from .report import sanitize_html
-from .train.compare import CompareConfig
-from .train.corver import CorVerConfig
-from .train.k2v import K2VConfig
-from .train.klcf import KLCFConfig
-from .train.rar import RARConfig
-from .train.seva import SevaConfig
+from .recipes import RECIPES
 
 log = logging.getLogger(__name__)
 
 # Every notebook's params schema, by notebook stem.
 NOTEBOOK_CONFIGS: dict[str, type[BaseModel]] = {
     "00_quickstart": QuickstartConfig,
-    "01_corver": CorVerConfig,
-    "02_binary_rar": RARConfig,
-    "03_seva": SevaConfig,
-    "04_k2v": K2VConfig,
-    "05_klcf": KLCFConfig,
-    "06_compare": CompareConfig,
+    **{stem: recipe.CONFIG for stem, recipe in RECIPES.items()},  # each paper's recipe (factlab.recipes)
 }
 
 
@@ -274,9 +264,7 @@ def run_notebook(notebook: str | Path, params: str | Path | None = None,
         params_path = Path(params) if params else default_params(nb_path, smoke)
         cfg = load_config(params_path, config_for_notebook(nb_path.stem))
         params_source = params_path
-        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        base = Path(out) if out else outputs_root(nb_path.parent.parent) / "runs"
-        run_dir = new_run_dir(base / nb_path.stem, f"{stamp}-{params_path.stem}")
+        run_dir = make_run_dir(nb_path, params_path, out)
     with run_lock(run_dir):
         if resume is not None:
             run_dir, cfg, params_source = resume_run_dir(nb_path, run_dir, force=force)
@@ -284,6 +272,19 @@ def run_notebook(notebook: str | Path, params: str | Path | None = None,
             atomic_write_text(run_dir / "config.yaml", dump_config(cfg))
         return _execute(nb_path, run_dir, cfg, params_source, resumed=resume is not None, progress=progress,
                         raise_on_error=raise_on_error, with_code=with_code)
+
+
+def make_run_dir(notebook: Path, params: Path, out: str | Path | None = None, *, tag: str = "",
+                 create: bool = True) -> Path:
+    """The run folder of a notebook run with ``params``, the one maker for ``factlab run`` and
+    ``factlab train``: ``<out or outputs/runs>/<notebook stem>/<YYYYmmdd-HHMMSS>-<params stem>[-tag]``,
+    created atomically (``new_run_dir``: ``-2``, ``-3``, ... when taken). ``create=False`` only
+    names it (a dry run writes nothing)."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(out) if out else outputs_root(notebook.parent.parent) / "runs"
+    name = f"{stamp}-{Path(params).stem}" + (f"-{tag}" if tag else "")
+    parent = base / notebook.stem
+    return new_run_dir(parent, name) if create else parent / name
 
 
 def new_run_dir(parent: Path, name: str) -> Path:

@@ -3,7 +3,7 @@ reward protocol (what a reward exposes), and the per-token shaping type the trai
 
 The reward protocol (``Reward``). A reward is a TRL reward function ``f(prompts, completions,
 **columns) -> list[float | None]`` with a ``__name__``; factlab's rewards also expose, for cost
-accounting (``eval.cost``), the comparison (``train.compare``) and anyone else, and without
+accounting (``eval.cost``), the comparison (``recipes.compare``) and anyone else, and without
 anyone reading their attributes:
 
 =================  =================================================================

@@ -165,7 +165,7 @@ class _Columns:
     def read(completions, golds, question, checklist, name: str):
         missing = [c for c, v in (("golds", golds), ("question", question), ("checklist", checklist)) if v is None]
         if missing:
-            raise KeyError(f"{name} needs the dataset columns {missing} (K2V rows: factlab.train.k2v.k2v_rows)")
+            raise KeyError(f"{name} needs the dataset columns {missing} (K2V rows: factlab.recipes.k2v.k2v_rows)")
         texts = [completion_text(c) for c in completions]
         answers = [text.extract_answer(t) for t in texts]
         correct = [text.grade_answer_exact(a, g) == text.GOOD for a, g in zip(answers, golds)]

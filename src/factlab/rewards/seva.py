@@ -547,7 +547,7 @@ class SevaProcessReward(_SevaReward):
         texts = self._texts(completions, label)
         if self.verdict == "kb":  # R_l and R_d against the world's truth of the claim (rewards.kb.gold_label)
             if claim is None:
-                raise KeyError("seva_process with verdict: kb needs a 'claim' column (train.seva.verifier_rows)")
+                raise KeyError("seva_process with verdict: kb needs a 'claim' column (recipes.seva.verifier_rows)")
             label = [kb.gold_label(c, g) for c, g in zip(claim, label)]
         parts = [process_reward_parts(t, g, self.weights) for t, g in zip(texts, label)]
         self._count([p["parse_failed"] for p in parts], log_metric)

@@ -1,8 +1,10 @@
-"""Training: one GRPO entry point for every paper (``run`` -> ``TrainResult``,
+"""Training, the engine: one GRPO entry point for every paper (``run`` -> ``TrainResult``,
 ``merge_adapter``), TRL's trainer with factlab's extensions (``trainer``: advantage
-diagnostics; ``stepwise_grpo``: CorVer's token-level advantages), SFT (``sft``), the
-learning-zone self-filter (``selffilter``), callbacks, and each paper's wiring and params
-(``corver``, ``rar``, ``seva``).
+diagnostics; ``stepwise_grpo``: CorVer's token-level advantages; ``dapo``: dynamic sampling),
+SFT (``sft``), callbacks, completion health, reward validity and the training alarms.
+
+Each paper's params and stages (what it trains on, which runs, in which folders) live one layer
+up, in ``factlab.recipes``.
 """
 
 from .grpo import TrainResult, merge_adapter, run

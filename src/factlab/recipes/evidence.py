@@ -33,7 +33,7 @@ from ..models import generate, load_model, release_memory
 from ..experiment import BASE_ARM, EvidenceArm, EvidenceSection
 from ..rewards import build_rewards
 from ..rewards.registry import RewardSpec
-from .grpo import TrainResult, run
+from ..train.grpo import TrainResult, run
 
 __all__ = ["EvidenceArm", "EvidenceSection", "BASE_ARM", "run_arms", "EVIDENCE_FILE", "truth_evaluator",
            "generate_for_rows"]
@@ -59,7 +59,7 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
     ``start_model`` (default the run's model), evaluate each policy and the base model with
     ``evaluate``, and write ``<out_dir>/evidence.json`` (module docstring); returns its content.
     ``adapt_rewards``: what the notebook does to its own reward list before training (e.g.
-    KLCF's truthfulness RM folder, ``train.klcf.with_truth_model``), applied to every arm's."""
+    KLCF's truthfulness RM folder, ``recipes.klcf.with_truth_model``), applied to every arm's."""
     out = Path(out_dir)
     done = out / EVIDENCE_FILE
     if done.exists():

@@ -16,6 +16,20 @@ them from a ``K2VConfig``:
 - ``reward_ablation``: every §4.3 ablation on constructed responses (Figure 3's argument).
 - ``answer_accuracy``: the policy's accuracy on held-out K2V questions (the in-domain number).
 - ``train_run``: DAPO (``grpo.preset: dapo``) with ``cfg.rewards``.
+
+Index (paper section -> function; ``../shared/papers/003_5e9813e66e6ba19a.txt``):
+
+=======================================  ============================================================
+§4.1 setup (params)                      ``K2VConfig``, ``ExtractionCheckSection``
+§3.1, App. G knowledge graph             ``knowledge_graph``, ``extraction_check``
+§3.1-3.2 questions and checklists        ``synthesize``, ``split_questions``, ``synthesis_cost``
+§4.4 / Table 10 leakage                  ``leakage``
+§3.3 Eq. 4-5, 8 / §4.3 ablations         ``constructed_responses``, ``reward_ablation``
+§3.3 template, DAPO training             ``k2v_rows``, ``train_run`` (``run_dir/train/<rewards>``)
+§4.2 evaluation                          ``answer_accuracy``
+stages (notebook 04, factlab train)      ``start`` (warm start) -> ``prepare`` (= ``knowledge_graph``
+                                         -> ``synthesize`` -> ``split_questions``) -> ``train``
+=======================================  ============================================================
 """
 
 from __future__ import annotations
@@ -45,7 +59,8 @@ from ..rewards.length import OverlongArgs, OverlongPenalty
 from ..synth import kg as kgmod
 from ..synth.k2v import (ChecklistSection, K2VQuestion, SynthesisSection, TemplateChecklistJudge, leakage,
                          make_checklists, score_checklists, synthesize_questions)
-from .grpo import TrainResult, run
+from ..train.grpo import TrainResult, run
+from .stages import main_process_first, start, warm_start_trains
 
 log = logging.getLogger(__name__)
 
@@ -305,3 +320,35 @@ def train_run(cfg: K2VConfig, questions: Sequence[K2VQuestion], resources: Resou
     rewards = build_rewards(cfg.rewards, resources)
     name = "+".join(rewards.names)
     return run(cfg, k2v_rows(questions, cfg.system_prompt), rewards, Path(out_dir) / name, name=f"k2v-{name}")
+
+
+# ---------------------------------------------------------------- the stages (notebook 04 and factlab train)
+
+NOTEBOOK = "04_k2v"
+CONFIG = K2VConfig
+WHAT = "knowledge graph -> synthesized questions; one DAPO / GRPO run"
+TRAIN_DIR = "train"  # run_dir / TRAIN_DIR / <rewards>
+
+__all__ += ["start", "prepare", "prepare_alone", "train", "NOTEBOOK", "CONFIG", "WHAT"]
+
+
+def prepare(cfg: K2VConfig, resources: Resources, run_dir: str | Path) -> list[K2VQuestion]:
+    """The training questions: ``knowledge_graph`` -> ``synthesize`` (both cached in ``run_dir``;
+    the main process of a launch first) -> the seeded train split of ``split_questions``."""
+    with main_process_first():
+        graph, _ = knowledge_graph(cfg, resources, run_dir)
+        questions, _ = synthesize(cfg, graph, resources, run_dir)
+    train_q, _ = split_questions(questions, cfg.heldout_fraction, cfg.synthesis.seed)
+    return train_q
+
+
+def prepare_alone(cfg: K2VConfig) -> bool:
+    """The warm start may train: ``factlab train`` prepares in its own process first."""
+    return warm_start_trains(cfg)
+
+
+def train(cfg: K2VConfig, questions: Sequence[K2VQuestion], resources: Resources, run_dir: str | Path
+          ) -> dict[str, TrainResult]:
+    """``train_run`` into ``run_dir/train``; the one run by name."""
+    result = train_run(cfg, questions, resources, Path(run_dir) / TRAIN_DIR)
+    return {result.name: result}

@@ -7,10 +7,26 @@ of each claim/source pair, the gold label in a ``label`` column that the ``seva_
 ``seva_process`` with the paper's 70/30 weights, Table 21); ``control_rewards`` is the §2.3
 binary control, trained from the same SFT start. Every run logs the advantage-collapse
 diagnostics of Table 5 / Figures 4-5 (``train.trainer``). §2.5: ``self_evolve``.
+
+Index (paper section -> function; ``../shared/papers/002_56f1a732f42030d3.txt``):
+
+=======================================  ============================================================
+§2.3-2.4, Table 9, Table 21 (params)     ``SevaConfig``, ``SelfEvolutionSection``
+§4 data (pair sets)                      ``load_pair_set``, ``load_pair_sets``, ``load_inputs``
+App. B.1 / §2.4 teacher annotations      ``prepare`` (``synth.seva.annotate_training_pairs``, cached
+                                         in ``run_dir/teacher.json``)
+§2.4 SFT cold start, merged              ``sft_stage`` (``run_dir/sft``)
+§2.3 GRPO: process reward vs binary      ``verifier_rows``, ``train_verifier``, ``train_grpo_runs``,
+                                         ``grpo_stage`` (``run_dir/grpo/<rewards>``)
+§2.5 / App. F self-evolution             ``self_evolve``, ``evolve_stage`` (``run_dir/evolve-<round>``)
+stages (notebook 03, factlab train)      ``prepare`` -> ``train`` (= ``sft_stage`` -> ``grpo_stage``
+                                         -> ``evolve_stage``; the notebook evaluates between them)
+=======================================  ============================================================
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,11 +39,14 @@ from ..data.pairs import MINIWORLD, ClaimPair, PairDataConfig, load_pairs, strat
 from ..data.types import read_jsonl
 from ..eval.suites import evaluate_model
 from ..experiment import TrainingConfig
+from ..paths import atomic_write_text
 from ..rewards import Resources, RewardSpec, build_rewards, seva
 from ..synth import seva as synth
 from ..synth.perturbations import miniworld_pairs, probe_filter
 from ..synth.seva import TeacherSection
-from .grpo import TrainResult, merge_adapter, run
+from ..train.grpo import TrainResult, run
+from ..train.sft import run_sft, sft_dataset
+from .stages import main_process_first, merged, start, warm_start_trains
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +80,7 @@ class SevaConfig(TrainingConfig):
     @model_validator(mode="after")
     def _no_warm_start(self) -> "SevaConfig":
         # SEVA trains a verifier, whose cold start is its own SFT on teacher annotations (002 §2.4,
-        # the `sft:` stage); the policy warm start (train.warmstart) teaches answer formats it never writes
+        # the `sft:` stage); the policy warm start (recipes.warmstart) teaches answer formats it never writes
         if self.warm_start.enabled:
             raise ParamError("warm_start.enabled", "03_seva starts GRPO from its own SFT stage (002 §2.4, `sft:`); "
                                                    "the policy warm start does not apply to a verifier")
@@ -136,9 +155,10 @@ class EvolutionRound:
     refine_steps: int
     model_dir: str                      # the refined verifier, start of the next round
     probe_filter: dict[str, int] = field(default_factory=dict)  # App. F filter: generated, kept, dropped by reason
+    result: TrainResult | None = field(default=None, repr=False, compare=False)  # Refine's GRPO run
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "result"}
 
 
 def self_evolve(start_model_dir: str, world, cfg: SevaConfig, resources: Resources, run_dir: str | Path,
@@ -182,8 +202,103 @@ def self_evolve(start_model_dir: str, world, cfg: SevaConfig, resources: Resourc
                  len(probes))
         res = train_verifier(cfg, cfg.rewards, probes, resources, Path(run_dir) / f"evolve-{rnd}", current,
                              max_steps=evo.refine_steps)
-        current = merge_adapter(res)
+        current = merged(res)  # the main process of a launch writes it, the others read it
         _, after = verify(current, verify_set, f"round {rnd} re-verify")
         rounds.append(EvolutionRound(rnd, profile, allocation, len(probes), before, after, res.steps, current,
-                                     filtered))
+                                     filtered, result=res))
     return rounds
+
+
+# ---------------------------------------------------------------- the stages (notebook 03 and factlab train)
+
+NOTEBOOK = "03_seva"
+CONFIG = SevaConfig
+WHAT = "teacher-annotated pairs; SFT -> merge -> GRPO (process reward, binary control) -> self-evolution rounds"
+TEACHER_FILE = "teacher.json"
+
+__all__ += ["SevaInputs", "load_inputs", "start", "prepare", "prepare_alone", "sft_stage", "grpo_stage",
+            "evolve_stage", "train", "NOTEBOOK", "CONFIG", "WHAT"]
+
+
+@dataclass
+class SevaInputs:
+    """What SEVA's training reads: the mini-world, the training pairs, the held-out pair sets and
+    the teacher's annotations of the training pairs (one per pair, None where none)."""
+
+    world: Any
+    train_pairs: list[ClaimPair]
+    eval_sets: dict[str, list[ClaimPair]]
+    annotations: list[dict | None]
+    teacher_report: dict[str, Any]
+
+    @property
+    def size(self) -> int:
+        return len(self.train_pairs)
+
+    def seen_claims(self) -> set[str]:
+        """Every claim trained or evaluated on: self-evolution never probes with them."""
+        return {p.claim for p in self.train_pairs} | {p.claim for ps in self.eval_sets.values() for p in ps}
+
+
+def load_inputs(cfg: SevaConfig, resources: Resources) -> tuple[Any, list[ClaimPair], dict[str, list[ClaimPair]]]:
+    """(mini-world, training pairs, held-out pair sets by label)."""
+    world = resources.world()
+    return world, load_pair_set(cfg.train_data, world), load_pair_sets(cfg.eval, world)
+
+
+def prepare(cfg: SevaConfig, resources: Resources, run_dir: str | Path) -> SevaInputs:
+    """The pairs and §2.4's teacher annotations, written once to ``run_dir/teacher.json`` (the
+    main process of a launch first; the others and a resumed notebook read the file, so every
+    process fine-tunes on the same examples)."""
+    world, train_pairs, eval_sets = load_inputs(cfg, resources)
+    path = Path(run_dir) / TEACHER_FILE
+    with main_process_first():
+        if path.exists():
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            annotations, report = saved["annotations"], saved["report"]
+        else:
+            annotations, report = synth.annotate_training_pairs(cfg.teacher, train_pairs)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps({"annotations": annotations, "report": report}, default=str))
+    return SevaInputs(world, train_pairs, eval_sets, annotations, report)
+
+
+def prepare_alone(cfg: SevaConfig) -> bool:
+    """Nothing in ``prepare`` trains (the SFT is a launched stage)."""
+    return warm_start_trains(cfg)
+
+
+def sft_stage(cfg: SevaConfig, inputs: SevaInputs, run_dir: str | Path) -> tuple[TrainResult, str]:
+    """§2.4: SFT on the accepted annotations into ``run_dir/sft`` (every process of a launch,
+    resumable), then the adapter merged once: (result, merged model folder)."""
+    result = run_sft(cfg, sft_dataset(inputs.train_pairs, inputs.annotations), Path(run_dir) / "sft")
+    return result, merged(result)
+
+
+def grpo_stage(cfg: SevaConfig, inputs: SevaInputs, resources: Resources, run_dir: str | Path,
+               start_model: str) -> dict[str, TrainResult]:
+    """§2.3: the process-reward run and the binary control from ``start_model`` (the merged SFT
+    verifier) into ``run_dir/grpo/<rewards>``."""
+    return train_grpo_runs(cfg, inputs.train_pairs, resources, Path(run_dir) / "grpo", start_model)
+
+
+def evolve_stage(cfg: SevaConfig, inputs: SevaInputs, resources: Resources, run_dir: str | Path,
+                 grpo_runs: dict[str, TrainResult], sft_dir: str, progress: bool = True) -> list[EvolutionRound]:
+    """§2.5: ``self_evolve`` from the method's GRPO verifier (the SFT one when no run trained),
+    never probing a claim already trained or evaluated on. In a launch every process verifies
+    (the same greedy generations) and trains each round's Refine together."""
+    main_run = next(iter(grpo_runs.values()), None)
+    begin = merged(main_run) if main_run is not None else sft_dir
+    return self_evolve(begin, inputs.world, cfg, resources, run_dir, seen_claims=inputs.seen_claims(),
+                       progress=progress)
+
+
+def train(cfg: SevaConfig, inputs: SevaInputs, resources: Resources, run_dir: str | Path
+          ) -> dict[str, TrainResult]:
+    """Every trained stage in the notebook's order: ``sft_stage``, ``grpo_stage``, then each
+    round of ``evolve_stage``; the results by name (``sft``, ``grpo-<rewards>``, ``evolve-<n>``)."""
+    sft_result, sft_dir = sft_stage(cfg, inputs, run_dir)
+    runs = grpo_stage(cfg, inputs, resources, run_dir, sft_dir)
+    rounds = evolve_stage(cfg, inputs, resources, run_dir, runs, sft_dir, progress=False)
+    return {"sft": sft_result, **{f"grpo-{name}": r for name, r in runs.items()},
+            **{f"evolve-{r.round}": r.result for r in rounds if r.result is not None}}

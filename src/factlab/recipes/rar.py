@@ -14,6 +14,18 @@ The pieces live where they belong (``factlab.judges``, ``factlab.corpus.retrieva
 - ``comparison_responses``: per heldout prompt a faithful and a perturbed response built
   from the mini-world's labelled claims, plus samples of the base policy.
 - ``train_run``: GRPO with the KL term and ``UtilityEarlyStopping`` (§4.3).
+
+Index (paper section -> function; ``../shared/papers/001_f9c1f8134c3dd554.txt``):
+
+=======================================  ============================================================
+§4.1-4.3 (params), §4.2 baselines        ``RARConfig``, ``RewardCompareSection``, ``max_steps_for``
+§3.2 per-prompt datastore, §3.3 filter   ``prepare_prompts``, ``datastore_report``
+§3.1 reward on constructed responses     ``controlled_responses``, ``comparison_responses``
+§4.3 GRPO + utility early stopping       ``prompt_rows``, ``utility_fn``, ``train_run``,
+                                         ``train_with_stopping`` (``run_dir/train/<rewards>``)
+§4.1 evaluation (abstention, long-form)  ``evaluate_policy``
+stages (notebook 02, factlab train)      ``start`` (warm start) -> ``prepare`` -> ``train``
+=======================================  ============================================================
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from __future__ import annotations
 import logging
 import random
 from pathlib import Path
+from typing import NamedTuple
 from typing import Any, Callable, Sequence
 
 from pydantic import Field, field_validator
@@ -33,8 +46,10 @@ from ..eval.utility import UtilityUnavailable, forced_qa_utility, lm_eval_utilit
 from ..experiment import TrainingConfig
 from ..models import chat_prompt, generate, load_tokenizer
 from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
-from .callbacks import EarlyStoppingSection, UtilityEarlyStopping
-from .grpo import TrainResult, run
+from ..train.callbacks import EarlyStoppingSection, UtilityEarlyStopping
+from ..data import load_eval_sets
+from ..train.grpo import TrainResult, run
+from .stages import main_process_first, start, warm_start_trains
 
 log = logging.getLogger(__name__)
 
@@ -209,3 +224,54 @@ def train_run(cfg: RARConfig, prompts: Sequence[LongformPrompt], resources: Reso
         result.metrics.update(stopped_at=stopper.stopped_at, evaluated_step=stopper.kept_step)
         result.save()
     return result, stopper
+
+
+# ---------------------------------------------------------------- the stages (notebook 02 and factlab train)
+
+NOTEBOOK = "02_binary_rar"
+CONFIG = RARConfig
+WHAT = "long-form prompts with pre-cached datastores; one GRPO run"
+TRAIN_DIR = "train"  # run_dir / TRAIN_DIR / <rewards>
+
+__all__ += ["RARPrompts", "start", "prepare", "prepare_alone", "train", "train_with_stopping", "NOTEBOOK",
+            "CONFIG", "WHAT"]
+
+
+class RARPrompts(NamedTuple):
+    """``prepare_prompts``: the training and held-out prompts and what was kept."""
+
+    train: list[LongformPrompt]
+    heldout: list[LongformPrompt]
+    report: dict[str, Any]
+
+    @property
+    def size(self) -> int:
+        return len(self.train)
+
+
+def prepare(cfg: RARConfig, resources: Resources, run_dir: str | Path) -> RARPrompts:
+    """§3.2: the prompts, every datastore pre-cached for them. Every process of a launch needs
+    its own pre-cache (the rewards read it), the main process first (it fills the disk caches)."""
+    with main_process_first():
+        return RARPrompts(*prepare_prompts(cfg, resources))
+
+
+def prepare_alone(cfg: RARConfig) -> bool:
+    """The warm start may train: ``factlab train`` prepares in its own process first."""
+    return warm_start_trains(cfg)
+
+
+def train_with_stopping(cfg: RARConfig, prompts: RARPrompts, resources: Resources, run_dir: str | Path
+                        ) -> tuple[TrainResult, UtilityEarlyStopping | None]:
+    """§4.3: ``train_run`` into ``run_dir/train``, utility measured on the first eval set; returns
+    the early-stopping callback too (its history is the notebook's utility table)."""
+    eval_sets = load_eval_sets(cfg.eval, cfg.world)
+    return train_run(cfg, prompts.train, resources, Path(run_dir) / TRAIN_DIR,
+                     utility_items=next(iter(eval_sets.values()), None))
+
+
+def train(cfg: RARConfig, prompts: RARPrompts, resources: Resources, run_dir: str | Path
+          ) -> dict[str, TrainResult]:
+    """``train_with_stopping``; the one run by name."""
+    result, _ = train_with_stopping(cfg, prompts, resources, run_dir)
+    return {result.name: result}

@@ -1,6 +1,16 @@
 """CorVer end to end (000_ac66a963fabf3916.txt): params, the self-filtered question pool, and
 the ablation runs from one start.
 
+Index (paper section -> function; ``../shared/papers/000_ac66a963fabf3916.txt``):
+
+=====================================  ==============================================================
+§A.1-A.2 recipe, §6.2 ablations        ``CorVerConfig`` (params), ``ablation_rewards`` (A1-A3)
+§A.3 training prompt                   ``qa_rows``
+§A.2 / §A.4 learning-zone self-filter  ``self_filter_pool``, ``select_questions`` (loads the model)
+§3, Eq. 4 (token-level GRPO)           ``train_ablations`` (one run per ``runs`` ablation)
+stages (notebook 01, factlab train)    ``start`` (warm start) -> ``prepare`` -> ``train``
+=====================================  ==============================================================
+
 §3 (method), §A.1-A.2 (recipe), §6.2 (ablations A1-A3). The reward math lives in
 ``factlab.rewards.corver`` (registered as ``corver``, a per-token shaping reward, and
 ``corver_scalar``); the trainer in ``train.trainer`` / ``train.stepwise_grpo``; this module
@@ -38,8 +48,10 @@ from ..paths import cache_dir
 from ..prompts import CORVER_TRAIN_SYSTEM
 from ..rewards import Resources, RewardSpec, build_rewards
 from ..rewards.corver import CorVerArgs
+from ..models import load_model, release_memory
+from ..train.grpo import TrainResult, run
 from . import selffilter
-from .grpo import TrainResult, run
+from .stages import main_process_first, start, warm_start_trains
 
 log = logging.getLogger(__name__)
 
@@ -160,3 +172,45 @@ def train_ablations(cfg: CorVerConfig, items: Sequence[QAItem], resources: Resou
         log.info("CorVer %s: %s", name, rewards.describe())
         results[name] = run(cfg, rows, rewards, Path(out_dir) / name, name=f"corver-{name}")
     return results
+
+
+# ---------------------------------------------------------------- the stages (notebook 01 and factlab train)
+
+NOTEBOOK = "01_corver"
+CONFIG = CorVerConfig
+WHAT = "self-filtered mini-world questions; one GRPO run per `runs` ablation"
+TRAIN_DIR = "train"  # run_dir / TRAIN_DIR / <ablation>
+
+__all__ += ["select_questions", "start", "prepare", "prepare_alone", "train", "NOTEBOOK", "CONFIG", "WHAT"]
+
+
+def select_questions(cfg: CorVerConfig, model=None, tokenizer=None) -> SelfFilterOutcome:
+    """§A.2 / §A.4: the candidate pool, self-filtered by the start model when
+    ``self_filter.enabled`` (cached, so a second process or a resumed notebook reads it). Without
+    ``model`` the start model is loaded here and released after."""
+    if not cfg.self_filter.enabled or model is not None:
+        return self_filter_pool(cfg, model, tokenizer)
+    model, tokenizer = load_model(cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
+                                  adapter=cfg.model.adapter)
+    try:
+        return self_filter_pool(cfg, model, tokenizer)
+    finally:
+        del model
+        release_memory()
+
+
+def prepare(cfg: CorVerConfig, resources: Resources, run_dir: str | Path) -> list[QAItem]:
+    """The training questions (``select_questions``); the main process of a launch first."""
+    with main_process_first():
+        return select_questions(cfg).train_items
+
+
+def prepare_alone(cfg: CorVerConfig) -> bool:
+    """The warm start may train: ``factlab train`` prepares in its own process first."""
+    return warm_start_trains(cfg)
+
+
+def train(cfg: CorVerConfig, items: Sequence[QAItem], resources: Resources, run_dir: str | Path
+          ) -> dict[str, TrainResult]:
+    """Every ``runs`` ablation into ``run_dir/train/<run>`` (``train_ablations``; resumable)."""
+    return train_ablations(cfg, items, resources, Path(run_dir) / TRAIN_DIR)

@@ -28,6 +28,23 @@ module wires them from a ``KLCFConfig``:
   truthfulness rewards pointed at the trained reward model.
 - ``longform_eval`` / ``win_rate``: §4.1 before / after training: the base model 10-shot (App.
   C.3, Prompt 1), the trained policy under Prompt 5; the win-rate judge reads answer parts only.
+
+Index (paper section -> function; ``../shared/papers/004_4f2ca2d982459bb2.txt``):
+
+=======================================  ============================================================
+§3.1, Table 8 (params)                   ``KLCFConfig``, ``TruthRMSection``, ``WinRateSection``
+§2.2 Stages 1-4 offline checklist        ``queries``, ``offline_pipeline``, ``pipeline_stage``
+                                         (``run_dir/pipeline``)
+§2.3.2 Eq. 4, App. D.1, Table 13         ``truth_data``, ``truth_rm``, ``truth_rm_model``,
+  truthfulness reward model              ``reward_model_stage`` (``run_dir/truth_rm``)
+§2.3 Eq. 5-13 on constructed answers     ``constructed_responses``, ``reward_table``
+§3.7, Table 14 efficiency                ``efficiency_table``
+§2.3.3 Prompt 5, Table 8 GRPO            ``klcf_rows``, ``with_truth_model``, ``train_run``
+                                         (``run_dir/train/<rewards>``)
+§4.1 Eq. 16-20 evaluation                ``longform_eval``, ``base_fewshot_examples``, ``win_rate``
+stages (notebook 05, factlab train)      ``start`` (warm start) -> ``prepare`` (= ``pipeline_stage``
+                                         -> ``reward_model_stage``) -> ``train``
+=======================================  ============================================================
 """
 
 from __future__ import annotations
@@ -37,6 +54,7 @@ import logging
 import math
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
@@ -59,8 +77,10 @@ from ..rewards.klcf import (TABLE2_WEIGHTS, KLCFTruthArgs, LengthPenalty, Length
                             TruthfulnessScorer, checklist_scores, checklist_verifier, claim_truth, format_reward,
                             length_penalty)
 from ..synth import klcf as synth
-from .grpo import TrainResult, merge_adapter, run
-from .sft import run_sft
+from ..train.grpo import TrainResult, merge_adapter, run
+from ..train.sft import run_sft
+from ..paths import atomic_write_text
+from .stages import main_process_first, start, warm_start_trains
 
 log = logging.getLogger(__name__)
 
@@ -656,3 +676,101 @@ def policy_samples(model, tokenizer, prompts: Sequence[LongformPrompt], cfg: KLC
     gens = generate(model, tokenizer, [chat_prompt(tokenizer, p.prompt, system=cfg.system_prompt) for p in prompts],
                     max_new_tokens=g.max_new_tokens, batch_size=g.batch_size, desc="klcf samples")
     return [gs[0].text for gs in gens]
+
+
+# ---------------------------------------------------------------- the stages (notebook 05 and factlab train)
+
+NOTEBOOK = "05_klcf"
+CONFIG = KLCFConfig
+WHAT = ("offline checklist pipeline and truthfulness reward model (prepared once, in their own process when "
+        "they train), then one GRPO run")
+TRAIN_DIR = "train"  # run_dir / TRAIN_DIR / <rewards>
+TRUTH_REPORT = "truth_rm/report.json"  # reward_model_stage's result, read back by a second call
+
+__all__ += ["KLCFInputs", "pipeline_stage", "reward_model_stage", "start", "prepare", "prepare_alone", "train",
+            "NOTEBOOK", "CONFIG", "WHAT"]
+
+
+@dataclass
+class KLCFInputs:
+    """What KLCF's GRPO reads, and what the notebook shows of its preparation."""
+
+    train: list[LongformPrompt]
+    heldout: list[LongformPrompt]
+    query_report: dict[str, Any]
+    checklists: dict[str, list[str]]
+    pipeline: dict[str, Any]  # offline_pipeline's report (labels_by_claim included)
+    truth_folder: str | None  # the trained truthfulness RM (None: off)
+    truth_report: dict[str, Any]
+    rows: list[dict[str, Any]]  # the GRPO rows: training queries with their checklists
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    @classmethod
+    def of(cls, cfg: KLCFConfig, train: Sequence[LongformPrompt], heldout: Sequence[LongformPrompt],
+           query_report: dict[str, Any], checklists: dict[str, list[str]], pipeline: dict[str, Any],
+           truth_folder: str | None, truth_report: dict[str, Any]) -> "KLCFInputs":
+        """The stages' outputs, the GRPO rows built from them (``klcf_rows`` under Prompt 5)."""
+        return cls(list(train), list(heldout), query_report, checklists, pipeline, truth_folder, truth_report,
+                   klcf_rows(train, checklists, cfg.system_prompt))
+
+
+def pipeline_stage(cfg: KLCFConfig, resources: Resources, run_dir: str | Path, model=None, tokenizer=None
+                   ) -> tuple[list[LongformPrompt], list[LongformPrompt], dict, dict[str, list[str]], dict]:
+    """§2.2: the queries (datastores pre-cached) and Stages 1-4 on them with the base model
+    (``model``, else loaded here and released) into ``run_dir/pipeline`` (cached, resumable):
+    (train queries, held-out queries, query report, checklists, pipeline report)."""
+    train_q, held_q, q_report = queries(cfg, resources)
+    own = model is None
+    if own:
+        model, tokenizer = load_model(cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
+                                      adapter=cfg.model.adapter)
+    try:
+        checklists, pipe = offline_pipeline(cfg, resources, train_q, held_q, run_dir, model=model, tokenizer=tokenizer)
+    finally:
+        if own:
+            del model
+            release_memory()
+    return train_q, held_q, q_report, checklists, pipe
+
+
+def reward_model_stage(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
+                       pipeline_labels: dict[str, str | None] | None) -> tuple[str | None, dict[str, Any]]:
+    """Table 13: ``truth_rm`` into ``run_dir/truth_rm``; its report written to
+    ``run_dir/truth_rm/report.json`` and read back by a later call (a launched process, a
+    resumed notebook) instead of scoring the base model again."""
+    path = Path(run_dir) / TRUTH_REPORT
+    if path.exists():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved["folder"] is None or Path(saved["folder"]).exists():
+            return saved["folder"], saved["report"]
+    folder, report = truth_rm(cfg, resources, run_dir, pipeline_labels)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps({"folder": folder, "report": report}, default=str))
+    return folder, report
+
+
+def prepare(cfg: KLCFConfig, resources: Resources, run_dir: str | Path) -> KLCFInputs:
+    """``pipeline_stage`` then ``reward_model_stage`` (the main process of a launch first; when
+    the reward model is fine-tuned, ``factlab train`` has run this once in its own process
+    before, so the launched processes read both from ``run_dir``), and the GRPO rows."""
+    with main_process_first():
+        train_q, held_q, q_report, checklists, pipe = pipeline_stage(cfg, resources, run_dir)
+        folder, rm_report = reward_model_stage(cfg, resources, run_dir, pipe["labels_by_claim"])
+    return KLCFInputs.of(cfg, train_q, held_q, q_report, checklists, pipe, folder, rm_report)
+
+
+def prepare_alone(cfg: KLCFConfig) -> bool:
+    """The warm start, or the reward model's SFT (``truth_rm.method: sft``), trains: ``factlab
+    train`` prepares in its own process first (a readout is a fit, not a launched training)."""
+    return warm_start_trains(cfg) or (cfg.truth_rm.enabled and cfg.truth_rm.method == "sft")
+
+
+def train(cfg: KLCFConfig, inputs: KLCFInputs, resources: Resources, run_dir: str | Path
+          ) -> dict[str, TrainResult]:
+    """``train_run`` on the rows into ``run_dir/train``, the truthfulness rewards reading the
+    trained RM; the one run by name."""
+    result = train_run(cfg, inputs.rows, resources, Path(run_dir) / TRAIN_DIR, inputs.truth_folder)
+    return {result.name: result}

@@ -27,6 +27,20 @@ share), the issue's "SEVA-verified claims as reward". Its verifier is the run's 
 Alarms: ``check_alarms`` runs the reward-hacking detectors on every run's training log, with
 the held-out metric before (the base model, step 0) and after training (the run's evaluation,
 its last step) as ``reward_vs_heldout``'s series.
+
+Index (which paper each default run reproduces, and the functions):
+
+=========================================  ==========================================================
+runs and budget (params)                   ``CompareConfig``, ``CompareRun``, ``CompareLongformSection``
+rows every reward reads (000 §A.3, 001      ``compare_rows``, ``training_rows``, ``longform_prompts``
+  §3.2, 003 §3.2)
+one compared run                           ``run_folders``, ``train_compared``
+evaluation (000 §4, 001 §4.1)              ``train_and_evaluate``, ``collect``, ``reward_curves``,
+                                           ``summarize``, ``heldout_series``
+alarms                                     ``check_alarms``, ``training_folders``
+stages (notebook 06, factlab train)        ``start`` (warm start) -> ``prepare`` -> ``train`` (each
+                                           compared run in turn; the notebook then evaluates them)
+=========================================  ==========================================================
 """
 
 from __future__ import annotations
@@ -34,6 +48,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -52,8 +67,10 @@ from ..prompts import CORVER_TRAIN_SYSTEM
 from ..eval.alarms import AlarmsSection
 from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
 from ..rewards.base import judge_totals
-from .alarms import check_folders
-from .grpo import TrainResult, run
+from ..train.alarms import check_folders
+from ..data import load_eval_set, load_eval_sets
+from ..train.grpo import TrainResult, run
+from .stages import main_process_first, start, warm_start_trains
 
 log = logging.getLogger(__name__)
 
@@ -201,18 +218,37 @@ def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets, resources: R
     return out
 
 
+def run_folders(cfg: CompareConfig, out_dir: str | Path) -> dict[tuple[str, int], Path]:
+    """Each compared (run, seed)'s folder: ``out_dir/<run>/seed<seed>`` (training in ``train/``,
+    its record in ``compare.json``)."""
+    out = Path(out_dir)
+    return {(spec.name, seed): out / spec.name.replace("/", "_").replace(" ", "_") / f"seed{seed}"
+            for spec in cfg.runs for seed in cfg.seeds}
+
+
+def train_compared(cfg: CompareConfig, spec: CompareRun, seed: int, rows: Sequence[dict[str, Any]],
+                   resources: Resources, folder: str | Path) -> TrainResult:
+    """One compared run: GRPO with the run's rewards and seed into ``folder/train`` (resumable;
+    a finished run is loaded, not retrained)."""
+    rewards = build_rewards(spec.rewards, resources)
+    grpo = cfg.grpo.model_copy(update={"seed": seed})
+    return run(cfg, rows, rewards, Path(folder) / "train", name=f"compare-{spec.name}", grpo=grpo)
+
+
 def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence[QAItem], eval_sets,
-                       out_dir: str | Path, raw: str | None = None) -> list[dict[str, Any]]:
-    """Every (run, seed) and the base model: train (resumable, skipped when finished), evaluate,
-    and write ``compare.json`` into its folder; returns the records. A run whose LoRA adapter
+                       out_dir: str | Path, raw: str | None = None,
+                       rows: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every (run, seed) and the base model: train (``train_compared``: resumable, skipped when
+    finished, e.g. by ``factlab train 06_compare``), evaluate, and write ``compare.json`` into its
+    folder; returns the records. A run whose LoRA adapter
     adds nothing (no step had reward spread: ``models.adapter_adds_nothing``) is the base model
     and takes the base evaluation, marked ``evaluated: as base``, instead of generating it again.
-    ``raw``: the raw model of a warm start (``train.warmstart``; ``cfg.model`` is then the warm
-    start, the base), evaluated once as the run ``raw`` beside the base and never trained."""
+    ``raw``: the raw model of a warm start (``recipes.warmstart``; ``cfg.model`` is then the warm
+    start, the base), evaluated once as the run ``raw`` beside the base and never trained.
+    ``rows``: the training rows (``prepare``'s); default ``training_rows`` of ``items``."""
     out = Path(out_dir)
     records = []
-    folders = {(spec.name, seed): out / spec.name.replace("/", "_").replace(" ", "_") / f"seed{seed}"
-               for spec in cfg.runs for seed in cfg.seeds}
+    folders = run_folders(cfg, out)
     base_file = out / BASE / "compare.json"
     raw_file = out / RAW / "compare.json"
     starts = [raw_file, base_file] if raw else [base_file]
@@ -234,7 +270,8 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
                                          "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)},
                                         indent=1, default=float))
     records.append(json.loads(base_file.read_text()))
-    rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
+    if rows is None:
+        rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
     for spec in cfg.runs:
         for seed in cfg.seeds:
             folder = folders[(spec.name, seed)]
@@ -242,12 +279,11 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
             if done.exists():
                 records.append(json.loads(done.read_text()))
                 continue
-            rewards = build_rewards(spec.rewards, resources)
+            trained_before = TrainResult.load(folder / "train") is not None  # by factlab train, or earlier
             before = _judge_totals(resources)
             t0 = time.perf_counter()
-            grpo = cfg.grpo.model_copy(update={"seed": seed})
-            result: TrainResult = run(cfg, rows, rewards, folder / "train", name=f"compare-{spec.name}", grpo=grpo)
-            seconds = time.perf_counter() - t0
+            result = train_compared(cfg, spec, seed, rows, resources, folder)
+            seconds = result.runtime_s if trained_before else time.perf_counter() - t0
             after = _judge_totals(resources)
             frame = result.steps_frame()
             steps = max(result.steps, 1)
@@ -257,9 +293,11 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
                    "reward_seconds_per_step": float(sum(frame[c].fillna(0.0).mean() for c in
                                                         ("timing/reward_funcs_s", "timing/token_shaping_s")
                                                         if c in frame)),
-                   "judge_calls_per_step": (after["calls"] - before["calls"]) / steps,
-                   "judge_tokens_per_step": (after["prompt_tokens"] + after["completion_tokens"]
-                                             - before["prompt_tokens"] - before["completion_tokens"]) / steps,
+                   # judge use is counted in this process: a run trained elsewhere (factlab train) counts none
+                   "judge_calls_per_step": float("nan") if trained_before else (after["calls"] - before["calls"]) / steps,
+                   "judge_tokens_per_step": float("nan") if trained_before else
+                   (after["prompt_tokens"] + after["completion_tokens"]
+                    - before["prompt_tokens"] - before["completion_tokens"]) / steps,
                    "reward_curve": frame["reward"].tolist() if "reward" in frame else [],
                    "zero_std_share": float(frame["frac_reward_zero_std"].mean())
                    if "frac_reward_zero_std" in frame else float("nan"),
@@ -274,6 +312,60 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
             done.write_text(json.dumps(rec, indent=1, default=float))
             records.append(rec)
     return records
+
+
+# ---------------------------------------------------------------- the stages (notebook 06 and factlab train)
+
+NOTEBOOK = "06_compare"
+CONFIG = CompareConfig
+WHAT = "mini-world questions with every reward's columns; each compared run (x seed) in turn"
+RUNS_DIR = "runs"  # run_dir / RUNS_DIR / <run> / seed<k>
+
+__all__ += ["CompareInputs", "run_folders", "train_compared", "runs_dir", "start", "prepare", "prepare_alone",
+            "train", "NOTEBOOK", "CONFIG", "WHAT"]
+
+
+@dataclass
+class CompareInputs:
+    """The training questions, the held-out sets, and the training rows every run shares."""
+
+    items: list[QAItem]
+    eval_sets: dict[str, list[QAItem]]
+    rows: list[dict[str, Any]]
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+
+def runs_dir(run_dir: str | Path) -> Path:
+    """Where the compared runs live: ``run_dir/runs``."""
+    return Path(run_dir) / RUNS_DIR
+
+
+def prepare(cfg: CompareConfig, resources: Resources, run_dir: str | Path) -> CompareInputs:
+    """The questions, the held-out sets and ``training_rows`` (the datastore pre-cached when a
+    compared reward reads it; the main process of a launch first)."""
+    items = load_eval_set(cfg.train_data, cfg.world)
+    eval_sets = load_eval_sets(cfg.eval, cfg.world)
+    with main_process_first():
+        rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
+    return CompareInputs(list(items), eval_sets, rows)
+
+
+def prepare_alone(cfg: CompareConfig) -> bool:
+    """The warm start may train: ``factlab train`` prepares in its own process first."""
+    return warm_start_trains(cfg)
+
+
+def train(cfg: CompareConfig, inputs: CompareInputs, resources: Resources, run_dir: str | Path
+          ) -> dict[str, TrainResult]:
+    """Each compared (run, seed) in turn (``train_compared``) into ``run_dir/runs/<run>/seed<k>``;
+    the results by ``<run>/seed<k>``. ``train_and_evaluate`` (the notebook) then finds them
+    trained and evaluates."""
+    return {f"{spec.name}/seed{seed}": train_compared(cfg, spec, seed, inputs.rows, resources, folder)
+            for (name, seed), folder in run_folders(cfg, runs_dir(run_dir)).items()
+            for spec in [next(r for r in cfg.runs if r.name == name)]}
 
 
 def collect(out_dir: str | Path) -> pd.DataFrame:

@@ -11,8 +11,8 @@ What it trains on: demonstrations written from the mini-world's facts (``data.mi
 **train split only** (the QA items of ``qa_train`` and the countries they ask about; no held-out
 country, question or article ever appears, ``tests/test_warmstart.py`` asserts it), in each
 training notebook's own prompts and answer format, with the same chat messages its GRPO rows
-use (``train.corver.qa_rows``, ``train.rar.prompt_rows``, ``train.k2v.k2v_rows``,
-``train.klcf.klcf_rows``):
+use (``recipes.corver.qa_rows``, ``recipes.rar.prompt_rows``, ``recipes.k2v.k2v_rows``,
+``recipes.klcf.klcf_rows``):
 
 =================  =====================================  ===================================================
 format             prompt (system + user turn)            completion
@@ -92,8 +92,8 @@ from ..models import chat_prompt, generate, load_model, release_memory
 from ..paths import cache_dir
 from ..synth import kg as kgmod
 from ..synth.k2v import K2VQuestion, SynthesisSection, synthesize_questions, template_checklist
-from .grpo import merge_adapter
-from .sft import run_sft
+from ..train.grpo import merge_adapter
+from ..train.sft import run_sft
 
 log = logging.getLogger(__name__)
 
