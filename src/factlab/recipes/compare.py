@@ -79,7 +79,7 @@ __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_row
            "training_rows", "BASE", "RAW", "DATASTORE_REWARDS"]
 
 BASE = BASE_RUN  # the untrained start, evaluated once (its figures: plots.plot_pareto, plots.plot_reward_curves)
-RAW = RAW_RUN  # the raw model under a warm start (train.warmstart), evaluated once beside the base; never trained
+RAW = RAW_RUN  # the raw model under a warm start (recipes.warmstart), evaluated once beside the base; never trained
 # rewards that read a per-prompt pre-cached datastore (001 §3.2): the rows are pre-cached for them
 DATASTORE_REWARDS = ("binary_rar", "rating_rar", "veriscore", "factscore", "seva_claims")
 
