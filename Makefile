@@ -27,11 +27,15 @@ run: setup                 ## every notebook, smoke params, HTML reports into ou
 run-full: setup            ## every notebook, full-scale params (GPU box)
 	$(BIN)/factlab run-all --full
 
+# one pytest worker per core (pytest-xdist): the suite is mostly single-threaded Python and
+# kernel start-ups, so two workers keep both cores busy; the cache's builders lock (paths.build_lock)
+TEST_WORKERS ?= auto
+
 test: setup                ## the CI test command: unit + notebook tiers (slow excluded; gpu skipped without CUDA)
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal
 
 test-all: setup            ## every tier, slow tests included
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-gpu: setup            ## the gpu tier (on a CUDA machine)
 	$(BIN)/python -m pytest -m gpu -q

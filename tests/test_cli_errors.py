@@ -4,6 +4,7 @@ runner's notebook execution is replaced by a stub that fails the test if it is r
 
 from pathlib import Path
 
+import papermill
 import pytest
 
 from factlab import runner
@@ -17,7 +18,7 @@ def no_kernel(monkeypatch):
     """Fail any test that would execute a notebook."""
     def execute(*a, **kw):
         raise AssertionError("a notebook was executed")
-    monkeypatch.setattr(runner.pm, "execute_notebook", execute)
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
 
 
 def _error(capsys) -> str:

@@ -466,18 +466,21 @@ def test_a_cached_index_without_manifest_is_rebuilt_a_given_one_refused(tmp_path
 
     from factlab.integrity import MANIFEST_FILE, MissingManifest
 
+    from factlab.models import resolve_model
+
+    tokenizer = resolve_model(TOKENIZER)  # the shared cache's converted model: the private cache below holds the index only
     monkeypatch.setenv("FACTLAB_CACHE", str(tmp_path / "cache"))
     corpus = write_jsonl(tmp_path / "c.jsonl", TINY_DOCS)
     cfg = ig.IndexSection(corpus=str(corpus))
-    index = ig.ensure_index(cfg, None, TOKENIZER, progress=False)
+    index = ig.ensure_index(cfg, None, tokenizer, progress=False)
     (index.path / MANIFEST_FILE).unlink()  # as an older factlab left it
     with caplog.at_level(logging.WARNING):
-        again = ig.ensure_index(cfg, None, TOKENIZER, progress=False)
+        again = ig.ensure_index(cfg, None, tokenizer, progress=False)
     assert "no file manifest" in caplog.text and (again.path / MANIFEST_FILE).is_file()
     assert again.cooccurrence(["Paris", "France"]) == index.cooccurrence(["Paris", "France"])
     (again.path / MANIFEST_FILE).unlink()
     with pytest.raises(MissingManifest, match="factlab index build"):
-        ig.ensure_index(ig.IndexSection(dir=str(again.path)), None, TOKENIZER)  # a folder the params name
+        ig.ensure_index(ig.IndexSection(dir=str(again.path)), None, tokenizer)  # a folder the params name
 
 
 def test_cli_index_verify(tiny, tmp_path, capsys):

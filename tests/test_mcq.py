@@ -131,9 +131,7 @@ def test_full_params_general_benchmarks_resolve_in_the_installed_lm_eval_registr
     """003 §4.1 "Evaluation": BBH, MATH-500, GSM8K, AIME2024, GPQA-Diamond, zero-shot, T = 0.6,
     avg of 4, by lm-eval task names that ``lm_eval.tasks.TaskManager().all_tasks`` knows; every
     task name of the full params (general and MCQ) resolves."""
-    from lm_eval.tasks import TaskManager
-
-    from factlab.eval.mcq import GENERAL_TASKS, unknown_tasks
+    from factlab.eval.mcq import GENERAL_TASKS, task_manager, unknown_tasks
 
     cfg = config.load_config(ROOT / "params/04_k2v.yaml", K2VConfig)
     g = cfg.general
@@ -142,7 +140,7 @@ def test_full_params_general_benchmarks_resolve_in_the_installed_lm_eval_registr
         assert bench in name
     assert unknown_tasks(list(g.tasks) + list(cfg.mcq.tasks)) == []
     assert unknown_tasks(["bbh", "no_such_task_xyz"]) == ["no_such_task_xyz"]
-    index = TaskManager().task_index
+    index = task_manager().task_index  # the one unknown_tasks indexed
     for name in g.tasks:  # sampled tasks (avg@k means what the paper's does); a group: its members
         entry = index[name]
         members = entry.cfg["task"] if isinstance(entry.cfg.get("task"), list) else [name]
@@ -154,7 +152,6 @@ def test_full_params_general_benchmarks_resolve_in_the_installed_lm_eval_registr
 def test_general_capability_suite_runs_lm_eval_zero_shot_sampled_k_times(monkeypatch):
     import lm_eval
     import lm_eval.models.huggingface as hf
-    import lm_eval.tasks as tasks_mod
 
     from factlab.config import GenerationConfig
     from factlab.eval import mcq, suites
@@ -162,6 +159,7 @@ def test_general_capability_suite_runs_lm_eval_zero_shot_sampled_k_times(monkeyp
     calls = []
 
     def fake_evaluate(**kw):
+        assert kw["task_manager"] == "manager"
         calls.append(kw)
         return {"results": {t: {"alias": t, "exact_match,flexible-extract": 0.5} for t in kw["tasks"]},
                 "configs": {t: {"task": t, "output_type": "generate_until"} for t in kw["tasks"]},
@@ -169,7 +167,7 @@ def test_general_capability_suite_runs_lm_eval_zero_shot_sampled_k_times(monkeyp
 
     monkeypatch.setattr(lm_eval, "simple_evaluate", fake_evaluate)
     monkeypatch.setattr(hf, "HFLM", lambda **kw: "lm")
-    monkeypatch.setattr(tasks_mod, "TaskManager", lambda include_path=None: "manager")
+    monkeypatch.setattr(mcq, "task_manager", lambda include_path=None: "manager")
     tok = type("Tok", (), {"chat_template": None})()
     section = mcq.GeneralSection(tasks=["gsm8k_cot_zeroshot", "aime24"], k=4, temperature=0.6, max_gen_toks=4096)
     out = suites.evaluate("avg_at_k", "model", tok, section.tasks, GenerationConfig(), settings=section).metrics

@@ -382,13 +382,18 @@ def test_ensure_datastore_rebuilds_one_saved_before_manifests(tmp_path, world, m
     import logging
 
     from factlab.integrity import MANIFEST_FILE
+    from factlab.models import resolve_model
 
+    tokenizer = resolve_model("smollm2-135m-instruct")  # the shared cache's: the private one below holds the datastore only
+    corpus = tmp_path / "corpus.jsonl"  # a slice of the mini-world's: what is tested is the manifest, not the size
+    corpus.write_text("".join(line for i, line in enumerate(open(world["corpus"])) if i < 40))
     monkeypatch.setenv("FACTLAB_CACHE", str(tmp_path / "cache"))
     cfg = R.DatastoreSection()
-    first = R.ensure_datastore(cfg, world["corpus"], "smollm2-135m-instruct", 128)
-    folder = R.datastore_dir(cfg, world["corpus"], "smollm2-135m-instruct", 128)
+    first = R.ensure_datastore(cfg, corpus, tokenizer, 128)
+    folder = R.datastore_dir(cfg, corpus, tokenizer, 128)
+    assert folder.is_relative_to(tmp_path / "cache")
     (folder / MANIFEST_FILE).unlink()
     with caplog.at_level(logging.WARNING):
-        again = R.ensure_datastore(cfg, world["corpus"], "smollm2-135m-instruct", 128)
+        again = R.ensure_datastore(cfg, corpus, tokenizer, 128)
     assert "no file manifest" in caplog.text and (folder / MANIFEST_FILE).is_file()
-    assert len(again) == len(first)
+    assert len(again) == len(first) > 0

@@ -43,7 +43,7 @@ class FakePapermill:
 @pytest.fixture
 def fake_pm(monkeypatch):
     fake = FakePapermill()
-    monkeypatch.setattr(runner.pm, "execute_notebook", fake)
+    monkeypatch.setattr(pm, "execute_notebook", fake)
     return fake
 
 
@@ -225,7 +225,7 @@ def test_two_resumes_of_one_folder_never_run_at_once(tmp_path, fake_pm):
         release.wait(30)
         return real(*a, **kw)
 
-    runner.pm.execute_notebook = slow
+    pm.execute_notebook = slow  # restored by fake_pm's monkeypatch
     first = threading.Thread(target=lambda: runner.run_notebook("00_quickstart", resume=run_dir, progress=False))
     first.start()
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .decoding import decode
-from .paths import cache_dir
+from .paths import build_lock, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -180,14 +180,18 @@ def resolve_model(name: str | None = None) -> str:
         spec = TINY_MODELS[name]
         out = cache_dir() / "models" / spec.folder()
         if not (out / "config.json").exists():
-            build_tiny_model(spec, out)
+            with build_lock(out):  # a second process waits, then finds it built
+                if not (out / "config.json").exists():
+                    build_tiny_model(spec, out)
         return str(out)
     if name not in EMBEDDED_MODELS:
         return name
     package, filename, folder = EMBEDDED_MODELS[name]
     out = cache_dir() / "models" / folder
     if not (out / "config.json").exists():
-        convert_gguf_to_hf(gguf_path(package, filename), out)
+        with build_lock(out):  # one conversion, however many processes start at once
+            if not (out / "config.json").exists():
+                convert_gguf_to_hf(gguf_path(package, filename), out)
     return str(out)
 
 

@@ -1,5 +1,6 @@
 """Where factlab keeps what it builds once and reuses: the cache root; and how it writes a
-file that must never be left half-written (``atomic_write_text``).
+file that must never be left half-written (``atomic_write_text``); and how two processes that
+want the same cached folder build it once (``build_lock``).
 
 ``$FACTLAB_CACHE``, else ``$XDG_CACHE_HOME/factlab``, else ``~/.cache/factlab``. Models
 converted from GGUF, the mini-world, corpus indexes, datastores, judge answers and
@@ -9,8 +10,10 @@ self-filter samples all live below it, each in its own folder.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -39,3 +42,25 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
             os.unlink(tmp)
         raise
     return path
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created): a second process blocks until the first
+    leaves; the kernel drops the lock of a process that dies."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def build_lock(folder: str | os.PathLike) -> contextlib.AbstractContextManager[None]:
+    """``exclusive_lock`` on ``<folder>.lock`` beside a cached folder: held around "load it, or
+    build it", so that two notebooks (or two test workers) sharing a cache build it once and
+    neither reads it half-built."""
+    folder = Path(folder)
+    return exclusive_lock(folder.with_name(folder.name + ".lock"))

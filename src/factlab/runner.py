@@ -27,12 +27,9 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
-import nbformat
-import papermill as pm
-from nbconvert import HTMLExporter
 from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, load_config
@@ -43,6 +40,13 @@ from .models import DEFAULT_MODEL
 from .paths import atomic_write_text
 from .report import sanitize_html
 from .recipes import RECIPES
+
+if TYPE_CHECKING:
+    from nbconvert import HTMLExporter
+
+# papermill, nbformat and nbconvert are imported where a notebook is run or rendered, not here:
+# every notebook kernel imports this module, and nbformat's schema validator alone takes ~2 s
+# to import (jsonschema's format checkers), time a kernel would spend for nothing.
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +189,8 @@ def _fold_long_stream(out):
     n = text.count("\n")
     if n <= LONG_STREAM_LINES:
         return out
+    import nbformat
+
     return nbformat.v4.new_output("display_data", data={
         "text/html": f"<details><summary>printed output ({n} lines)</summary><pre>{html.escape(text)}</pre></details>",
         "text/plain": text})
@@ -218,6 +224,8 @@ def report_exporter(with_code: bool = False) -> HTMLExporter:
     HTML output, Markdown output (rendered to HTML first), Markdown cell and raw cell passed
     through ``report.sanitize_html`` (nbconvert's ``clean_html`` hook); SVG figures are
     embedded as ``<img>`` data URIs, where they run nothing."""
+    from nbconvert import HTMLExporter
+
     return HTMLExporter(exclude_input=not with_code, exclude_input_prompt=not with_code,
                         exclude_output_prompt=not with_code, sanitize_html=True, exclude_anchor_links=True,
                         skip_svg_encoding=False, filters={"clean_html": sanitize_html},
@@ -229,6 +237,8 @@ def html_report(executed: Path, out: Path, with_code: bool = False) -> Path:
     """Render an executed notebook to a standalone, reader-facing HTML file (``reader_notebook``,
     ``report_exporter``), opened by the run's headline numbers (``save_headline``) when it
     recorded some."""
+    import nbformat
+
     nb = reader_notebook(nbformat.read(str(executed), as_version=4), with_code)
     summary = headline_html(load_metrics(out.parent))
     if summary:
@@ -304,6 +314,8 @@ def new_run_dir(parent: Path, name: str) -> Path:
 def _execute(nb_path: Path, run_dir: Path, cfg: BaseModel, params_source, *, resumed: bool, progress: bool,
              raise_on_error: bool, with_code: bool) -> RunResult:
     """Run the notebook in ``run_dir`` (its lock held), recording start and end in the manifest."""
+    import papermill as pm
+
     start_manifest(run_dir, notebook=nb_path.stem, params=params_source, config=cfg.model_dump(mode="json"),
                    project=nb_path.parent.parent, resume=resumed)
     executed = run_dir / "notebook.ipynb"

@@ -147,7 +147,7 @@ from pydantic import Field
 from ..config import Section
 from ..integrity import MissingManifest, verify_files, write_file_manifest
 from ..models import load_tokenizer
-from ..paths import cache_dir
+from ..paths import build_lock, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -1016,12 +1016,13 @@ def ensure_index(cfg: IndexSection, default_corpus: str | Path | None, default_t
         raise FileNotFoundError(f"index.corpus: {corpus} does not exist")
     tokenizer = cfg.tokenizer or default_tokenizer
     out = Path(cfg.dir) if cfg.dir else default_index_dir(corpus, tokenizer)
-    try:
-        return CorpusIndex.load(out)
-    except FileNotFoundError:
-        pass
-    except MissingManifest:  # a cached index built before file manifests: rebuilt, not trusted
-        log.warning("the cached index %s has no file manifest (built by an older factlab); rebuilding it", out)
-    log.info("building the co-occurrence index of %s into %s", corpus, out)
-    return CorpusIndex.build(corpus, tokenizer, out, text_field=cfg.text_field, shard_tokens=cfg.shard_tokens,
-                             progress=progress)
+    with build_lock(out):  # two processes sharing the cache build it once
+        try:
+            return CorpusIndex.load(out)
+        except FileNotFoundError:
+            pass
+        except MissingManifest:  # a cached index built before file manifests: rebuilt, not trusted
+            log.warning("the cached index %s has no file manifest (built by an older factlab); rebuilding it", out)
+        log.info("building the co-occurrence index of %s into %s", corpus, out)
+        return CorpusIndex.build(corpus, tokenizer, out, text_field=cfg.text_field, shard_tokens=cfg.shard_tokens,
+                                 progress=progress)

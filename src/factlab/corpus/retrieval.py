@@ -49,7 +49,7 @@ from ..config import ParamError, Section
 from ..data.types import read_jsonl
 from ..models import load_tokenizer
 from ..integrity import MissingManifest, verify_files, write_file_manifest
-from ..paths import cache_dir
+from ..paths import build_lock, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -565,14 +565,15 @@ def ensure_datastore(cfg: DatastoreSection, corpus: str | Path, tokenizer: str, 
     if not Path(corpus).exists():
         raise FileNotFoundError(f"datastore.corpus: {corpus} does not exist")
     out = datastore_dir(cfg, corpus, tokenizer, chunk_tokens)
-    if (out / _CHUNKS_FILE).exists():
-        log.info("loading datastore %s", out)
-        try:
-            return Datastore.load(out)
-        except MissingManifest:  # saved before file manifests: rebuilt, not trusted
-            log.warning("datastore %s has no file manifest (built by an older factlab); rebuilding it", out)
-    log.info("building datastore %s (%d-token chunks)", out, chunk_tokens)
-    ds = Datastore.from_jsonl(corpus, load_tokenizer(tokenizer), chunk_tokens=chunk_tokens,
-                              overlap=cfg.overlap, text_field=cfg.text_field)
-    ds.save(out)
-    return ds
+    with build_lock(out):  # two processes sharing the cache build it once
+        if (out / _CHUNKS_FILE).exists():
+            log.info("loading datastore %s", out)
+            try:
+                return Datastore.load(out)
+            except MissingManifest:  # saved before file manifests: rebuilt, not trusted
+                log.warning("datastore %s has no file manifest (built by an older factlab); rebuilding it", out)
+        log.info("building datastore %s (%d-token chunks)", out, chunk_tokens)
+        ds = Datastore.from_jsonl(corpus, load_tokenizer(tokenizer), chunk_tokens=chunk_tokens,
+                                  overlap=cfg.overlap, text_field=cfg.text_field)
+        ds.save(out)
+        return ds

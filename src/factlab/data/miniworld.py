@@ -43,7 +43,7 @@ from typing import Any, Iterable, Sequence
 from pydantic import Field
 
 from ..config import Section
-from ..paths import cache_dir
+from ..paths import build_lock, cache_dir
 from ..text import normalize_answer
 from .types import QAItem, write_jsonl
 
@@ -675,4 +675,7 @@ def ensure_world(cfg: WorldConfig | str | Path | None = None) -> dict[str, Path]
     paths = world_paths(out)
     if all(p.is_file() for p in paths.values()):
         return paths
-    return build_world(out, heldout_fraction=cfg.heldout_fraction, seed=cfg.seed)
+    with build_lock(out):  # another process may have built it while this one waited
+        if all(p.is_file() for p in paths.values()):
+            return paths
+        return build_world(out, heldout_fraction=cfg.heldout_fraction, seed=cfg.seed)

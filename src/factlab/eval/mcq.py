@@ -35,6 +35,7 @@ a local lm-eval task, so the same harness path runs with nothing downloaded.
 
 from __future__ import annotations
 
+import functools
 import random
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -45,7 +46,7 @@ from pydantic import Field
 from ..config import Section
 from ..data.types import QAItem, read_jsonl, write_jsonl
 
-__all__ = ["MCQSection", "GeneralSection", "GENERAL_TASKS", "miniworld_mcq", "write_task", "avg_at_k", "run_avg_at_k",
+__all__ = ["MCQSection", "GeneralSection", "GENERAL_TASKS", "miniworld_mcq", "write_task", "task_manager", "avg_at_k", "run_avg_at_k",
            "task_score", "unknown_tasks", "LETTERS", "GENERATIVE"]
 
 LETTERS = ("A", "B", "C", "D")
@@ -91,12 +92,28 @@ class GeneralSection(Section):
     seed: int = 0
 
 
-def unknown_tasks(tasks: Sequence[str], include_path: str | Path | None = None) -> list[str]:
-    """The names in ``tasks`` that the installed lm-eval's task registry (plus ``include_path``)
-    does not know (``lm_eval.tasks.TaskManager().all_tasks``: tasks, groups and tags)."""
+@functools.lru_cache(maxsize=1)
+def _installed_task_manager():
     from lm_eval.tasks import TaskManager
 
-    known = set(TaskManager(include_path=str(include_path) if include_path else None).all_tasks)
+    return TaskManager()
+
+
+def task_manager(include_path: str | Path | None = None):
+    """lm-eval's ``TaskManager``. The installed registry's is indexed once per process (the index
+    reads every task YAML lm-eval ships: about 10 s on 2 cores); one with ``include_path`` is
+    built each call, since that folder's tasks may have been rewritten in between."""
+    if not include_path:
+        return _installed_task_manager()
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=str(include_path))
+
+
+def unknown_tasks(tasks: Sequence[str], include_path: str | Path | None = None) -> list[str]:
+    """The names in ``tasks`` that the installed lm-eval's task registry (plus ``include_path``)
+    does not know (``task_manager(include_path).all_tasks``: tasks, groups and tags)."""
+    known = set(task_manager(include_path).all_tasks)
     return [t for t in tasks if t not in known]
 
 
@@ -223,10 +240,8 @@ def avg_at_k(model, tokenizer, tasks: Sequence[str], *, k: int = 4, temperature:
     ``max_gen_toks``: the generation budget of every generative task, None: each task's own)."""
     import lm_eval  # heavy (datasets, evaluate, sacrebleu): imported where used
     from lm_eval.models.huggingface import HFLM
-    from lm_eval.tasks import TaskManager
-
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
-    manager = TaskManager(include_path=str(include_path) if include_path else None)
+    manager = task_manager(include_path)
     gen_kwargs: dict[str, Any] = {"do_sample": temperature > 0, "temperature": temperature}
     if max_gen_toks is not None:
         gen_kwargs["max_gen_toks"] = max_gen_toks

@@ -60,8 +60,6 @@ the warm model on ``check_questions`` held-out prompts per format, greedy; writt
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -73,7 +71,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import networkx as nx
 import pandas as pd
@@ -89,7 +87,7 @@ from ..eval.abstention import ABSTAIN_SYSTEM, FORCED_SYSTEM
 from ..eval.truth import answer_truth, sentence_truth
 from ..experiment import WarmStartSection
 from ..models import chat_prompt, generate, load_model, release_memory
-from ..paths import cache_dir
+from ..paths import cache_dir, exclusive_lock
 from ..synth import kg as kgmod
 from ..synth.k2v import K2VQuestion, SynthesisSection, synthesize_questions, template_checklist
 from ..train.grpo import merge_adapter
@@ -363,19 +361,6 @@ def cache_key(ws: WarmStartSection, model_name: str, world: WorldConfig | None =
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created): a second process blocks until the first
-    leaves; the kernel drops the lock of a process that dies."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 @dataclass
 class WarmStart:
     """A warm start (or its absence: ``enabled`` False, ``model_dir`` the raw model)."""
@@ -443,7 +428,7 @@ def build(ws: WarmStartSection, model_name: str, *, world: WorldConfig | None = 
     folder = root / key
     if (folder / _DONE).is_file():
         return _load(folder, model_name, key, False)
-    with _locked(root / f"{key}.lock"):
+    with exclusive_lock(root / f"{key}.lock"):
         if (folder / _DONE).is_file():  # another process finished it while this one waited
             return _load(folder, model_name, key, False)
         work = root / f"{key}.work"
