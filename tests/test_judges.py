@@ -90,6 +90,16 @@ def test_parse_json_recovers_embedded_json(obj, before, after, fenced):
     assert parse_json(text) == obj
 
 
+def test_a_code_fence_inside_a_json_string_is_no_fence():
+    # found by the property test above (CI, 2026-11-26): the ``` inside the keys read as a fence
+    # whose contents, '": []}, {"', parsed as []
+    assert parse_json(' [{"```": []}, {"```": null}] ') == [{"```": []}, {"```": None}]
+    assert parse_json('{"why": "see ```json {\\"a\\": 1}```", "label": 1}') == {"why": 'see ```json {"a": 1}```', "label": 1}
+    # a real fence still wins over braces in the prose before it, and over a JSON before it
+    assert parse_json('I think {maybe}.\n```json\n{"a": 1}\n```') == {"a": 1}
+    assert parse_json('draft {"a": 1}, final:\n```json\n{"a": 2}\n```') == {"a": 2}
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 10), prose, st.sampled_from(['"{}"', "{}", "'{}'"]), st.booleans())
 def test_parse_score_string_or_number(score, trailing, fmt, fenced):

@@ -64,7 +64,12 @@ def fenced_blocks(text: str) -> list[str]:
     """The contents of the ```-fenced blocks of ``text``, in order, stripped, without the
     language tag after the opening fence. One pass of ``str.find`` (the regex it replaces,
     ``` ``` ```[a-z]*\s*(.*?)``` ``` ```, backtracked over whitespace: quadratic on an unclosed fence)."""
-    out, i = [], 0
+    return [block for _, block in _fences(text)]
+
+
+def _fences(text: str):
+    """``(where the opening fence starts, the block's stripped contents)`` of each fenced block."""
+    i = 0
     while (start := text.find("```", i)) >= 0:
         j = start + 3
         while j < len(text) and text[j] in _TAG_CHARS:
@@ -72,9 +77,8 @@ def fenced_blocks(text: str) -> list[str]:
         end = text.find("```", j)
         if end < 0:
             break
-        out.append(text[j:end].strip())
+        yield start, text[j:end].strip()
         i = end + 3
-    return out
 
 
 _TAG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -84,6 +88,12 @@ def _balanced_spans(text: str, max_openers: int = 64):
     """Top-level ``{...}`` / ``[...]`` spans, bracket-matched outside of quoted strings, in
     order. At most ``max_openers`` start positions are tried, bounding the work on
     pathological inputs (``[[[[...``) to a few passes over the text."""
+    for start, end in _balanced_bounds(text, max_openers):
+        yield text[start:end]
+
+
+def _balanced_bounds(text: str, max_openers: int = 64):
+    """``_balanced_spans`` as ``(start, end)`` offsets."""
     i, n, tried = 0, len(text), 0
     while i < n and tried < max_openers:
         if text[i] not in "{[":
@@ -110,7 +120,7 @@ def _balanced_spans(text: str, max_openers: int = 64):
                     break
             j += 1
         if depth == 0 and j < n:
-            yield text[i:j + 1]
+            yield i, j + 1
             i = j + 1
         else:  # unbalanced: try from the next opener
             i += 1
@@ -180,13 +190,16 @@ def parse_json(text: Any) -> dict | list | None:
     if not isinstance(text, str) or not text.strip():
         return None
     text = text[:MAX_PARSE_CHARS].translate(_SMART)
-    candidates = fenced_blocks(text) + [text]
-    for block in candidates:
+    whole = next(((start, end, obj) for start, end in _balanced_bounds(text)
+                  if (obj := _loads(text[start:end])) is not None), None)
+    for at, block in _fences(text):  # a fenced block first: prose before it may hold braces
+        if whole is not None and whole[0] < at < whole[1]:
+            continue  # this ``` sits inside the JSON's own text (a string value): no fence
         for span in _balanced_spans(block):
             obj = _loads(span)
             if obj is not None:
                 return obj
-    return None
+    return whole[2] if whole is not None else None
 
 
 _NUMBER = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)\s*(/\s*10)?\s*$")
