@@ -125,6 +125,7 @@ trace_completions: 2
         assert (res.run_dir / "train" / run / "model" / "adapter_config.json").exists()
     html = res.report.read_text()
     assert "P(correct | count bucket)" in html and "Short-form QA: raw vs trained" in html
+    assert "Short-form QA before training" in html  # section 4 shows what it evaluated
 
 
 def test_binary_rar_notebook_end_to_end(tmp_path, tiny_params):
