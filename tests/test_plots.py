@@ -128,5 +128,10 @@ def test_sweep_metric_and_evidence_curves():
     record = {"curves": [{"arm": arm, "seed": seed, "step": s, "reward": 0.1 * s, "truth/score": 0.5}
                          for arm in ("a", "b") for seed in (0, 1) for s in (1, 2)]}
     fig = plots.plot_evidence_curves(record, "h")
-    assert [ax.get_title() for ax in fig.axes] == ["truth/score", "reward"] and len(fig.axes[0].get_lines()) == 4
+    assert [ax.get_title() for ax in fig.axes] == ["truth/score", "reward"]
+    drawn = [line for line in fig.axes[1].get_lines()]
+    assert len(drawn) == 4  # one per (arm, seed)
+    colours = {(line.get_color(), line.get_linestyle()) for line in drawn}
+    assert len(colours) == 4 and len({c for c, _ in colours}) == 2 and len({ls for _, ls in colours}) == 2  # arm: colour, seed: style
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["a", "b", "seed 0", "seed 1"]
     plt.close("all")

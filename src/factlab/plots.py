@@ -194,22 +194,32 @@ def plot_metric(frame: pd.DataFrame, metric: str, grid_keys: Sequence[str]):
 
 def plot_evidence_curves(record: dict, title: str):
     """An evidence run's truth metric and reward over steps, one line per (arm, seed) (the
-    ``curves`` rows of ``factlab.evidence``'s record)."""
+    ``curves`` rows of ``factlab.evidence``'s record): one colour per arm, one line style per
+    seed, so that 8 arms x 3 seeds stay readable; the legend names arms and seed styles once."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     frame = pd.DataFrame(record.get("curves") or [])
     keys = [k for k in ("truth/score", "reward") if k in frame]
+    arms = list(dict.fromkeys(frame["arm"])) if keys else []
+    seeds = list(dict.fromkeys(frame["seed"])) if keys else []
+    colour = {arm: f"C{i % 10}" for i, arm in enumerate(arms)}
+    style = {seed: ("-", "--", ":", "-.")[i % 4] for i, seed in enumerate(seeds)}
     fig, axes = plt.subplots(1, max(len(keys), 1), figsize=(5.2 * max(len(keys), 1), 3.4), squeeze=False)
     for ax, key in zip(axes.flat, keys):
         for (arm, seed), g in frame.groupby(["arm", "seed"], sort=False):
             g = g.dropna(subset=[key])  # steps that logged no value (DAPO's update-only steps) break no line
-            ax.plot(g["step"], g[key], marker="o", markersize=2, linewidth=1, label=f"{arm} (seed {seed})")
+            ax.plot(g["step"], g[key], marker="o", markersize=2, linewidth=1, color=colour[arm],
+                    linestyle=style[seed], label=str(arm) if seed == seeds[0] else "_nolegend_")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(key, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
     if keys:
-        axes.flat[0].legend(fontsize=6)
+        legend_ax = axes.flat[0]
+        if len(seeds) > 1:
+            for seed in seeds:  # line styles, drawn nowhere, named once
+                legend_ax.plot([], [], color="0.35", linewidth=1, linestyle=style[seed], label=f"seed {seed}")
+        legend_ax.legend(fontsize=6)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
