@@ -183,3 +183,25 @@ def test_adapter_adds_nothing_only_while_every_lora_b_is_zero(tmp_path):
     assert not models.adapter_adds_nothing(tmp_path)  # no adapter here
     base.save_pretrained(str(tmp_path / "full"))
     assert not models.adapter_adds_nothing(tmp_path / "full")  # a full model is not an adapter
+
+
+def test_frozen_models_are_shared_while_held_and_freed_after():
+    import gc
+    import weakref
+
+    from factlab.judges import TransformersJudge
+
+    first = TransformersJudge(models.TINY_MODEL, device="cpu", max_new_tokens=4)
+    second = TransformersJudge(models.TINY_MODEL, device="cpu", max_new_tokens=16, cache=False)
+    model, _ = first.load()
+    assert second.load()[0] is model  # one copy of the weights for both judges (issue 29's peak)
+    assert not any(p.requires_grad for p in model.parameters())
+    private, _ = models.load_model(models.TINY_MODEL, device="cpu")
+    assert private is not model and all(p.requires_grad for p in private.parameters())
+    assert models.load_frozen_model(models.TINY_MODEL, dtype="float64", device="cpu")[0] is not model
+    held = weakref.ref(model)
+    del first, second, model
+    gc.collect()
+    assert held() is None  # freed once no judge holds it: the cache never pins a model
+    again, _ = models.load_frozen_model(models.TINY_MODEL, device="cpu")
+    assert not any(p.requires_grad for p in again.parameters())

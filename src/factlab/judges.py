@@ -52,7 +52,7 @@ import httpx
 from .config import JudgeSection, api_key_env_problem, redact_http_logs, redact_url, sends_key_in_clear
 from .decoding import next_token_logits
 from .parsing import loads_bounded, parse_json, parse_score  # noqa: F401  (parse_*: the public API names them here)
-from .models import chat_prompt, generate, load_model, load_tokenizer, model_fingerprint, resolve_model
+from .models import chat_prompt, generate, load_frozen_model, load_tokenizer, model_fingerprint, resolve_model
 from .paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -310,7 +310,7 @@ class TransformersJudge(Judge):
     def load(self):
         if self._model is None:
             log.info("loading judge model %s", self.model_name)
-            self._model, self._tok = load_model(self.model_name, dtype=self.dtype, device=self.device)
+            self._model, self._tok = load_frozen_model(self.model_name, dtype=self.dtype, device=self.device)
         return self._model, self._tok
 
     def render(self, prompt: str, prefix: str = "") -> str:

@@ -23,6 +23,8 @@ import importlib.util
 import logging
 import shutil
 import tempfile
+import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -258,6 +260,29 @@ def load_model(name: str | None = None, dtype: str = "float32", device: str = "a
         model = PeftModel.from_pretrained(model, adapter)
     model.to(pick_device(device)).eval()
     return model, load_tokenizer(name)
+
+
+_FROZEN_LOCK = threading.Lock()
+_FROZEN: dict[tuple, tuple[weakref.ref, object]] = {}
+
+
+def load_frozen_model(name: str | None = None, dtype: str = "float32", device: str = "auto"):
+    """``(model, tokenizer)`` for inference only (judges, reward models): one copy per process
+    of each (model, content fingerprint, dtype, device), shared by every caller while any of
+    them holds it, with gradients off. Two judges of one model (e.g. a notebook's cached judge
+    and the uncached one its cost comparison builds) used to hold two copies of the weights
+    (issue 29's 4 GB peak). Never train or modify the returned model; ``load_model`` gives a
+    private copy."""
+    key = (name, model_fingerprint(name), dtype, device)
+    with _FROZEN_LOCK:
+        held = _FROZEN.get(key)
+        model = held[0]() if held else None
+        if model is not None:
+            return model, held[1]
+        model, tok = load_model(name, dtype=dtype, device=device)
+        model.requires_grad_(False)
+        _FROZEN[key] = (weakref.ref(model), tok)
+        return model, tok
 
 
 def adapter_adds_nothing(adapter: str | Path) -> bool:

@@ -78,7 +78,7 @@ from .. import prompts as P
 from .. import text
 from ..config import MAX_TOKENS, Dtype, JudgeSection, ParamError, Section, existing_model
 from ..decoding import next_token_logits
-from ..models import load_model
+from ..models import load_frozen_model
 from ..parsing import parse_json
 from . import kb
 from .base import JudgeBackedReward, RewardFunction, completion_text, prompt_text
@@ -520,8 +520,8 @@ class TruthfulnessScorer:
     ``false_token`` (" True" / " False"; the first token of each when a tokenizer splits
     them) are normalised over the two: p(True) = softmax(l_True, l_False)[0]. The paper's reward
     model is an SFT of the base model on (claim, True / False) pairs of Eq. 4; any HF id, local
-    path or the embedded alias loads here (``models.load_model``), frozen, in eval mode. Rows
-    of a batch share Prompt 6's instruction, which ``decoding.next_token_logits`` prefills once.
+    path or the embedded alias loads here (``models.load_frozen_model``: frozen, in eval mode, one
+    copy per process). Rows of a batch share Prompt 6's instruction, which ``decoding.next_token_logits`` prefills once.
     Identical claims of one call are scored once."""
 
     def __init__(self, model: str | None = None, *, dtype: str = "float32", device: str = "auto",
@@ -541,8 +541,7 @@ class TruthfulnessScorer:
         if self._model is None:
 
             log.info("loading truthfulness reward model %s", self.model_name)
-            self._model, self._tok = load_model(self.model_name, dtype=self.dtype, device=self.device)
-            self._model.requires_grad_(False)
+            self._model, self._tok = load_frozen_model(self.model_name, dtype=self.dtype, device=self.device)
         return self._model, self._tok
 
     def answer_ids(self) -> tuple[int, int]:
