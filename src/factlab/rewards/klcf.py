@@ -521,8 +521,8 @@ class TruthfulnessScorer:
     them) are normalised over the two: p(True) = softmax(l_True, l_False)[0]. The paper's reward
     model is an SFT of the base model on (claim, True / False) pairs of Eq. 4; any HF id, local
     path or the embedded alias loads here (``models.load_frozen_model``: frozen, in eval mode, one
-    copy per process). Rows of a batch share Prompt 6's instruction, which ``decoding.next_token_logits`` prefills once.
-    Identical claims of one call are scored once."""
+    copy per process). Rows of a batch share Prompt 6's instruction, which
+    ``decoding.next_token_logits`` prefills once. Identical claims of one call are scored once."""
 
     def __init__(self, model: str | None = None, *, dtype: str = "float32", device: str = "auto",
                  batch_size: int = 16, model_obj=None, tokenizer=None, true_token: str = " True",
