@@ -275,6 +275,8 @@ def load_frozen_model(name: str | None = None, dtype: str = "float32", device: s
     private copy."""
     key = (name, model_fingerprint(name), dtype, device)
     with _FROZEN_LOCK:
+        for gone in [k for k, (ref, _) in _FROZEN.items() if ref() is None]:
+            del _FROZEN[gone]  # its model was freed: drop the tokenizer too
         held = _FROZEN.get(key)
         model = held[0]() if held else None
         if model is not None:
