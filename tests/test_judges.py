@@ -232,23 +232,26 @@ class _Server:
                     if outer.delay:
                         time.sleep(outer.delay)
                     if n <= outer.fail_first:
-                        self.send_response(outer.status)
-                        self.end_headers()
-                        self.wfile.write(b'{"error": "warming up"}')
-                        return
-                    text = outer.answer(body["messages"][-1]["content"])
-                    data = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}],
-                                       "usage": {"prompt_tokens": 7, "completion_tokens": 3}}).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
+                        status, data = outer.status, b'{"error": "warming up"}'
+                    else:
+                        text = outer.answer(body["messages"][-1]["content"])
+                        status = 200
+                        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}],
+                                           "usage": {"prompt_tokens": 7, "completion_tokens": 3}}).encode()
+                finally:
+                    # out of flight before the reply: once the client reads it, it may send its next
+                    # request before this thread runs again, and the count would overstate the bound
+                    with outer.lock:
+                        outer.in_flight -= 1
+                try:
+                    self.send_response(status)
+                    if status == 200:
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
-                finally:
-                    with outer.lock:
-                        outer.in_flight -= 1
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
