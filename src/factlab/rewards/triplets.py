@@ -17,10 +17,8 @@ Two extractors share one interface, ``extractor.extract(sentences) -> list[list[
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
-import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
@@ -308,7 +306,7 @@ class LLMTripletExtractor:
 
     Greedy, left-padded batches of ``batch_size`` (32), ``max_new_tokens`` per sentence;
     the model is loaded on first use and shared by every extractor with the same name in
-    this process. Counters: ``calls`` (sentences sent), ``parse_failures`` (outputs
+    this process (``models.load_frozen_model``). Counters: ``calls`` (sentences sent), ``parse_failures`` (outputs
     with no list), ``empty`` (``[]`` outputs).
     """
 
@@ -318,10 +316,13 @@ class LLMTripletExtractor:
         self.batch_size, self.max_new_tokens = batch_size, max_new_tokens
         self.dtype, self.device, self.prompt = dtype, device, prompt
         self.counters: Counter = Counter()
+        self._loaded = None
 
     @property
     def model_and_tokenizer(self):
-        return _load_extractor(self.name, self.dtype, self.device)
+        if self._loaded is None:
+            self._loaded = models.load_frozen_model(self.name, dtype=self.dtype, device=self.device)
+        return self._loaded
 
     def raw_outputs(self, sentences: Sequence[str]) -> list[str]:
         model, tok = self.model_and_tokenizer
@@ -344,19 +345,6 @@ class LLMTripletExtractor:
                 self.counters["empty"] += 1
             out.append(triplets)
         return out
-
-
-_LOAD_LOCK = threading.Lock()
-
-
-@functools.lru_cache(maxsize=4)
-def _load_extractor_cached(name: str, dtype: str, device: str):
-    return models.load_model(name, dtype=dtype, device=device)
-
-
-def _load_extractor(name: str, dtype: str, device: str):
-    with _LOAD_LOCK:
-        return _load_extractor_cached(name, dtype, device)
 
 
 class ExtractorSection(Section):
