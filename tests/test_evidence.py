@@ -116,7 +116,7 @@ grpo: {max_steps: 1, max_completion_length: 16, save_steps: 1}
 eval: [{name: miniworld, split: heldout, limit: 6}]
 eval_generation: {max_new_tokens: 16}
 calibration: {limit: 40}
-evidence: {heldout: 6, max_new_tokens: 16, grpo: {max_steps: 1, save_steps: 1}}
+evidence: {heldout: 6, max_new_tokens: 16, grpo: {max_steps: 1, save_steps: 1}, workers: 2}
 """)
     summaries = E.run(["corver"], out=tmp_path / "runs", params={"corver": str(params)}, root=tmp_path,
                       replicates=100)

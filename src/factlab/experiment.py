@@ -78,6 +78,9 @@ class EvidenceSection(Section):
     # the evidence budget: GRPO settings for every arm (steps, learning rate), over the run's own grpo:
     # section, which the notebook's other stages keep (checked against GRPOSection when params load)
     grpo: dict[str, Any] = {}
+    # forked processes that train the (arm, seed) runs side by side, one torch thread each
+    # (factlab.forked: on 2 cores, two 1-thread runs finish in about the time of one 2-thread run)
+    workers: int = Field(1, ge=1, le=64)
 
     @field_validator("seeds")
     @classmethod

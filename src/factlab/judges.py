@@ -76,6 +76,10 @@ class JudgeCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._connect()
+
+    def _connect(self) -> None:
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         try:
             self._db = self._open()
@@ -91,12 +95,19 @@ class JudgeCache:
         db.commit()
         return db
 
+    def _forked(self) -> None:
+        # sqlite connections (and a lock another thread may hold) must not cross a fork
+        # (factlab.forked): a forked worker opens its own connection to the same file
+        if os.getpid() != self._pid:
+            self._connect()
+
     @staticmethod
     def key(**parts: Any) -> str:
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}
+        self._forked()
         with self._lock:
             for b in range(0, len(keys), 500):
                 chunk = list(keys[b:b + 500])
@@ -105,11 +116,13 @@ class JudgeCache:
         return out
 
     def put_many(self, items: dict[str, str]) -> None:
+        self._forked()
         with self._lock:
             self._db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", list(items.items()))
             self._db.commit()
 
     def __len__(self) -> int:
+        self._forked()
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
 

@@ -16,6 +16,10 @@ and writes
 - ``cpu_seconds``: per (arm, seed), the training's process CPU time (every thread), the
   denominator of "truth gain per CPU-minute".
 
+With ``evidence.workers: N`` the base evaluation and the (arm, seed) runs go to N forked
+processes of one thread each (``factlab.forked``); each writes its ``eval.json`` and its
+``worker.log`` in its own folder, so a run is the same job in the notebook's process or a worker.
+
 ``factlab.evidence`` reads it, computes each effect with a paired bootstrap over questions and
 seeds (``eval.bootstrap``) and writes ``results/``. Everything resumes: a finished arm is read
 back from its folder.
@@ -25,14 +29,17 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..forked import Job, run_jobs
 from ..eval.truth import completion_truth, label_sentences, question_of
 from ..models import generate, load_model, release_memory
 from ..experiment import BASE_ARM, EvidenceArm, EvidenceSection
 from ..rewards import build_rewards
 from ..rewards.registry import RewardSpec
+from ..paths import atomic_write_text
 from ..train.grpo import TrainResult, run
 
 __all__ = ["EvidenceArm", "EvidenceSection", "BASE_ARM", "run_arms", "EVIDENCE_FILE", "truth_evaluator",
@@ -67,28 +74,37 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
     record: dict[str, Any] = {"hypothesis": section.hypothesis, "seeds": list(section.seeds),
                               "arms": [a.name for a in section.arms], "rows": [], "curves": [], "cpu_seconds": []}
     base_file = _folder(out, BASE_ARM, None) / "eval.json"
-    if not base_file.exists():
+
+    def evaluate_base() -> None:
         base_file.parent.mkdir(parents=True, exist_ok=True)
-        base_file.write_text(json.dumps(evaluate(None), default=float))
+        atomic_write_text(base_file, json.dumps(evaluate(None), default=float))
+
+    def train_and_evaluate(arm: EvidenceArm, seed: int, arm_file: Path) -> None:
+        specs = adapt_rewards(list(arm.rewards)) if adapt_rewards else list(arm.rewards)
+        rewards = build_rewards(specs, resources)
+        grpo = (cfg.evidence_grpo(arm, seed) if getattr(cfg, "evidence", None) is section
+                else cfg.grpo.model_copy(update={**section.grpo, **arm.grpo, "seed": seed}))
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        result = run(cfg, (arm_rows or {}).get(arm.name, rows), rewards, arm_file.parent / "train",
+                     name=f"evidence-{arm.name}-seed{seed}", model=start_model, grpo=grpo)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        evaluated = evaluate(result)
+        atomic_write_text(arm_file, json.dumps({"rows": evaluated, "curves": _curves(arm.name, seed, result),
+                                                "cpu_seconds": cpu, "wall_seconds": wall,
+                                                "resumed": result.resumed}, default=float))
+
+    jobs = [Job("base", evaluate_base, base_file.parent / "worker.log")] if not base_file.exists() else []
+    for arm in section.arms:
+        for seed in section.seeds:
+            arm_file = _folder(out, arm.name, seed) / "eval.json"
+            if not arm_file.exists():
+                jobs.append(Job(f"{arm.name} seed {seed}", partial(train_and_evaluate, arm, seed, arm_file),
+                                arm_file.parent / "worker.log"))
+    run_jobs(jobs, section.workers, desc=f"evidence {section.hypothesis}")
     record["rows"] += [{"arm": BASE_ARM, "seed": None, **r} for r in json.loads(base_file.read_text())]
     for arm in section.arms:
         for seed in section.seeds:
-            folder = _folder(out, arm.name, seed)
-            arm_file = folder / "eval.json"
-            if not arm_file.exists():
-                specs = adapt_rewards(list(arm.rewards)) if adapt_rewards else list(arm.rewards)
-                rewards = build_rewards(specs, resources)
-                grpo = (cfg.evidence_grpo(arm, seed) if getattr(cfg, "evidence", None) is section
-                        else cfg.grpo.model_copy(update={**section.grpo, **arm.grpo, "seed": seed}))
-                cpu0, wall0 = time.process_time(), time.perf_counter()
-                result = run(cfg, (arm_rows or {}).get(arm.name, rows), rewards, folder / "train",
-                             name=f"evidence-{arm.name}-seed{seed}", model=start_model, grpo=grpo)
-                cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-                evaluated = evaluate(result)
-                arm_file.write_text(json.dumps({"rows": evaluated, "curves": _curves(arm.name, seed, result),
-                                                "cpu_seconds": cpu, "wall_seconds": wall,
-                                                "resumed": result.resumed}, default=float))
-            got = json.loads(arm_file.read_text())
+            got = json.loads((_folder(out, arm.name, seed) / "eval.json").read_text())
             record["rows"] += [{"arm": arm.name, "seed": seed, **r} for r in got["rows"]]
             record["curves"] += got["curves"]
             record["cpu_seconds"].append({"arm": arm.name, "seed": seed, "cpu_seconds": got["cpu_seconds"],

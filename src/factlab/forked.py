@@ -1,0 +1,134 @@
+"""Independent jobs in forked worker processes, one torch thread each: how the evidence runs put
+every core of a small machine to work (``evidence.workers``).
+
+Why processes, not threads: decoding the 135M model is bound by the per-step overhead of its
+small layers, not by arithmetic. Measured on this project's 2-core machine (2026-11-26, a G = 4
+rollout of 128 tokens from a 285-token SEVA prompt): 24.5 s with 1 thread and with 2; two
+1-thread processes side by side took 22-29 s each. A LoRA forward and backward takes 19.4 s with
+1 thread and 10.9 s with 2, so two 1-thread jobs also lose nothing there
+(``bench/bench_evidence_workers.py`` measures both ways on whole evidence runs).
+
+Why fork: a job is a closure over a notebook's live objects (its ``evaluate`` function, its
+reward resources), which ``spawn`` would have to pickle. Why one thread: GNU OpenMP's thread
+pool does not survive a fork; a forked child that asks torch for 2 threads after its parent used
+2 hangs in its first parallel region (measured). Each child writes its stdout, stderr and logging
+to the job's log file and leaves with ``os._exit``, so nothing of the parent (a Jupyter kernel's
+sockets, atexit hooks) runs twice. A job that fails stops the others and raises
+:class:`JobFailed` naming the job, its exit code and its log, with the log's tail.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+__all__ = ["Job", "JobFailed", "run_jobs"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Job:
+    """One unit of work: ``run()`` writes its own result files; ``log`` gets a forked job's output."""
+
+    name: str
+    run: Callable[[], None]
+    log: Path
+
+
+class JobFailed(RuntimeError):
+    """A forked job exited with an error (the message names it, its exit code and its log)."""
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log written)"
+
+
+def _child(job: Job) -> None:
+    """The forked side: one torch thread, output to the job's log, ``os._exit`` with 0 / 1."""
+    code = 1
+    try:
+        job.log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(job.log, "w", buffering=1, encoding="utf-8")
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        sys.stdout = sys.stderr = out
+        root = logging.getLogger()
+        level = root.level
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        handler = logging.StreamHandler(out)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(level)
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        trainer_module = sys.modules.get("transformers.trainer")
+        if trainer_module is not None:  # a kernel's HTML progress widget would print as message dicts
+            from transformers.trainer_callback import ProgressCallback
+
+            trainer_module.DEFAULT_PROGRESS_CALLBACK = ProgressCallback
+        import torch
+
+        torch.set_num_threads(1)
+        job.run()
+        code = 0
+    except BaseException:  # noqa: BLE001 - everything goes to the log; the parent raises JobFailed
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+        finally:
+            os._exit(code)
+
+
+def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progress: bool = True,
+             poll_s: float = 0.5) -> None:
+    """Run ``jobs``: in this process one after the other when ``workers`` is 1 (or there is one
+    job), else in up to ``workers`` forked processes at once (module docstring). Returns when
+    all have finished; raises :class:`JobFailed` at the first that fails, the others stopped."""
+    from tqdm.auto import tqdm
+
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers == 1 or len(jobs) <= 1:
+        for job in jobs:
+            job.run()
+        return
+    if sys.platform == "win32":
+        raise RuntimeError("evidence.workers > 1 forks worker processes, which Windows cannot; set workers: 1")
+    ctx = mp.get_context("fork")
+    pending = list(jobs)
+    running: dict = {}
+    bar = tqdm(total=len(jobs), desc=desc, disable=not progress)
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                job = pending.pop(0)
+                proc = ctx.Process(target=_child, args=(job,), name=f"factlab-{job.name}")
+                proc.start()
+                log.info("%s: started %s (pid %d), log %s", desc, job.name, proc.pid, job.log)
+                running[proc] = job
+            time.sleep(poll_s)
+            for proc in [p for p in running if not p.is_alive()]:
+                proc.join()
+                job = running.pop(proc)
+                if proc.exitcode != 0:
+                    raise JobFailed(f"{desc}: {job.name} failed (exit code {proc.exitcode}); its log is {job.log}; "
+                                    f"its last lines:\n{_tail(job.log)}")
+                bar.update(1)
+    finally:
+        for proc in running:
+            proc.terminate()
+        for proc in running:
+            proc.join(10)
+        bar.close()

@@ -1,0 +1,69 @@
+"""factlab.forked: jobs in forked one-thread workers (evidence.workers)."""
+
+import json
+import os
+
+import pytest
+
+from factlab.forked import Job, JobFailed, run_jobs
+from factlab.judges import JudgeCache
+
+
+def _record(path, value):
+    def run():
+        import torch
+
+        path.write_text(json.dumps({"pid": os.getpid(), "threads": torch.get_num_threads(), "value": value}))
+    return run
+
+
+def test_jobs_run_in_forked_one_thread_workers_and_in_process_with_one_worker(tmp_path):
+    jobs = [Job(f"job {i}", _record(tmp_path / f"{i}.json", i), tmp_path / f"{i}.log") for i in range(3)]
+    run_jobs(jobs, workers=2, progress=False, poll_s=0.05)
+    got = [json.loads((tmp_path / f"{i}.json").read_text()) for i in range(3)]
+    assert [g["value"] for g in got] == [0, 1, 2]
+    assert all(g["pid"] != os.getpid() for g in got) and len({g["pid"] for g in got}) == 3
+    assert all(g["threads"] == 1 for g in got)
+    run_jobs([Job("here", _record(tmp_path / "here.json", 9), tmp_path / "here.log")], workers=1)
+    assert json.loads((tmp_path / "here.json").read_text())["pid"] == os.getpid()
+
+
+def test_a_failing_job_raises_with_its_name_and_log_and_stops_the_rest(tmp_path):
+    def boom():
+        print("about to fail")
+        raise ValueError("the reward read a bad column")
+
+    jobs = [Job("arm A seed 0", boom, tmp_path / "a.log"),
+            Job("arm B seed 0", _record(tmp_path / "b.json", 1), tmp_path / "b.log")]
+    with pytest.raises(JobFailed) as err:
+        run_jobs(jobs, workers=2, progress=False, poll_s=0.05)
+    msg = str(err.value)
+    assert "arm A seed 0" in msg and "a.log" in msg and "the reward read a bad column" in msg
+    assert "about to fail" in (tmp_path / "a.log").read_text()
+    with pytest.raises(ValueError, match="workers"):
+        run_jobs(jobs, workers=0)
+
+
+def test_the_judge_cache_opens_its_own_connection_in_a_forked_worker(tmp_path):
+    """The parent's connection and lock do not cross the fork: here the lock is held (as by a
+    judge thread mid-write) while the workers fork, and a worker still reads and writes."""
+    import threading
+
+    cache = JudgeCache(tmp_path / "answers.sqlite")
+    cache.put_many({"parent": "yes"})
+    seen = tmp_path / "seen.json"
+
+    def child():
+        def use():
+            seen.write_text(json.dumps(cache.get_many(["parent"])))
+            cache.put_many({"child": "also"})
+        t = threading.Thread(target=use, daemon=True)
+        t.start()
+        t.join(20)
+
+    with cache._lock:
+        run_jobs([Job("w0", child, tmp_path / "w0.log"), Job("w1", lambda: None, tmp_path / "w1.log")], workers=2,
+                 progress=False, poll_s=0.05)
+    assert json.loads(seen.read_text()) == {"parent": "yes"}
+    assert cache.get_many(["parent", "child"]) == {"parent": "yes", "child": "also"}
+    assert len(cache) == 2
