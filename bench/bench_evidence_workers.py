@@ -7,7 +7,7 @@ verifier prompt, then a forward and backward over them; ``bench_seva_step.step_s
 ``--jobs`` such jobs run first with ``workers = 1`` (in this process, torch's default threads),
 then with ``workers = 2`` (two forked one-thread processes).
 
-    python bench/bench_evidence_workers.py [--jobs 4] [--steps 2] [--tokens 64]
+    python bench/bench_evidence_workers.py [--jobs 2] [--steps 4] [--tokens 64]
 
 Prints the wall seconds of both and their ratio.
 """
@@ -35,8 +35,8 @@ from factlab.synth.perturbations import miniworld_pairs  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--jobs", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
     args = ap.parse_args()
 

@@ -5,8 +5,10 @@ Why processes, not threads: decoding the 135M model is bound by the per-step ove
 small layers, not by arithmetic. Measured on this project's 2-core machine (2026-11-26, a G = 4
 rollout of 128 tokens from a 285-token SEVA prompt): 24.5 s with 1 thread and with 2; two
 1-thread processes side by side took 22-29 s each. A LoRA forward and backward takes 19.4 s with
-1 thread and 10.9 s with 2, so two 1-thread jobs also lose nothing there
-(``bench/bench_evidence_workers.py`` measures both ways on whole evidence runs).
+1 thread and 10.9 s with 2. ``bench/bench_evidence_workers.py`` times whole jobs both ways: two jobs
+of 4 GRPO-shaped steps took 183.8 s one after the other with 2 threads and 141.9 s on two workers
+(0.77x); a worker's first forward and backward takes about twice its later ones, so jobs of 2
+steps gain little (0.94x).
 
 Why fork: a job is a closure over a notebook's live objects (its ``evaluate`` function, its
 reward resources), which ``spawn`` would have to pickle. Why one thread: GNU OpenMP's thread
