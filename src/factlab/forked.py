@@ -14,8 +14,8 @@ Why fork: a job is a closure over a notebook's live objects (its ``evaluate`` fu
 reward resources), which ``spawn`` would have to pickle. Why one thread: GNU OpenMP's thread
 pool does not survive a fork; a forked child that asks torch for 2 threads after its parent used
 2 hangs in its first parallel region (measured). Each child writes its stdout, stderr and logging
-to the job's log file and leaves with ``os._exit``, so nothing of the parent (a Jupyter kernel's
-sockets, atexit hooks) runs twice. A job that fails stops the others and raises
+to the job's log file, and multiprocessing ends it without running the parent's exit hooks (a
+Jupyter kernel's sockets are never touched twice). A job that fails stops the others and raises
 :class:`JobFailed` naming the job, its exit code and its log, with the log's tail.
 """
 
@@ -57,40 +57,38 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 def _child(job: Job) -> None:
-    """The forked side: one torch thread, output to the job's log, ``os._exit`` with 0 / 1."""
-    code = 1
+    """The forked side: one torch thread, output to the job's log. multiprocessing ends the
+    process itself (exit code 0, or 1 after an error, its traceback in the log) without running
+    the parent's exit hooks."""
+    job.log.parent.mkdir(parents=True, exist_ok=True)
+    out = open(job.log, "w", buffering=1, encoding="utf-8")
+    os.dup2(out.fileno(), 1)
+    os.dup2(out.fileno(), 2)
+    sys.stdout = sys.stderr = out
+    root = logging.getLogger()
+    level = root.level
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    trainer_module = sys.modules.get("transformers.trainer")
+    if trainer_module is not None:  # a kernel's HTML progress widget would print as message dicts
+        from transformers.trainer_callback import ProgressCallback
+
+        trainer_module.DEFAULT_PROGRESS_CALLBACK = ProgressCallback
+    import torch
+
+    torch.set_num_threads(1)
     try:
-        job.log.parent.mkdir(parents=True, exist_ok=True)
-        out = open(job.log, "w", buffering=1, encoding="utf-8")
-        os.dup2(out.fileno(), 1)
-        os.dup2(out.fileno(), 2)
-        sys.stdout = sys.stderr = out
-        root = logging.getLogger()
-        level = root.level
-        for h in list(root.handlers):
-            root.removeHandler(h)
-        handler = logging.StreamHandler(out)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(level)
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
-        trainer_module = sys.modules.get("transformers.trainer")
-        if trainer_module is not None:  # a kernel's HTML progress widget would print as message dicts
-            from transformers.trainer_callback import ProgressCallback
-
-            trainer_module.DEFAULT_PROGRESS_CALLBACK = ProgressCallback
-        import torch
-
-        torch.set_num_threads(1)
         job.run()
-        code = 0
-    except BaseException:  # noqa: BLE001 - everything goes to the log; the parent raises JobFailed
+    except BaseException:  # noqa: BLE001 - the traceback goes to the log; the parent raises JobFailed
         traceback.print_exc()
+        raise SystemExit(1) from None
     finally:
-        try:
-            sys.stdout.flush()
-        finally:
-            os._exit(code)
+        out.flush()
 
 
 def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progress: bool = True,
