@@ -79,7 +79,7 @@ class EvidenceSection(Section):
     # section, which the notebook's other stages keep (checked against GRPOSection when params load)
     grpo: dict[str, Any] = {}
     # forked processes that train the (arm, seed) runs side by side, one torch thread each
-    # (factlab.forked: on 2 cores, two 1-thread runs finish in about the time of one 2-thread run)
+    # (factlab.forked; bench/bench_evidence_workers.py on 2 cores: two 4-step jobs in 0.77x the time of one after the other)
     workers: int = Field(1, ge=1, le=64)
 
     @field_validator("seeds")
