@@ -194,6 +194,9 @@ self_evolution: {rounds: 1, probe_budget: 2, refine_steps: 1}
     assert {k.split(" · ")[0] for k in m["evaluation"]} == {"base", "SFT", "GRPO-seva_process", "GRPO-seva_binary"}
     for e in m["evaluation"].values():  # 2 held-out pairs per model; unreadable output cannot score
         assert e["n"] == 2 and 0 <= e["macro_f1"] <= 1 and (e["parse_rate"] > 0 or e["macro_f1"] == 0.0)
+    # a random model's 16-token verdicts are stopped by the limit, and the report says so under the table
+    assert all(e["cut_off_rate"] == 1.0 for e in m["evaluation"].values())
+    assert "Verdicts stopped by" in (res.run_dir / "report.html").read_text()
     (rnd,) = m["self_evolution"]["rounds"]
     assert sum(rnd["allocation"].values()) == 2 and rnd["refine_steps"] == 1
     assert (res.run_dir / "figures" / "advantage_diagnostics.png").exists()

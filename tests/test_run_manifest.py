@@ -172,9 +172,14 @@ def test_git_state_commit_dirty_and_no_repository(tmp_path):
     for args in (["init", "-q"], ["add", "a.txt"], ["commit", "-qm", "one"]):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, env=env)
     clean = manifest.git_state(tmp_path)
-    assert re.fullmatch(r"[0-9a-f]{40}", clean["commit"]) and clean["dirty"] is False
+    assert re.fullmatch(r"[0-9a-f]{40}", clean["commit"]) and clean["dirty"] is False and clean["changed"] == []
     (tmp_path / "a.txt").write_text("2")
-    assert manifest.git_state(tmp_path) == {"commit": clean["commit"], "dirty": True}
+    (tmp_path / "untracked.txt").write_text("not in the commit")
+    assert manifest.git_state(tmp_path) == {"commit": clean["commit"], "dirty": True, "changed": ["a.txt"]}
+    (tmp_path / "b c.txt").write_text("3")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "b c.txt"], check=True, env=env)
+    subprocess.run(["git", "-C", str(tmp_path), "mv", "a.txt", "d.txt"], check=True, env=env)
+    assert manifest.git_state(tmp_path)["changed"] == ["b c.txt", "d.txt"]  # a rename names its new path
 
 
 # ---------------------------------------------------------------- runs keep their record (issue 30)

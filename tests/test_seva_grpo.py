@@ -6,7 +6,10 @@ import pytest
 from factlab.config import GRPOSection, LoraSection
 from factlab.data.pairs import ClaimPair
 from factlab.rewards import RewardSpec, build_rewards
+from pathlib import Path
 from factlab.recipes import seva as T
+
+PARAMS = Path(__file__).resolve().parents[1] / "params"
 
 
 PAIRS = [ClaimPair("a", "The capital of France is Paris.", "France's capital is Paris.", "attributable"),
@@ -48,3 +51,15 @@ def test_process_and_binary_runs_from_the_same_start(tmp_path):
     # where the binary groups collapse, the failure mode of §2.3
     assert (frames["seva_process"]["advantages/group_spread"].iloc[0]
             >= frames["seva_binary"]["advantages/group_spread"].iloc[0])
+
+
+def test_cut_off_note_names_the_limit_and_where_the_long_verdicts_are():
+    from factlab import config
+
+    cfg = config.load_config(PARAMS / "03_seva_evidence.yaml", T.SevaConfig)
+    rows = {"SFT · miniworld/heldout": {"cut_off_rate": 0.75}, "base · miniworld/heldout": {"cut_off_rate": 0.0}}
+    note = T.cut_off_note(cfg, rows)
+    assert "`eval_generation.max_new_tokens` = 80" in note and "SFT · miniworld/heldout 75%" in note
+    assert "base" not in note and "`evidence.max_new_tokens` = 320" in note
+    assert T.cut_off_note(cfg, {"SFT": {"cut_off_rate": 0.0}}) is None
+    assert "evidence" not in T.cut_off_note(T.SevaConfig(), rows)

@@ -97,3 +97,24 @@ def test_evaluate_verifier_on_a_model(tiny_model_and_tokenizer):
     assert m["format_error_rate"] == pytest.approx(sum(r.predicted is None for r in recs) / 2)
     assert m["macro_f1"] == pytest.approx(V.classification_metrics([r.gold for r in recs],
                                                                    [r.predicted for r in recs])["macro_f1"])
+
+
+def test_verdicts_stopped_by_the_token_limit_are_counted(monkeypatch):
+    """A verdict cut off at max_new_tokens is marked and counted (``cut_off_rate``), so a table of
+    format errors says when the limit, not the verifier, made them."""
+    from factlab.data.pairs import ClaimPair
+    from factlab.models import Generation
+
+    verdict = '{"label": "Attributable"'  # unclosed: the limit stopped it
+    monkeypatch.setattr(V, "generate", lambda model, tok, prompts, **kw: [
+        [Generation(verdict, [1, 2], finished=False)], [Generation(verdict, [1, 2], finished=True)],
+        [Generation(verdict, [1, 2], finished=False)]][:len(prompts)])
+
+    class Tok:
+        def apply_chat_template(self, messages, **kw):
+            return str(messages)
+
+    pairs = [ClaimPair(f"p{i}", "c", "s", "attributable") for i in range(3)]
+    recs, m = V.evaluate_verifier(None, Tok(), pairs, max_new_tokens=2, progress=False)
+    assert [r.cut_off for r in recs] == [True, False, True]
+    assert m["cut_off_rate"] == pytest.approx(2 / 3) and m["format_error_rate"] == 1.0

@@ -52,19 +52,36 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 
 
 def git_state(root: str | Path) -> dict[str, Any]:
-    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``root``; where there is
-    none (no git, not a repository) ``{"commit": None, "dirty": None, "note": why}``."""
+    """``{"commit": sha, "dirty": bool, "changed": [path, ...]}`` of the git checkout holding
+    ``root`` (``changed``: the tracked files that differ from the commit, so a dirty run says
+    which files it ran with); where there is none (no git, not a repository)
+    ``{"commit": None, "dirty": None, "note": why}``."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
                               timeout=20, check=True).stdout
 
     try:
         commit = git("rev-parse", "HEAD").strip()
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+        status = git("status", "--porcelain", "--untracked-files=no", "-z")
     except (OSError, subprocess.SubprocessError) as e:  # git missing, not a repository, no commit yet
         detail = getattr(e, "stderr", None) or str(e)
         return {"commit": None, "dirty": None, "note": f"no git commit: {detail.strip().splitlines()[0][:200]}"}
-    return {"commit": commit, "dirty": dirty}
+    changed = _changed_paths(status)
+    return {"commit": commit, "dirty": bool(changed), "changed": changed}
+
+
+def _changed_paths(porcelain_z: str) -> list[str]:
+    """Paths of ``git status --porcelain -z`` (a rename's entry is followed by its source path)."""
+    paths, fields, i = [], porcelain_z.split("\0"), 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC":
+            i += 1  # the rename's or copy's source
+    return sorted(paths)
 
 
 def hardware() -> dict[str, Any]:

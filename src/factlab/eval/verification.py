@@ -20,7 +20,7 @@ verifier said, whatever the structure; never compare them with the paper's numbe
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
 from ..models import generate
@@ -42,6 +42,7 @@ class VerificationRecord:
     error_type: str | None
     response: str
     lenient_predicted: str | None = None  # the label of any parseable JSON, structure or not
+    cut_off: bool = False  # the generation reached max_new_tokens before a stop token
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,13 +105,15 @@ def confusion_table(golds: Sequence[str], preds: Sequence[str | None]):
 
 def structural_quality(records: Sequence[VerificationRecord]) -> dict[str, float]:
     """§3.1 structural quality: mean R_a, mean R_c, format compliance (share with R_f = 1),
-    and the parse rate (share whose JSON was read at all)."""
+    and the parse rate (share whose JSON was read at all); ``cut_off_rate``: the share of
+    verdicts stopped by the token limit, which explains format errors a longer limit would not make."""
     n = len(records)
     if not n:
         raise ValueError("no records")
     return {"mean_R_a": sum(r.R_a for r in records) / n, "mean_R_c": sum(r.R_c for r in records) / n,
             "format_compliance": sum(r.R_f == 1.0 for r in records) / n,
-            "parse_rate": sum(r.R_f > 0 for r in records) / n}
+            "parse_rate": sum(r.R_f > 0 for r in records) / n,
+            "cut_off_rate": sum(r.cut_off for r in records) / n}
 
 
 def error_type_distribution(records: Sequence[VerificationRecord]):
@@ -146,5 +149,6 @@ def evaluate_verifier(model, tokenizer, pairs: Sequence[Any], *, max_new_tokens:
                                              add_generation_prompt=True) for p in pairs]
     gens = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                     batch_size=batch_size, seed=seed, progress=progress, desc=desc)
-    records = [grade_response(g[0].text, p.label, id=p.id) for p, g in zip(pairs, gens)]
+    records = [replace(grade_response(g[0].text, p.label, id=p.id), cut_off=not g[0].finished)
+               for p, g in zip(pairs, gens)]
     return records, summarize(records)

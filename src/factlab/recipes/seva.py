@@ -217,7 +217,7 @@ WHAT = "teacher-annotated pairs; SFT -> merge -> GRPO (process reward, binary co
 TEACHER_FILE = "teacher.json"
 
 __all__ += ["SevaInputs", "load_inputs", "start", "prepare", "prepare_alone", "sft_stage", "grpo_stage",
-            "evolve_stage", "train", "NOTEBOOK", "CONFIG", "WHAT"]
+            "evolve_stage", "cut_off_note", "train", "NOTEBOOK", "CONFIG", "WHAT"]
 
 
 @dataclass
@@ -291,6 +291,20 @@ def evolve_stage(cfg: SevaConfig, inputs: SevaInputs, resources: Resources, run_
     begin = merged(main_run) if main_run is not None else sft_dir
     return self_evolve(begin, inputs.world, cfg, resources, run_dir, seen_claims=inputs.seen_claims(),
                        progress=progress)
+
+
+def cut_off_note(cfg: SevaConfig, metrics: dict[str, dict[str, float]]) -> str | None:
+    """The line under the notebook's verifier evaluation when the token limit stopped verdicts
+    (``cut_off_rate`` of ``metrics``, the evaluation table's rows): their format errors are the
+    limit's, so the reader is told the limit and, under evidence params, where the long verdicts are."""
+    cut = {who: m["cut_off_rate"] for who, m in metrics.items() if m.get("cut_off_rate")}
+    if not cut:
+        return None
+    where = (f"; the evidence section's held-out verdicts run at `evidence.max_new_tokens` = "
+             f"{cfg.evidence.max_new_tokens}" if cfg.evidence is not None else "")
+    return (f"Verdicts stopped by `eval_generation.max_new_tokens` = {cfg.eval_generation.max_new_tokens} "
+            f"before a stop token: {', '.join(f'{who} {share:.0%}' for who, share in cut.items())}. "
+            f"Their format errors are the limit's as much as the verifier's{where}.")
 
 
 def train(cfg: SevaConfig, inputs: SevaInputs, resources: Resources, run_dir: str | Path
