@@ -133,7 +133,24 @@ evidence: {heldout: 6, max_new_tokens: 16, grpo: {max_steps: 1, save_steps: 1}, 
         assert (folder / name).exists(), name
     assert json.loads((folder / "manifest.json").read_text())["git"]
     assert "factlab evidence corver" in (folder / "command.txt").read_text()
+    runtime = (folder / "runtime.md").read_text()  # the executed notebook's cells, then each (arm, seed) run
+    assert "| `if cfg.evidence is not None:` |" in runtime and "| A1 | 2 |" in runtime and "| full | 0 |" in runtime
     table = (tmp_path / "results" / "README.md").read_text()
     assert "| corver | contradicted: full - A1 | lower |" in table and "| corver (guard) | correct: full - A1 |" in table
     m = json.loads((Path(s["run_dir"]) / "metrics.json").read_text())["evidence"]
     assert m["hypothesis"] == "corver" and len(m["effects"]) == 2
+
+
+def test_runtime_table_reads_cell_seconds_and_runs(tmp_path):
+    """``runtime.md``: each code cell's papermill seconds and share (a cell's pipe escaped for
+    the Markdown table), then the runs' training seconds; a run folder without its notebook says so."""
+    nb = {"cells": [{"cell_type": "markdown", "source": ["# title"], "metadata": {}},
+                    {"cell_type": "code", "source": ["# a comment\n", "x = a | b  # why\n"],
+                     "metadata": {"papermill": {"duration": 30.0}}},
+                    {"cell_type": "code", "source": "train()", "metadata": {"papermill": {"duration": 90.0}}}]}
+    (tmp_path / "notebook.ipynb").write_text(json.dumps(nb))
+    record = {"cpu_seconds": [{"arm": "full", "seed": 0, "cpu_seconds": 80.4, "wall_seconds": 88.6}]}
+    text = E.runtime_table("corver", 2.0, tmp_path, record)
+    assert "| `x = a \\| b` | 30.0 | 25.0% |" in text and "| `train()` | 90.0 | 75.0% |" in text
+    assert "| all cells | 120.0 | 100% |" in text and "| full | 0 | 89 | 80 |" in text and "2.0 min wall" in text
+    assert "no cell durations" in E.runtime_table("corver", None, tmp_path / "gone", {})

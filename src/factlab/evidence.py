@@ -12,8 +12,9 @@ hypotheses below were written in README ("Evidence") before any of them ran.
 evidence cell wrote (``recipes.evidence.run_arms``), computes each comparison's effect with a
 paired bootstrap 95% interval over questions and seeds (``eval.bootstrap``), and writes
 ``results/<name>/``: ``effects.json``, the figure (the truth metric and the reward over steps,
-one line per seed per arm), ``command.txt`` and the run's ``manifest.json`` (commit, package
-versions, hardware); then rebuilds ``results/README.md``, one table row per comparison.
+one line per seed per arm), ``command.txt``, the run's ``manifest.json`` (commit, package
+versions, hardware) and ``runtime.md`` (where the minutes went: each notebook cell's seconds and
+each evidence run's training seconds, ``runtime_table``); then rebuilds ``results/README.md``, one table row per comparison.
 
 Verdicts: a comparison measured on no (seed, question) pair of both arms (e.g. no answer with a
 verifiable sentence) is ``no data``, and so is its hypothesis when it is the primary one. A
@@ -307,11 +308,57 @@ def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) 
         (folder / "manifest.json").write_text(json.dumps({"git": git_state(project_root()),
                                                           "packages": package_versions(),
                                                           "hardware": hardware()}, indent=1, default=str))
+    (folder / RUNTIME_FILE).write_text(runtime_table(summary["hypothesis"], summary.get("wall_minutes"), run_dir,
+                                                     record))
     fig = plot_evidence_curves(record, f"{summary['hypothesis']}: truth and reward over steps")
     fig.savefig(folder / "curves.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     for png in run_dir.glob("figures/*.png"):
         shutil.copyfile(png, folder / png.name)
+
+
+RUNTIME_FILE = "runtime.md"
+
+
+def _cell_label(source: str) -> str:
+    """A code cell's first statement line, short, safe inside a Markdown table cell."""
+    line = next((ln.strip() for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+    line = line.split("  #")[0].strip()
+    line = line if len(line) <= 72 else line[:69] + "..."
+    return "`" + line.replace("`", "'").replace("|", "\\|") + "`"
+
+
+def runtime_table(name: str, wall_minutes: float | None, run_dir: Path, record: dict) -> str:
+    """``results/<name>/runtime.md``: where a hypothesis's minutes went, read from its run, so a
+    budget is planned on measured costs: every code cell of the executed notebook with its
+    seconds (papermill's record) and share, then every (arm, seed) run's training wall and CPU
+    seconds (``evidence.json``; each run's held-out evaluation follows in the same worker)."""
+    nb_path = Path(run_dir) / "notebook.ipynb"
+    out = [f"# {name}: where the minutes went\n"]
+    if wall_minutes is not None:
+        out.append(f"Notebook run: {wall_minutes:.1f} min wall on this machine (budget {BUDGET_MINUTES:.0f}).\n")
+    cells = []
+    if nb_path.exists():
+        for c in json.loads(nb_path.read_text(encoding="utf-8")).get("cells", []):
+            source = "".join(c.get("source") or "")
+            if c.get("cell_type") == "code" and source.strip():
+                seconds = (c.get("metadata", {}).get("papermill") or {}).get("duration")
+                cells.append((_cell_label(source), float(seconds or 0.0)))
+    total = sum(sec for _, sec in cells)
+    if cells:
+        out += ["Notebook cells (papermill's durations; the evidence cell holds every arm's runs):\n",
+                "| cell | seconds | share |", "| --- | --- | --- |"]
+        out += [f"| {label} | {sec:.1f} | {sec / total:.1%} |" for label, sec in cells if sec >= 0.5]
+        out.append(f"| all cells | {total:.1f} | 100% |\n")
+    else:
+        out.append(f"No executed notebook in {nb_path.parent.name}: no cell durations.\n")
+    runs = record.get("cpu_seconds") or []
+    if runs:
+        out += ["Evidence runs (training only, from `evidence.json`; each is followed by its held-out "
+                "evaluation in the same worker):\n", "| arm | seed | wall s | CPU s |", "| --- | --- | --- | --- |"]
+        out += [f"| {r['arm']} | {r['seed']} | {float(r.get('wall_seconds') or float('nan')):.0f} "
+                f"| {float(r['cpu_seconds']):.0f} |" for r in runs]
+    return "\n".join(out) + "\n"
 
 
 def _fmt(x: float) -> str:
@@ -352,7 +399,8 @@ def write_table(folder: Path) -> Path:
             "paired on question and seed; intervals are paired bootstrap 95% over questions and seeds.\n"
             "CPU minutes: the notebook run's CPU time (2 cores); wall minutes: its runtime, against a\n"
             "budget of 30 (a run over it is marked). Each folder holds the figures, the\n"
-            "command and the run manifest.\n\n"
+            "command, the run manifest and `runtime.md` (where the minutes went: each notebook cell's\n"
+            "seconds and each (arm, seed) run's).\n\n"
             "| hypothesis | comparison | expected | effect | 95% interval | seeds | CPU minutes | wall minutes "
             "| verdict |\n"
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
