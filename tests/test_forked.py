@@ -28,6 +28,19 @@ def test_jobs_run_in_forked_one_thread_workers_and_in_process_with_one_worker(tm
     assert json.loads((tmp_path / "here.json").read_text())["pid"] == os.getpid()
 
 
+def test_more_workers_than_cores_is_warned_about(tmp_path, monkeypatch, caplog):
+    jobs = [Job(f"job {i}", _record(tmp_path / f"{i}.json", i), tmp_path / f"{i}.log") for i in range(2)]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    with caplog.at_level("WARNING", logger="factlab.forked"):
+        run_jobs(jobs, workers=2, progress=False, poll_s=0.05)
+    assert "2 workers on 1 cores" in caplog.text and "at most 1" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    with caplog.at_level("WARNING", logger="factlab.forked"):
+        run_jobs(jobs, workers=2, progress=False, poll_s=0.05)
+    assert "workers on" not in caplog.text
+
+
 def test_a_failing_job_raises_with_its_name_and_log_and_stops_the_rest(tmp_path):
     def boom():
         print("about to fail")

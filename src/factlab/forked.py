@@ -106,6 +106,10 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
         return
     if sys.platform == "win32":
         raise RuntimeError("evidence.workers > 1 forks worker processes, which Windows cannot; set workers: 1")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if workers > cores:
+        log.warning("%s: %d workers on %d cores: each worker is one thread, so the extra ones only share "
+                    "the cores (set evidence.workers to at most %d)", desc, workers, cores, cores)
     ctx = mp.get_context("fork")
     pending = list(jobs)
     running: dict = {}
