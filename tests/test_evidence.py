@@ -52,7 +52,10 @@ def test_a_hypothesis_that_was_not_run_shows_its_reason_and_one_with_results_doe
                                                                  "cpu_minutes": 1.0}))
     table = E.write_table(results).read_text()
     assert "| seva | n/a |" in table and "not run: seva budget too small ([seva/status.md](seva/status.md))" in table
-    assert "corver budget too small" not in table
+    assert "corver budget too small" not in table and "Redone" not in table
+    (results / "corver" / E.REPRODUCED_FILE).write_text("# corver: reproduced from a fresh clone\n")
+    assert "Redone from a fresh clone (its reproduced.md compares the two runs): [corver](corver/reproduced.md)." in \
+        E.write_table(results).read_text()
 
 
 def test_a_null_and_a_failed_guard():

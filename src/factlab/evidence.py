@@ -366,6 +366,7 @@ def _fmt(x: float) -> str:
 
 
 STATUS_FILE = "status.md"  # results/<name>/status.md: why a hypothesis has no results (first line: the reason)
+REPRODUCED_FILE = "reproduced.md"  # results/<name>/reproduced.md: the folder's run redone from a fresh clone
 BUDGET_MINUTES = 30.0  # one hypothesis, one notebook run, 2 CPU cores (issue 28)
 
 
@@ -404,9 +405,12 @@ def write_table(folder: Path) -> Path:
             "| hypothesis | comparison | expected | effect | 95% interval | seeds | CPU minutes | wall minutes "
             "| verdict |\n"
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+    reproduced = [name for name in HYPOTHESES if (folder / name / REPRODUCED_FILE).exists()]
+    tail = ("\nRedone from a fresh clone (its reproduced.md compares the two runs): "
+            + ", ".join(f"[{name}]({name}/{REPRODUCED_FILE})" for name in reproduced) + ".\n") if reproduced else ""
     path = folder / "README.md"
     folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(head + "\n".join(rows) + "\n")
+    path.write_text(head + "\n".join(rows) + "\n" + tail)
     return path
 
 
