@@ -14,7 +14,8 @@ paired bootstrap 95% interval over questions and seeds (``eval.bootstrap``), and
 ``results/<name>/``: ``effects.json``, the figure (the truth metric and the reward over steps,
 one line per seed per arm), ``command.txt``, the run's ``manifest.json`` (commit, package
 versions, hardware) and ``runtime.md`` (where the minutes went: each notebook cell's seconds and
-each evidence run's training seconds, ``runtime_table``); then rebuilds ``results/README.md``, one table row per comparison.
+each evidence run's training seconds, ``runtime_table``); then rebuilds ``results/README.md``,
+one table row per comparison.
 
 Verdicts: a comparison measured on no (seed, question) pair of both arms (e.g. no answer with a
 verifiable sentence) is ``no data``, and so is its hypothesis when it is the primary one. A
@@ -317,9 +318,6 @@ def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) 
         shutil.copyfile(png, folder / png.name)
 
 
-RUNTIME_FILE = "runtime.md"
-
-
 def _cell_label(source: str) -> str:
     """A code cell's first statement line, short, safe inside a Markdown table cell."""
     line = next((ln.strip() for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
@@ -367,6 +365,7 @@ def _fmt(x: float) -> str:
 
 STATUS_FILE = "status.md"  # results/<name>/status.md: why a hypothesis has no results (first line: the reason)
 REPRODUCED_FILE = "reproduced.md"  # results/<name>/reproduced.md: the folder's run redone from a fresh clone
+RUNTIME_FILE = "runtime.md"  # results/<name>/runtime.md: where the run's minutes went (runtime_table)
 BUDGET_MINUTES = 30.0  # one hypothesis, one notebook run, 2 CPU cores (issue 28)
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from .threads import usable_cores
+
 __all__ = ["Job", "JobFailed", "run_jobs"]
 
 log = logging.getLogger(__name__)
@@ -106,7 +108,7 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
         return
     if sys.platform == "win32":
         raise RuntimeError("evidence.workers > 1 forks worker processes, which Windows cannot; set workers: 1")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     if workers > cores:
         log.warning("%s: %d workers on %d cores: each worker is one thread, so the extra ones only share "
                     "the cores (set evidence.workers to at most %d)", desc, workers, cores, cores)

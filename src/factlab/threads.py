@@ -58,6 +58,11 @@ def export_env(threads: int | str | None = None, environ: MutableMapping[str, st
     return done
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS reports one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def configure(threads: int | str | None = None) -> dict[str, Any]:
     """Apply the settings to this process and export them to its children (``export_env``).
     Returns ``threads`` (torch's intra-op count, or the one it will take when it loads),
@@ -72,7 +77,7 @@ def configure(threads: int | str | None = None) -> dict[str, Any]:
             torch.set_num_threads(n)
         current = torch.get_num_threads()
     else:
-        current = n if n is not None else len(os.sched_getaffinity(0))
+        current = n if n is not None else usable_cores()
     return {"threads": current, "wait_policy": os.environ["OMP_WAIT_POLICY"],
             "wait_policy_applies": POLICY_INHERITED or not TORCH_BEFORE_FACTLAB}
 
