@@ -21,7 +21,8 @@ from factlab.rewards.length import OverlongArgs, OverlongPenalty
 from factlab.synth import kg
 from factlab.synth.k2v import (BLANK, ChecklistSection, K2VQuestion, Quintuple, SynthesisSection, blank_candidates,
                                leakage, make_checklists, make_question, sample_quintuples, score_checklists,
-                               synthesize_questions, template_checklist, validate_checklist)
+                               synthesize_questions, template_checklist, validate_checklist, ftext_prompt,
+                               mask_mentions, masked_ftext_prompt)
 from factlab.recipes import k2v as k2v_train
 from factlab.train.dapo import keep_groups
 from factlab.recipes.k2v import (K2VConfig, constructed_responses, k2v_rows, knowledge_graph, reward_ablation,
@@ -255,6 +256,25 @@ def test_question_rules_reject_leaks_ambiguity_and_missing_blanks():
     assert sorted(blank_candidates(g, amb, "e2")) == ["france", "spain"]
     _, why = make_question(g, amb, "e2", f"{BLANK} uses the euro.", "q4")
     assert why == "more than one entity fits the blank"
+
+
+def test_ftext_prompt_blanks_every_mention_of_the_hidden_entity():
+    """003 Eq. 2: F_text sees the masked quintuple. GraphGen's relation summaries and the other
+    entities' descriptions often name the answer; every mention (name or alias, any case,
+    whole words only) is blanked, and counted."""
+    g = _toy_graph()
+    g.nodes["france"]["aliases"] = "French Republic"
+    g.nodes["paris"]["description"] = "Paris is the capital of FRANCE, the French Republic."
+    g.nodes["euro"]["description"] = "The currency of Frenchland and France."
+    q = Quintuple("paris", "is the capital of France", "france", "uses the currency", "euro", forward1=True)
+    prompt, n = masked_ftext_prompt(g, q, "e2")
+    assert "france" not in prompt.lower().replace("frenchland", "") and "French Republic" not in prompt
+    assert "Frenchland" in prompt  # a longer word that merely starts with the name is kept
+    assert n == 4  # FRANCE and French Republic in Paris's description, France in the euro's, in r1
+    assert ftext_prompt(g, q, "e2") == prompt
+    assert mask_mentions("No mention here.", ["France"]) == ("No mention here.", 0)
+    _, report = synthesize_questions(g, SynthesisSection(questions=2, rephraser="template", seed=0))
+    assert report["prompts_masked"] == report["mentions_masked"] == 0  # the template path shows nothing
 
 
 def test_synthesis_counts_every_rejection_and_keeps_answerable_questions(gold):

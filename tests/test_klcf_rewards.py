@@ -16,7 +16,7 @@ from factlab.experiment import TrainingConfig
 from factlab.rewards import Resources, RewardSpec, available, build_rewards
 from factlab.rewards.klcf import (DEFAULT_WEIGHTS, LABELS, TABLE2_WEIGHTS, VERDICT_PREFILL, ChecklistReward,
                                   ChecklistVerifier, ClaimTruth, FactReward, KLCFFactArgs, LengthPenalty,
-                                  LengthPenaltyArgs, TruthfulnessScorer, TruthReward, checklist_scores,
+                                  LengthPenaltyArgs, TruthfulnessScorer, TruthReward, checklist_scores, verdict_scores,
                                   combined_reward, core_reward, fact_reward, format_reward, length_penalty,
                                   missing_truth_reward, parse_verification, truth_reward)
 from factlab.rewards.rar import ClaimVerifier
@@ -43,6 +43,21 @@ def test_precision_with_nothing_mentioned_is_zero_unless_asked():
     # Eq. 6 is 0 / 0 when every item is Missing: 0.0, so an empty reply earns nothing (not 2/3)
     assert checklist_scores(["Missing", "missing"]) == {"recall": 0.0, "precision": 0.0, "checklist": 0.0}
     assert checklist_scores(["Missing"], empty_precision=1.0)["checklist"] == pytest.approx(2 / 3)
+
+
+def test_unreadable_verdicts_stay_in_recalls_denominator():
+    """004 §2.3.1 Eq. 5: recall over the whole checklist. 6 consistent facts of 10, 4 verdicts
+    unreadable: recall 0.6 (not 6 / 6 = 1.0); precision reads only the 6 readable labels."""
+    labels = ["Consistent"] * 6 + [None] * 4
+    s = verdict_scores(labels)
+    assert s["recall"] == pytest.approx(0.6) and s["precision"] == 1.0
+    assert s["checklist"] == pytest.approx(0.6 / 3 + 2 / 3)
+    assert checklist_scores(["Consistent"] * 6, unreadable=4) == s
+    mixed = verdict_scores(["Consistent", "Contradictory", None, "Missing"])
+    assert mixed["recall"] == pytest.approx(0.25) and mixed["precision"] == pytest.approx(0.5)
+    assert verdict_scores([None, None]) is None  # nothing readable: a judge failure, left out
+    with pytest.raises(ValueError, match="unreadable"):
+        checklist_scores(["Consistent"], unreadable=-1)
 
 
 def test_checklist_scores_reject_empty_and_unknown_labels():
@@ -244,7 +259,7 @@ def test_verifier_list_unit_sends_the_whole_checklist():
         ChecklistVerifier(judge, verdict="choice", unit="list")
 
 
-def test_checklist_reward_eq7_with_unreadable_items_left_out_and_none_when_all_unreadable():
+def test_checklist_reward_eq7_with_unreadable_items_in_recall_and_none_when_all_unreadable():
     judge = ScriptedJudge(_verdict)
     logged = {}
     completions = [THINK + "<answer>Paris is the capital; the Seine is the longest river.</answer>",
@@ -254,15 +269,16 @@ def test_checklist_reward_eq7_with_unreadable_items_left_out_and_none_when_all_u
     checklists = [CHECKLIST, ["France has a population of 68 million."], CHECKLIST, []]
     out = ChecklistReward(ChecklistVerifier(judge))(prompts=["q"] * 4, completions=completions,
                                                     checklist=checklists, log_metric=logged.__setitem__)
-    # row 0: C, X, M read (population item outside the labels, left out): R = 1/3, P = 1/2 -> 1/9 + 1/3
-    assert out[0] == pytest.approx(1 / 9 + 1 / 3)
+    # row 0: C, X, M read, the population item's verdict outside the labels: it is not a
+    # consistent fact, so Eq. 5 divides by all 4 facts (R = 1/4) while Eq. 6 reads C and X (P = 1/2)
+    assert out[0] == pytest.approx(1 / 12 + 1 / 3)
     assert out[1] is None  # its only item is unreadable: None, never a silent 0
     assert out[2] == 0.0  # no <answer>: the empty reply covers nothing (all Missing, no judge call)
     assert out[3] is None  # empty checklist
     assert judge.calls == [5]
     assert logged["klcf_checklist/failure_rate"] == pytest.approx(0.5)
     assert logged["klcf_checklist/outside_label_rate"] == pytest.approx(2 / 9)
-    assert logged["klcf_checklist/recall"] == pytest.approx(1 / 6)
+    assert logged["klcf_checklist/recall"] == pytest.approx(1 / 8)
     with pytest.raises(KeyError, match="'checklist'"):
         ChecklistReward(ChecklistVerifier(judge))(completions=completions)
 

@@ -74,8 +74,8 @@ from ..judges import make_judge
 from ..models import chat_prompt, generate, load_model, release_memory, resolve_model
 from ..rewards import Resources, RewardSpec, build_rewards
 from ..rewards.klcf import (TABLE2_WEIGHTS, KLCFTruthArgs, LengthPenalty, LengthPenaltyArgs,
-                            TruthfulnessScorer, checklist_scores, checklist_verifier, claim_truth, format_reward,
-                            length_penalty)
+                            TruthfulnessScorer, checklist_verifier, claim_truth, format_reward,
+                            length_penalty, verdict_scores)
 from ..synth import klcf as synth
 from ..train.grpo import TrainResult, merge_adapter, run
 from ..train.sft import run_sft
@@ -549,8 +549,7 @@ def reward_table(cfg: KLCFConfig, resources: Resources, prompts: Sequence[Longfo
         truths = truth.truths([p.prompt] * len(kinds), texts, [p.prompt] * len(kinds), [checklists[p.id]] * len(kinds))
         lens = length.lengths(texts)
         for kind, text, lab, t, n in zip(kinds, texts, labels, truths, lens):
-            readable = [x for x in lab if x is not None]
-            s = checklist_scores(readable) if readable else None
+            s = verdict_scores(lab)
             row = {"recall": s["recall"] if s else math.nan, "precision": s["precision"] if s else math.nan,
                    "truth": t if t is not None else math.nan,
                    "length penalty": length_penalty(n, lp_args.max_len, lp_args.critical),

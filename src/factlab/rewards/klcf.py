@@ -40,10 +40,12 @@ Choices the paper leaves open (each documented where it is made):
   fact out of four (1/3 * 1/4 + 2/3 * 1/2 = 5/12): a reward for saying nothing.
 - Eq. 8 with no claims (|C(A_i)| = 0): 0.0, the convention Eq. 9 prints with its indicator
   I_{|C_M| > 0} (an empty answer must not score as fully truthful).
-- A judge answer outside the three labels, or none at all, is left out of that response's
-  counts (Eq. 5-6 over the readable items, as K2V's pass rate is over readable answers); it is
-  counted in ``stats`` and logged, never read as Missing. A response none of whose items is
-  readable gets None (TRL: NaN, left out of the group), counted in ``<reward>/failure_rate``.
+- A judge answer outside the three labels, or none at all (unreadable), is not a consistent
+  fact: it stays in Eq. 5's denominator ("the total number of facts in the checklist") and out
+  of Eq. 6's (precision counts only Consistent and Contradictory); it is counted in ``stats``
+  and logged (``<reward>/unreadable_rate``), never read as Missing. A response none of whose
+  items is readable gets None (TRL: NaN, left out of the group: a judge failure), counted in
+  ``<reward>/failure_rate``.
   In Eq. 9's claim verification an unreadable claim label counts as Missing instead (the
   claim is scored by the reward model, as Eq. 8 scores every claim; counted).
 - An empty checklist row gets None (counted, logged), never a silent 0; ``checklist_scores([])``
@@ -88,7 +90,7 @@ from .registry import register
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LABELS", "TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "VERDICT_PREFILL", "checklist_scores", "truth_reward",
+__all__ = ["LABELS", "TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "VERDICT_PREFILL", "checklist_scores", "verdict_scores", "truth_reward",
            "missing_truth_reward", "format_reward", "length_penalty", "fact_reward", "combined_reward",
            "canonical_label", "Verification", "parse_verification", "format_facts", "ChecklistVerifier",
            "parse_claim_list", "claim_item", "KLCFClaimExtractor", "EXTRACTION_PREFILL", "checklist_verifier", "claim_truth",
@@ -155,21 +157,37 @@ def overlap_label(fact: str, reply: str) -> str:
     return label
 
 
-def checklist_scores(labels: Sequence[str], *, empty_precision: float = 0.0) -> dict[str, float]:
+def checklist_scores(labels: Sequence[str], *, empty_precision: float = 0.0, unreadable: int = 0) -> dict[str, float]:
     """Eq. 5-7 (004 §2.3.1) from one label per checklist item.
 
-    recall = N_cons / (N_cons + N_contra + N_miss) (Eq. 5); precision = N_cons / (N_cons +
-    N_contra) (Eq. 6), ``empty_precision`` (0.0, see the module docstring) when no item is
-    Consistent or Contradictory; checklist = 1/3 recall + 2/3 precision (Eq. 7). Labels are
-    matched case-insensitively; anything else, or no label at all, is a ValueError."""
+    recall = N_cons / |checklist| (Eq. 5: "the number of consistent facts divided by the total
+    number of facts in the checklist"), where |checklist| counts the ``unreadable`` facts too
+    (a verdict the judge gave in no readable form is not a consistent fact); precision =
+    N_cons / (N_cons + N_contra) (Eq. 6) over the readable labels, ``empty_precision`` (0.0,
+    see the module docstring) when no item is Consistent or Contradictory; checklist = 1/3
+    recall + 2/3 precision (Eq. 7). Labels are matched case-insensitively; anything else, or
+    no label at all, is a ValueError."""
     labs = _labels(labels)
+    if isinstance(unreadable, bool) or not isinstance(unreadable, int) or unreadable < 0:
+        raise ValueError(f"unreadable must be a count >= 0, got {unreadable!r}")
     if not labs:
         raise ValueError("an empty checklist has no recall or precision (Eq. 5-6 divide by its size)")
     n = Counter(labs)
     cons, contra = n["Consistent"], n["Contradictory"]
-    recall = cons / len(labs)
+    recall = cons / (len(labs) + unreadable)
     precision = cons / (cons + contra) if cons + contra else float(empty_precision)
     return {"recall": recall, "precision": precision, "checklist": recall / 3 + 2 * precision / 3}
+
+
+def verdict_scores(labels: Sequence[str | None], *, empty_precision: float = 0.0) -> dict[str, float] | None:
+    """Eq. 5-7 from one verdict per checklist fact, None where the judge's verdict could not be
+    read: the unreadable facts stay in recall's denominator (Eq. 5 divides by the whole
+    checklist) and out of precision (Eq. 6 counts only Consistent and Contradictory). None
+    when no verdict at all is readable (a judge failure, not a property of the response)."""
+    readable = [lab for lab in labels if lab is not None]
+    if not readable:
+        return None
+    return checklist_scores(readable, empty_precision=empty_precision, unreadable=len(labels) - len(readable))
 
 
 def _probabilities(probs: Sequence[float]) -> list[float]:
@@ -764,8 +782,7 @@ class _Checklist(JudgeBackedReward):
         self.stats["judge_calls"] = self.verifier.stats["judge_calls"]
         out: list[dict[str, float] | None] = []
         for labs in labels:
-            readable = [lab for lab in labs if lab is not None]
-            out.append(checklist_scores(readable) if readable else None)
+            out.append(verdict_scores(labs))
         empty = sum(not facts for facts in lists)
         if empty:
             self.stats["empty_checklists"] += empty

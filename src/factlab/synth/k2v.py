@@ -55,6 +55,7 @@ from ..text import normalize_answer
 log = logging.getLogger(__name__)
 
 __all__ = ["Quintuple", "K2VQuestion", "SynthesisSection", "sample_quintuples", "make_question", "synthesize_questions",
+           "ftext_prompt", "masked_ftext_prompt", "mask_mentions",
            "ChecklistSection", "make_checklists", "validate_checklist", "template_checklist", "score_checklists",
            "leakage", "BLANK", "CHECKLIST_QUALITY_PROMPT", "TemplateChecklistJudge", "GRAPHGEN_TABLE8"]
 
@@ -181,20 +182,47 @@ def template_text(graph: nx.DiGraph, q: Quintuple, masked: str) -> str:
            f"Which entity fills the blank {BLANK}?"
 
 
-def ftext_prompt(graph: nx.DiGraph, q: Quintuple, masked: str) -> str:
-    """Table 13's prompt for one masked quintuple: its entities (the masked one as "{ }") and
-    its two relationships."""
+def mask_mentions(text: str, names: Sequence[str]) -> tuple[str, int]:
+    """``text`` with every whole-word, case-insensitive mention of any of ``names`` (the hidden
+    entity's name and aliases, longest first) replaced by the blank; and how many were replaced."""
+    names = sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True)
+    if not names or not text:
+        return text, 0
+    pattern = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(n) for n in names) + r")(?!\w)", re.IGNORECASE)
+    return pattern.subn(BLANK, text)
+
+
+def masked_ftext_prompt(graph: nx.DiGraph, q: Quintuple, masked: str) -> tuple[str, int]:
+    """Table 13's prompt for one masked quintuple, and how many mentions of the hidden entity
+    had to be blanked in what it shows. 003 Eq. 2 gives F_text "the masked quintuple": the
+    entity slot is the blank, and so is every mention of the hidden entity (its name or an
+    alias) in the relations' text and the other entities' descriptions, which GraphGen's
+    summaries often write out ("Paris is the capital of France")."""
     hidden = getattr(q, masked)
+    golds = _golds(graph, hidden)
+    count = 0
+
+    def masked_text(t: str) -> str:
+        nonlocal count
+        out, n = mask_mentions(t, golds)
+        count += n
+        return out
 
     def show(k: str) -> str:
         return BLANK if k == hidden else graph.nodes[k]["name"]
 
     ents = "\n".join(f"({show(k)}, {graph.nodes[k].get('type', '')}, "
-                     f"{'(masked)' if k == hidden else graph.nodes[k].get('description', '')})" for k in (q.e1, q.e2, q.e3))
+                     f"{'(masked)' if k == hidden else masked_text(graph.nodes[k].get('description', ''))})"
+                     for k in (q.e1, q.e2, q.e3))
     a1, b1 = (q.e1, q.e2) if q.forward1 else (q.e2, q.e1)
     a2, b2 = (q.e2, q.e3) if q.forward2 else (q.e3, q.e2)
-    rels = f"({show(a1)} -> {show(b1)}: {q.r1})\n({show(a2)} -> {show(b2)}: {q.r2})"
-    return P.K2V_TEXT_PROMPT.format(entities=ents, relationships=rels)
+    rels = f"({show(a1)} -> {show(b1)}: {masked_text(q.r1)})\n({show(a2)} -> {show(b2)}: {masked_text(q.r2)})"
+    return P.K2V_TEXT_PROMPT.format(entities=ents, relationships=rels), count
+
+
+def ftext_prompt(graph: nx.DiGraph, q: Quintuple, masked: str) -> str:
+    """Table 13's prompt for one masked quintuple (``masked_ftext_prompt``, without the count)."""
+    return masked_ftext_prompt(graph, q, masked)[0]
 
 
 class SynthesisSection(Section):
@@ -261,11 +289,15 @@ def synthesize_questions(graph: nx.DiGraph, cfg: SynthesisSection, generator=Non
     masks = [rng.choice(("e1", "e2", "e3")) for _ in quints]
     t0 = time.perf_counter()
     cost: dict[str, Any] = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    masking = {"prompts_masked": 0, "mentions_masked": 0}
     if cfg.rephraser == "llm":
         if generator is None:
             raise ValueError("synthesis.rephraser: llm needs a generator judge")
         before = _stats(generator)
-        texts = generator.judge([ftext_prompt(graph, q, m) for q, m in zip(quints, masks)])
+        shown = [masked_ftext_prompt(graph, q, m) for q, m in zip(quints, masks)]
+        masking["prompts_masked"] = sum(n > 0 for _, n in shown)
+        masking["mentions_masked"] = sum(n for _, n in shown)
+        texts = generator.judge([prompt for prompt, _ in shown])
         cost = _cost(generator, before, len(texts))
     else:
         texts = [template_text(graph, q, m) for q, m in zip(quints, masks)]
@@ -280,7 +312,7 @@ def synthesize_questions(graph: nx.DiGraph, cfg: SynthesisSection, generator=Non
     report = {"sampled": len(quints), "kept": len(kept), "rejected": dict(reasons.most_common()),
               "generator_calls": cost["calls"], "cache_hits": cost["cache_hits"],
               "prompt_tokens": cost["prompt_tokens"], "completion_tokens": cost["completion_tokens"],
-              "seconds": time.perf_counter() - t0}
+              **masking, "seconds": time.perf_counter() - t0}
     return kept, report
 
 
