@@ -47,6 +47,11 @@ def test_overlong_prompts_are_dropped_and_counted(tokenizer):
     assert kept[0]["prompt"][1] == {"role": "user", "content": "What is the capital of France?"}
     assert kept[0]["golds"] == ["Paris"]
     assert filter_long_prompts(rows, tokenizer, None) == (rows, 0)
+    # a raw text prompt (KLCF's Prompt 5 as printed) is counted as it is, with no chat template
+    raw = [{"id": "r", "prompt": "User: What is the capital of France? Assistant: <think>"},
+           {"id": "s", "prompt": "Why " * 400}]
+    kept, dropped = filter_long_prompts(raw, tokenizer, 256)
+    assert dropped == 1 and [r["id"] for r in kept] == ["r"]
 
 
 def test_run_trains_saves_resumes_and_merges(tmp_path):

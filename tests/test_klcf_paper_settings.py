@@ -267,10 +267,16 @@ def test_base_model_is_evaluated_10_shot_with_prompt_1(full, smoke, monkeypatch,
     assert rendered.count("[Question]:") == 11 and "Topic 3 is old" not in rendered  # 10 examples + the query
     assert "system" not in seen  # raw text, no Prompt 5
     assert seen["cut"]("Topic 3 is old.\n\n[Question]: next") == "Topic 3 is old."
-    klcf.longform_eval(cfg, res, None, None, held, "KLCF")  # a trained policy: Prompt 5, no examples
-    assert seen["system"] == P.KLCF_SYSTEM and "render" in seen  # (seen keeps earlier keys)
     seen.clear()
-    klcf.longform_eval(cfg.model_copy(update={"base_few_shot": 0}), res, None, None, held, "base", base=True)
+    klcf.longform_eval(cfg, res, None, None, held, "KLCF")  # a trained policy: Prompt 5 (raw, as printed)
+    assert seen["render"](held[0]).endswith("User: Tell me about Topic 3. Assistant: <think>")
+    assert seen["cut"]("plan</think><answer>x</answer>") == "<think>plan</think><answer>x</answer>"
+    chat = cfg.model_copy(update={"prompt_form": "chat"})
+    seen.clear()
+    klcf.longform_eval(chat, res, None, None, held, "KLCF")  # Prompt 5 as a system turn
+    assert seen["system"] == P.KLCF_SYSTEM and "render" not in seen
+    seen.clear()
+    klcf.longform_eval(chat.model_copy(update={"base_few_shot": 0}), res, None, None, held, "base", base=True)
     assert seen["system"] == P.KLCF_SYSTEM and "render" not in seen
 
 
@@ -344,3 +350,31 @@ def test_resources_build_a_named_judge_once_and_honour_uncached_views(monkeypatc
     assert a is b and built == [("verifier-14b", {})]
     res.uncached_judges().judge_for(section)
     assert built[-1] == ("verifier-14b", {"cache": False})
+
+
+def test_prompt5_raw_form_as_printed_for_the_full_params_and_chat_for_the_smoke(full, smoke):
+    """004 App. E.2 prints Prompt 5 as one raw string ending "User: {prompt} Assistant: <think>"
+    (RL-zero from a base model). The full params use it; the smoke's chat models get the same
+    text as a system turn with no prefill. Under the raw form the completion continues the
+    prompt's ``<think>``, which the trainer puts back before the rewards read the response."""
+    assert full.prompt_form == "raw" and smoke.prompt_form == "chat"
+    query = LongformPrompt(id="q1", prompt="Tell me about France.")
+    rows = klcf.klcf_rows([query], {"q1": ["France's capital is Paris."]}, full.system_prompt, full.prompt_form)
+    prompt = rows[0]["prompt"]
+    assert isinstance(prompt, str) and prompt.startswith("A conversation between User and Assistant.")
+    assert prompt.endswith("</answer>. User: Tell me about France. Assistant: <think>")
+    assert rows[0]["completion_prefix"] == "<think>"
+    chat = klcf.klcf_rows([query], {"q1": ["x"]}, smoke.system_prompt, smoke.prompt_form)[0]
+    assert chat["prompt"][0] == {"role": "system", "content": P.KLCF_SYSTEM} and "completion_prefix" not in chat
+    # the seam scores the whole response: a raw completion is valid only with the prefill back
+    from factlab.rewards.klcf import format_reward
+    from factlab.train.trl_seam import prefixed_completions
+
+    completion = "Recalling what I know about France and its capital.</think><answer>Paris is its capital.</answer>"
+    assert format_reward(completion) == -1.0
+    fixed = prefixed_completions(rows, [completion])
+    assert fixed == ["<think>" + completion] and format_reward(fixed[0]) == 0.0
+    assert prefixed_completions([chat], [completion]) == [completion]
+    assert klcf.policy_response(completion, "raw") == fixed[0] and klcf.policy_response(completion, "chat") == completion
+    with pytest.raises(ValueError, match="prompt form"):
+        klcf.policy_prompt("q", form="neither")

@@ -521,6 +521,11 @@ KLCF_SYSTEM = (
     "respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>."
 )
 
+# 004 Prompt 5 as printed: one raw string (no chat template) that ends by opening the think block,
+# so the policy's completion continues "<think>"; fields: system (KLCF_SYSTEM), prompt.
+KLCF_RL_ZERO_PROMPT = "{system} User: {prompt} Assistant: <think>"
+KLCF_RL_ZERO_PREFILL = "<think>"  # what the raw prompt already wrote of the response
+
 # 004 Prompt 6, Appendix E.2 "Prompt for Truthfulness Reward Model Training" (§2.3.1, Eq. 8): the
 # reward model reads p(True) from its next token after "Factual correctness:". Field: claim.
 KLCF_TRUTH_PROMPT = (

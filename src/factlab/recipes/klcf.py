@@ -39,7 +39,7 @@ Index (paper section -> function; ``../shared/papers/004_4f2ca2d982459bb2.txt``)
   truthfulness reward model              ``reward_model_stage`` (``run_dir/truth_rm``)
 §2.3 Eq. 5-13 on constructed answers     ``constructed_responses``, ``reward_table``
 §3.7, Table 14 efficiency                ``efficiency_table``
-§2.3.3 Prompt 5, Table 8 GRPO            ``klcf_rows``, ``with_truth_model``, ``train_run``
+§2.3.3 Prompt 5, Table 8 GRPO            ``policy_prompt``, ``klcf_rows``, ``with_truth_model``, ``train_run``
                                          (``run_dir/train/<rewards>``)
 §4.1 Eq. 16-20 evaluation                ``longform_eval``, ``base_fewshot_examples``, ``win_rate``
 stages (notebook 05, factlab train)      ``start`` (warm start) -> ``prepare`` (= ``pipeline_stage``
@@ -85,6 +85,7 @@ from .stages import main_process_first, start, warm_start_trains
 log = logging.getLogger(__name__)
 
 __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
+           "policy_prompt", "policy_response",
            "classification_metrics", "truth_rm", "truth_rm_model", "truth_data", "constructed_responses", "reward_table", "with_truth_model",
            "efficiency_table", "layer_modules",
            "train_run", "longform_eval", "base_fewshot_examples", "win_rate"]
@@ -188,6 +189,10 @@ class KLCFConfig(TrainingConfig):
     checklist_fallback: Literal["none", "miniworld"] = "none"
     truth_rm: TruthRMSection = TruthRMSection()
     system_prompt: str = P.KLCF_SYSTEM  # Prompt 5
+    # Prompt 5's form: ``raw``, as printed (one string ending "Assistant: <think>", no chat
+    # template; the paper's RL-zero from a base model, the full params); ``chat``, the same text as
+    # a system turn of the model's chat template with no ``<think>`` prefill (chat models, the smoke)
+    prompt_form: Literal["raw", "chat"] = "raw"
     constructed_queries: int = Field(4, ge=1)  # held-out queries in the constructed-response table
     # held-out queries whose two constructed answers the efficiency table scores (§3.7, Table 14:
     # 50 responses; 0 = no table)
@@ -275,13 +280,42 @@ def offline_pipeline(cfg: KLCFConfig, resources: Resources, train: Sequence[Long
     return checklists, report
 
 
-def klcf_rows(prompts: Sequence[LongformPrompt], checklists: dict[str, list[str]], system: str = P.KLCF_SYSTEM
-              ) -> list[dict[str, Any]]:
-    """GRPO rows (queries with a non-empty checklist): the chat prompt under Prompt 5, the
-    ``question`` and ``checklist`` columns the KLCF rewards read, and the long-form columns."""
-    return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": p.prompt}],
-             "question": p.prompt, "checklist": checklists[p.id], "id": p.id, "prompt_id": p.id,
-             "reference": p.reference} for p in prompts if checklists.get(p.id)]
+def policy_prompt(query: str, system: str = P.KLCF_SYSTEM, form: str = "raw", tokenizer=None) -> str | list[dict]:
+    """The policy's input for one query under Prompt 5 (004 App. E.2). ``raw``: the printed
+    string, ``"<system> User: <query> Assistant: <think>"`` (text; ``tokenizer`` unused);
+    ``chat``: a system and a user turn, as messages, or rendered by ``tokenizer``'s chat
+    template when one is given."""
+    if form == "raw":
+        return P.KLCF_RL_ZERO_PROMPT.format(system=system, prompt=query)
+    if form != "chat":
+        raise ValueError(f"prompt form must be 'raw' or 'chat', got {form!r}")
+    if tokenizer is not None:
+        return chat_prompt(tokenizer, query, system=system)
+    return [{"role": "system", "content": system}, {"role": "user", "content": query}]
+
+
+def policy_response(text: str, form: str = "raw") -> str:
+    """The whole response to a Prompt 5 input: under the raw form the prompt already opened
+    ``<think>``, which is put back in front of the generated text."""
+    return P.KLCF_RL_ZERO_PREFILL + text if form == "raw" else text
+
+
+def klcf_rows(prompts: Sequence[LongformPrompt], checklists: dict[str, list[str]], system: str = P.KLCF_SYSTEM,
+              form: str = "chat") -> list[dict[str, Any]]:
+    """GRPO rows (queries with a non-empty checklist): the prompt under Prompt 5 (``policy_prompt``;
+    under the raw form a ``completion_prefix`` column, ``<think>``, which the trainer puts back in
+    front of each completion before the rewards score it), the ``question`` and ``checklist``
+    columns the KLCF rewards read, and the long-form columns."""
+    rows = []
+    for p in prompts:
+        if not checklists.get(p.id):
+            continue
+        row = {"prompt": policy_prompt(p.prompt, system, form), "question": p.prompt, "checklist": checklists[p.id],
+               "id": p.id, "prompt_id": p.id, "reference": p.reference}
+        if form == "raw":
+            row["completion_prefix"] = P.KLCF_RL_ZERO_PREFILL
+        rows.append(row)
+    return rows
 
 
 # ---------------------------------------------------------------- the truthfulness reward model
@@ -642,6 +676,8 @@ def longform_eval(cfg: KLCFConfig, resources: Resources, model, tokenizer, promp
     text (no chat template, as Stage 1 samples it), each response cut where it starts the next
     ``[Question]:``. ``base_few_shot: 0`` evaluates the base zero-shot under Prompt 5."""
     kwargs: dict[str, Any] = {"system": cfg.system_prompt}
+    if cfg.prompt_form == "raw":
+        kwargs = {"render": lambda p: policy_prompt(p.prompt, cfg.system_prompt, "raw"), "cut": policy_response}
     if base and cfg.base_few_shot:
         examples = base_fewshot_examples(cfg, resources, prompts)
         kwargs = {"render": lambda p: synth.fewshot_prompt(p.prompt, examples), "cut": synth.cut_at_next_question}
@@ -672,9 +708,10 @@ def win_rate(cfg: KLCFConfig, prompts: Sequence[LongformPrompt], base_responses:
 def policy_samples(model, tokenizer, prompts: Sequence[LongformPrompt], cfg: KLCFConfig) -> list[str]:
     """Greedy responses under Prompt 5 (for tables beside the metrics)."""
     g = cfg.longform_generation
-    gens = generate(model, tokenizer, [chat_prompt(tokenizer, p.prompt, system=cfg.system_prompt) for p in prompts],
+    gens = generate(model, tokenizer, [policy_prompt(p.prompt, cfg.system_prompt, cfg.prompt_form, tokenizer)
+                                       for p in prompts],
                     max_new_tokens=g.max_new_tokens, batch_size=g.batch_size, desc="klcf samples")
-    return [gs[0].text for gs in gens]
+    return [policy_response(gs[0].text, cfg.prompt_form) for gs in gens]
 
 
 # ---------------------------------------------------------------- the stages (notebook 05 and factlab train)
@@ -713,7 +750,7 @@ class KLCFInputs:
            truth_folder: str | None, truth_report: dict[str, Any]) -> "KLCFInputs":
         """The stages' outputs, the GRPO rows built from them (``klcf_rows`` under Prompt 5)."""
         return cls(list(train), list(heldout), query_report, checklists, pipeline, truth_folder, truth_report,
-                   klcf_rows(train, checklists, cfg.system_prompt))
+                   klcf_rows(train, checklists, cfg.system_prompt, cfg.prompt_form))
 
 
 def pipeline_stage(cfg: KLCFConfig, resources: Resources, run_dir: str | Path, model=None, tokenizer=None

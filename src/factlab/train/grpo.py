@@ -189,13 +189,16 @@ def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = N
 
 
 def filter_long_prompts(rows: Sequence[dict], tokenizer, max_prompt_length: int | None) -> tuple[list[dict], int]:
-    """Rows whose rendered chat ``prompt`` fits ``max_prompt_length`` tokens, and how many
-    were dropped."""
+    """Rows whose ``prompt`` fits ``max_prompt_length`` tokens, and how many were dropped: chat
+    messages rendered by the chat template; a text prompt (a raw template such as KLCF's Prompt 5)
+    as it is, which is what TRL tokenizes."""
     if not max_prompt_length:
         return list(rows), 0
     kept = []
     for row in rows:
-        rendered = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+        prompt = row["prompt"]
+        rendered = prompt if isinstance(prompt, str) else tokenizer.apply_chat_template(
+            prompt, tokenize=False, add_generation_prompt=True)
         if len(tokenizer(rendered, add_special_tokens=False)["input_ids"]) <= max_prompt_length:
             kept.append(row)
     return kept, len(rows) - len(kept)

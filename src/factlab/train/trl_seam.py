@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import torch
 from trl import GRPOTrainer
 
-__all__ = ["GRPOSeam", "PrivateName", "PRIVATE_NAMES", "log_metric"]
+__all__ = ["GRPOSeam", "PrivateName", "PRIVATE_NAMES", "log_metric", "prefixed_completions"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,18 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
 )
 
 
+def prefixed_completions(inputs: Sequence[dict], completions: Sequence[Any]) -> list[Any]:
+    """The completions the reward functions score: a row's ``completion_prefix`` column (the part
+    of the response its raw prompt already wrote, e.g. KLCF Prompt 5's trailing ``<think>``)
+    put back in front of its text completion, so that format and answer rules read the whole
+    response. Rows without the column, and chat-message completions, are unchanged."""
+    out = []
+    for row, completion in zip(inputs, completions, strict=True):
+        prefix = row.get("completion_prefix") if isinstance(row, dict) else None
+        out.append(prefix + completion if prefix and isinstance(completion, str) else completion)
+    return out
+
+
 def log_metric(trainer: Any, mode: str, name: str, value: float) -> None:
     """Log ``value`` as this step's ``name`` in ``mode``: appended to TRL's ``_metrics``, which
     ``GRPOTrainer.log`` averages over the logging interval. The one writer of ``_metrics``."""
@@ -153,7 +165,8 @@ class GRPOSeam(GRPOTrainer):
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         t0 = time.perf_counter()
-        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        rewards = super()._calculate_rewards(inputs, prompts, prefixed_completions(inputs, completions),
+                                             completion_ids_list)
         return self.rewards_computed(inputs, completions, completion_ids_list, rewards, time.perf_counter() - t0)
 
     def _generate_and_score_completions(self, inputs):
