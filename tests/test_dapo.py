@@ -187,6 +187,57 @@ def test_refill_sampler_keeps_trls_order_and_never_repeats_a_batch():
         local_slice(rows, 0, 3)
 
 
+def test_refill_sampler_carries_into_the_next_epochs_order():
+    """verl's DAPO batch outlives the dataloader loop: a refill at an epoch's end takes the next
+    epoch's first batch (drawn in that epoch's own order), which the next epoch then skips; with
+    no epoch left there is nothing to take."""
+    from trl.trainer.utils import RepeatSampler
+
+    data = list(range(6))
+    trl = RepeatSampler(data, mini_repeat_count=2, batch_size=2, seed=3)
+    epoch1, epoch2 = list(trl), list(trl)
+    ours = RefillRepeatSampler(data, mini_repeat_count=2, batch_size=2, seed=3, epochs=2)
+    assert ours.take_next_batch() is None  # nothing has begun
+    assert list(ours) == epoch1
+    taken = ours.take_next_batch()  # epoch 1 is used up: the next epoch's first batch
+    assert taken == epoch2[:4]
+    assert list(ours) == epoch2[4:]  # epoch 2 yields only what is left
+    assert ours.take_next_batch() is None  # the last epoch has ended
+    once = RefillRepeatSampler(data, mini_repeat_count=2, batch_size=2, seed=3, epochs=1)
+    assert list(once) == epoch1 and once.take_next_batch() is None
+
+
+class FlatOnCall:
+    """Rewards that agree within the group on the given calls (1-based), else vary."""
+
+    __name__ = "flat_on_call"
+
+    def __init__(self, flat):
+        self.flat, self.calls = set(flat), 0
+
+    def __call__(self, prompts=None, completions=(), completion_ids=None, **_):
+        self.calls += 1
+        if self.calls in self.flat:
+            return [1.0] * len(completions)
+        return [float(len(ids)) + 0.1 * i for i, ids in enumerate(completion_ids)]
+
+
+def test_a_refill_at_an_epochs_end_carries_into_the_next_epoch_instead_of_stopping_the_run(tmp_path):
+    """K2V trains 2 epochs with on_exhausted: raise. The last batch of epoch 1 (call 6 of 6
+    one-prompt batches) is flat: its refill comes from epoch 2's order, the run goes on, and
+    epoch 2 has one batch fewer (6 + 5 steps)."""
+    cfg = _cfg(num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=1, max_steps=-1,
+               num_train_epochs=2.0, dynamic_sampling=DynamicSamplingSection(enabled=True, max_rounds=1),
+               preset="dapo")
+    assert cfg.grpo.dynamic_sampling.on_exhausted == "raise"
+    reward = FlatOnCall({6})
+    res = run(cfg, ROWS, _rewards(reward), tmp_path / "run")
+    frame = res.steps_frame()
+    assert res.steps == 11 and reward.calls == 12  # every prompt twice, one refill across the boundary
+    assert frame["dynamic/refill_batches"].tolist() == [0.0] * 5 + [1.0] + [0.0] * 5
+    assert (frame["dynamic/filled_groups"] == 0).all()
+
+
 def test_the_full_k2v_schedule_matches_verls_step_count():
     """Table 7: 64 prompts a step, mini-batches of 32 (two updates), generation batch 192, 2 epochs.
     For 19,000 training questions verl takes at most 98 x 2 = 196 generation steps and 392

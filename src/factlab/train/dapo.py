@@ -21,8 +21,11 @@ sent, then the kept groups are trimmed to the batch. As in verl:
   trainer's own dataloader shards a batch over processes;
 - ``generation_batches`` batches are generated per round (verl's ``gen_batch_size``: K2V's
   192 prompts = 3 x 64), at most ``max_rounds`` extra rounds (verl's ``max_num_gen_batches``
-  - 1), then ``on_exhausted`` decides (``DynamicSamplingError``, or fill with flat groups); an
-  epoch that ends during a refill is treated the same way;
+  - 1), then ``on_exhausted`` decides (``DynamicSamplingError``, or fill with flat groups);
+- an epoch that ends during a refill carries on into the next epoch's order (its first batches
+  are taken early and that epoch no longer yields them), as verl's batch carries across the
+  epoch boundary; only the run's last epoch can run out, and then the last step is filled with
+  flat (zero-advantage) groups and a warning (verl ends the run with that batch untrained);
 - a group of one sample is kept (verl keeps ``len == 1``).
 
 Where factlab differs, and why: a group is dropped when its rewards agree within ``tol``
@@ -44,6 +47,7 @@ The seam: ``DynamicSampling`` is an extension of ``train.trainer.FactlabGRPOTrai
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from typing import Any, Sequence
@@ -54,6 +58,8 @@ from trl.trainer.utils import RepeatSampler
 from ..config import DynamicSamplingSection
 from .trainer import ScoredBatch, TrainerExtension
 from .trl_seam import log_metric
+
+log = logging.getLogger(__name__)
 
 __all__ = ["keep_groups", "select_rows", "concat_outputs", "DynamicSamplingError", "RefillRepeatSampler", "local_slice",
            "step_counts", "DynamicSampling"]
@@ -90,23 +96,44 @@ def keep_groups(rewards: Sequence[float], num_generations: int, tol: float = 1e-
 class RefillRepeatSampler(RepeatSampler):
     """TRL's ``RepeatSampler`` (same shuffled order, same repeats) whose generation batches not
     yet begun can be taken for dynamic sampling's refills (``take_next_batch``); a taken batch
-    is never yielded to the trainer, so the epoch ends sooner, as verl's does."""
+    is never yielded to the trainer, so the epoch ends sooner, as verl's does.
 
-    def __iter__(self):
+    When the epoch has no batch left and another epoch follows (``epochs``: how many the
+    trainer runs, None = as many as it asks for), the refill draws the next epoch's order early
+    and takes its first batches, which that epoch then no longer yields: verl's DAPO carries a
+    partial batch across the epoch boundary (its batch outlives the dataloader loop)."""
+
+    def __init__(self, *args, epochs: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epochs = epochs
+        self._started = 0  # epochs begun (``__iter__`` calls)
+        self._carried: deque | None = None  # the next epoch's batches, drawn early by a refill
+        self._pending: deque = deque()
+
+    def _batches(self) -> deque:
         stream = list(super().__iter__())
         block = self.batch_size * self.mini_repeat_count * self.repeat_count
-        self._pending = deque(stream[k:k + block] for k in range(0, len(stream), block))
+        return deque(stream[k:k + block] for k in range(0, len(stream), block))
+
+    def __iter__(self):
+        self._started += 1
+        self._pending, self._carried = (self._carried if self._carried is not None else self._batches()), None
         while self._pending:
             yield from self._pending.popleft()
 
     def take_next_batch(self) -> list[int] | None:
         """The dataset indices of the next generation batch not yet begun, each repeated G times
-        (``mini_repeat_count``) in the order the dataloader would have yielded them; None when
-        the epoch has no batch left."""
-        pending = getattr(self, "_pending", None)
-        if not pending:
-            return None
-        return pending.popleft()[:self.batch_size * self.mini_repeat_count]
+        (``mini_repeat_count``) in the order the dataloader would have yielded them; from the
+        next epoch's order when this one has none left; None when no epoch follows."""
+        if not self._pending:
+            if self._started == 0 or (self.epochs is not None and self._started >= self.epochs):
+                return None
+            if self._carried is None:
+                self._carried = self._batches()
+            if not self._carried:
+                return None
+            return self._carried.popleft()[:self.batch_size * self.mini_repeat_count]
+        return self._pending.popleft()[:self.batch_size * self.mini_repeat_count]
 
 
 def local_slice(rows: Sequence[int], process_index: int, num_processes: int) -> list[int]:
@@ -188,9 +215,12 @@ class DynamicSampling(TrainerExtension):
         self.sampler: RefillRepeatSampler | None = None
 
     def wrap_train_sampler(self, trainer, sampler):
-        """TRL's sampler as a ``RefillRepeatSampler``, so refills are the dataloader's next batches."""
+        """TRL's sampler as a ``RefillRepeatSampler``, so refills are the dataloader's next batches
+        (and, at an epoch's end, the next epoch's first ones while another epoch follows)."""
+        args = trainer.args
+        epochs = math.ceil(args.num_train_epochs) if args.max_steps is None or args.max_steps <= 0 else None
         self.sampler = RefillRepeatSampler(sampler.data_source, sampler.mini_repeat_count, sampler.batch_size,
-                                           sampler.repeat_count, sampler.shuffle, sampler.seed)
+                                           sampler.repeat_count, sampler.shuffle, sampler.seed, epochs=epochs)
         return self.sampler
 
     def refill_inputs(self, trainer) -> list[dict] | None:
@@ -254,9 +284,14 @@ class DynamicSampling(TrainerExtension):
             flats.append(flat)
             have += kept
         if short() > 0:
-            why = ("the epoch ran out of batches to refill from" if epoch_ended else
+            why = ("the last epoch ran out of batches to refill from" if epoch_ended else
                    f"after {rounds} extra generation rounds (grpo.dynamic_sampling.max_rounds = {cfg.max_rounds})")
-            if cfg.on_exhausted == "fill":
+            if epoch_ended and cfg.on_exhausted == "raise":
+                # the run's last step: verl's run ends here with the partial batch untrained; the
+                # step is already under way, so its missing groups are zero-advantage fillers
+                log.warning("dynamic sampling: %d of %d groups have reward variance and %s; the last step is "
+                            "filled with zero-advantage groups", have, need, why)
+            if cfg.on_exhausted == "fill" or epoch_ended:
                 filled = max(need - have, 0)
                 parts += flats  # zero-advantage groups: they fill the batch and teach nothing
             else:
