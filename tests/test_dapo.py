@@ -250,6 +250,7 @@ def test_the_full_k2v_schedule_matches_verls_step_count():
     counts = step_counts(19_000, prompts_per_generation=per_generation,
                          updates_per_generation=g.steps_per_generation // g.gradient_accumulation_steps,
                          epochs=g.num_train_epochs, generation_batches=g.dynamic_sampling.generation_batches)
+    assert g.optim == "adamw_torch"  # verl trains with AdamW, not CorVer's 8-bit default
     assert counts["max_generation_steps"] == 2 * (19_000 // 192) == 196
     assert counts["max_updates"] == 392
     assert counts["planned_updates"] == 2 * (19_000 // 64) * 2  # what TRL's progress bar plans
