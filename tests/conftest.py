@@ -50,7 +50,7 @@ def tiny_params(tmp_path):
 
     def make(notebook: str, overrides: str = "") -> Path:
         return write_tiny_params(tmp_path / f"{notebook}_tiny.yaml", notebook,
-                                 root / "params" / f"{notebook}_smoke.yaml", overrides)
+                                 root / "params" / f"{notebook}_lm.yaml", overrides)
 
     return make
 

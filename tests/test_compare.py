@@ -22,16 +22,16 @@ matplotlib.use("Agg")
 
 
 def test_params_load_and_rules_name_the_key():
-    cfg = config.load_config("params/06_compare_smoke.yaml", CompareConfig)
+    cfg = config.load_config("params/06_compare_lm.yaml", CompareConfig)
     assert len(cfg.runs) >= 4 and {s.name for r in cfg.runs for s in r.rewards} <= set(available())
     dup = [{"name": "a", "rewards": [{"name": "format"}]}, {"name": "a", "rewards": [{"name": "format"}]}]
     with pytest.raises(config.ConfigError, match=r"'runs'.*unique.*\['a'\]"):
-        config.load_config("params/06_compare_smoke.yaml", CompareConfig, {"runs": dup})
+        config.load_config("params/06_compare_lm.yaml", CompareConfig, {"runs": dup})
     with pytest.raises(config.ConfigError, match=r"runs.*no_such_reward"):
-        config.load_config("params/06_compare_smoke.yaml", CompareConfig,
+        config.load_config("params/06_compare_lm.yaml", CompareConfig,
                            {"runs": [{"name": "x", "rewards": [{"name": "no_such_reward"}]}]})
     with pytest.raises(config.ConfigError, match=r"'seeds'"):
-        config.load_config("params/06_compare_smoke.yaml", CompareConfig, {"seeds": [1, 1]})
+        config.load_config("params/06_compare_lm.yaml", CompareConfig, {"seeds": [1, 1]})
 
 
 def test_rows_carry_every_rewards_columns():
@@ -128,7 +128,7 @@ def _snapshot(root):
 
 
 def _cfg():
-    return config.load_config("params/06_compare_smoke.yaml", CompareConfig, {
+    return config.load_config("params/06_compare_lm.yaml", CompareConfig, {
         "runs": [{"name": "fmt", "rewards": [{"name": "format"}]},
                  {"name": "fmt 2", "rewards": [{"name": "format", "args": {"positive": 0.5}}]}],
         "seeds": [0, 1], "longform": None})
@@ -181,7 +181,7 @@ def test_alarms_read_the_heldout_metric_before_and_after_training(tmp_path, monk
 
 
 def test_long_form_evaluation_through_the_claim_verifier(monkeypatch):
-    cfg = config.load_config("params/06_compare_smoke.yaml", CompareConfig, {
+    cfg = config.load_config("params/06_compare_lm.yaml", CompareConfig, {
         "longform": {"prompts": {"eval_limit": 3}, "generation": {"max_new_tokens": 40}, "recall_k": 5}})
     asked = []
 
@@ -208,7 +208,7 @@ def test_long_form_evaluation_through_the_claim_verifier(monkeypatch):
     assert asked[-1][1:4] == ("VERIFIER", 5, 40) and asked[-1][4] == prompts
     assert out["longform/precision"] == 0.75 and out["longform/f1@5"] == 0.52 and out["longform/factscore"] == 0.6
     assert out["longform/recall@5"] == 0.4 and out["mw/accuracy"] == 0.5
-    off = config.load_config("params/06_compare_smoke.yaml", CompareConfig, {"longform": None})
+    off = config.load_config("params/06_compare_lm.yaml", CompareConfig, {"longform": None})
     assert compare.longform_prompts(off, Res()) == []
 
 

@@ -24,14 +24,14 @@ def test_every_params_file_validates():
     files = sorted((ROOT / "params").glob("*.yaml"))
     assert files, "no params files"
     for f in files:
-        stem = f.stem.removesuffix("_smoke").removesuffix("_evidence")
+        stem = f.stem.removesuffix("_smoke").removesuffix("_evidence").removesuffix("_lm")
         load_config(f, runner.config_for_notebook(stem))
 
 
 def test_every_notebook_has_full_and_smoke_params():
     for nb in sorted((ROOT / "notebooks").glob("[0-9]*.ipynb")):
         assert (ROOT / "params" / f"{nb.stem}.yaml").exists(), nb
-        assert (ROOT / "params" / f"{nb.stem}_smoke.yaml").exists(), nb
+        assert (ROOT / "params" / f"{nb.stem}_lm.yaml").exists(), nb
         assert nb.stem in runner.NOTEBOOK_CONFIGS
 
 
@@ -116,7 +116,7 @@ def test_unknown_notebook_config():
 # --- the rewards list and the rules that involve several keys --------------------------------------
 
 def _corver(tmp_path, body: str):
-    return _write(tmp_path, "cv.yaml", f"base: {ROOT / 'params/01_corver_smoke.yaml'}\n{body}")
+    return _write(tmp_path, "cv.yaml", f"base: {ROOT / 'params/01_corver_lm.yaml'}\n{body}")
 
 
 def test_corver_smoke_with_binary_rar_added_validates(tmp_path):
@@ -156,17 +156,17 @@ def test_bad_training_params_fail_at_load_naming_the_key(tmp_path, body, match):
 
 
 def test_seva_weight_split_is_checked_at_load(tmp_path):
-    p = _write(tmp_path, "s.yaml", f"base: {ROOT / 'params/03_seva_smoke.yaml'}\n"
+    p = _write(tmp_path, "s.yaml", f"base: {ROOT / 'params/03_seva_lm.yaml'}\n"
                                    "rewards:\n  - {name: seva_process, args: {weights: '75/25'}}\n")
     with pytest.raises(ConfigError, match=r"'rewards.0.args.weights': unknown weight split '75/25'; known: 90/10"):
         load_config(p, SevaConfig)
-    p.write_text(f"base: {ROOT / 'params/03_seva_smoke.yaml'}\nsft: {{max_steps: -7}}\n")
+    p.write_text(f"base: {ROOT / 'params/03_seva_lm.yaml'}\nsft: {{max_steps: -7}}\n")
     with pytest.raises(ConfigError, match=r"'sft.max_steps': must be a positive number of steps, or -1"):
         load_config(p, SevaConfig)
 
 
 def test_rar_compare_rewards_are_registry_names(tmp_path):
-    p = _write(tmp_path, "r.yaml", f"base: {ROOT / 'params/02_binary_rar_smoke.yaml'}\n"
+    p = _write(tmp_path, "r.yaml", f"base: {ROOT / 'params/02_binary_rar_lm.yaml'}\n"
                                    "compare: {rewards: [{name: veriscor}]}\n")
     with pytest.raises(ConfigError, match=r"'compare.rewards.0.name': unknown reward 'veriscor'"):
         load_config(p, RARConfig)
@@ -202,14 +202,14 @@ def _hide_package(monkeypatch, hidden: str):
 @pytest.mark.parametrize("notebook, cls, section", [("01_corver", CorVerConfig, "grpo"), ("03_seva", SevaConfig, "sft")])
 def test_report_to_a_missing_tracker_is_refused_at_load_naming_the_key(tmp_path, monkeypatch, notebook, cls, section):
     _hide_package(monkeypatch, "wandb")
-    p = _write(tmp_path, "t.yaml", f"base: {ROOT / 'params' / (notebook + '_smoke.yaml')}\n{section}: {{report_to: wandb}}\n")
+    p = _write(tmp_path, "t.yaml", f"base: {ROOT / 'params' / (notebook + '_lm.yaml')}\n{section}: {{report_to: wandb}}\n")
     with pytest.raises(ConfigError, match=rf"'{section}.report_to': report_to: wandb needs the wandb package, which is "
                                           r"not installed \(pip install wandb\)"):
         load_config(p, cls)
 
 
 def test_report_to_defaults_to_tensorboard_and_takes_only_known_trackers(tmp_path, monkeypatch):
-    cfg = load_config(ROOT / "params/03_seva_smoke.yaml", SevaConfig)
+    cfg = load_config(ROOT / "params/03_seva_lm.yaml", SevaConfig)
     assert cfg.grpo.report_to == cfg.sft.report_to == "tensorboard"  # the smoke params keep the default
     none = load_config(_corver(tmp_path, "grpo: {report_to: none}\n"), CorVerConfig)
     assert none.grpo.report_to == "none"

@@ -22,7 +22,7 @@ from factlab.train.trainer import TrainerExtension, leave_out_failed_rows
 
 def _cfg(**grpo):
     """01's smoke params on the tiny model: these tests check the sampling loop, not what it learns."""
-    cfg = config.load_config("params/01_corver_smoke.yaml", CorVerConfig, {"model": {"name": models.TINY_MODEL}})
+    cfg = config.load_config("params/01_corver_lm.yaml", CorVerConfig, {"model": {"name": models.TINY_MODEL}})
     g = cfg.grpo.model_copy(update={**dict(num_generations=2, per_device_train_batch_size=2,
                                            gradient_accumulation_steps=2, max_completion_length=6, max_steps=1,
                                            save_steps=1), **grpo})

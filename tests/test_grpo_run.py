@@ -15,7 +15,7 @@ from factlab.train.grpo import filter_long_prompts, grpo_args
 
 
 def _smoke(**grpo):
-    cfg = config.load_config("params/01_corver_smoke.yaml", CorVerConfig)
+    cfg = config.load_config("params/01_corver_lm.yaml", CorVerConfig)
     return cfg.model_copy(update={"grpo": cfg.grpo.model_copy(update=grpo)})
 
 

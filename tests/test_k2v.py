@@ -410,7 +410,7 @@ def test_extraction_check_reports_the_extracted_graphs_appendix_g_quality(monkey
         'Capital of France.)##("relationship"<|>France<|>Paris<|>has capital)<|COMPLETE|>'])
     judge = CountingJudge(lambda p: next(answers))
     monkeypatch.setattr(k2v_train, "make_judge", lambda section: judge)
-    cfg = config.load_config("params/04_k2v_smoke.yaml", K2VConfig, {"extraction_check": {"chunks": 2}})
+    cfg = config.load_config("params/04_k2v_lm.yaml", K2VConfig, {"extraction_check": {"chunks": 2}})
     out = k2v_train.extraction_check(cfg, Resources(cfg))
     assert out["chunks"] == 2 and out["calls"] == 2 and out["entities"] == 3 and out["relations"] == 1
     assert out["noise_ratio"] == pytest.approx(1 / 3) and out["lcc_ratio"] == pytest.approx(2 / 3)
@@ -519,7 +519,7 @@ def test_k2v_heldout_accuracy_grades_exactly(monkeypatch):
     monkeypatch.setattr(suites, "chat_prompt", lambda tok, q, system=None: q)
     qs = [K2VQuestion(id=str(i), question="{ } is a channel.", answer="TRPV4", golds=["TRPV4"], quintuple={},
                       masked="e1", checklist=["a"]) for i in range(4)]
-    cfg = config.load_config("params/04_k2v_smoke.yaml", K2VConfig)
+    cfg = config.load_config("params/04_k2v_lm.yaml", K2VConfig)
     acc = k2v_train.answer_accuracy(None, None, qs, cfg)
     assert acc["accuracy"] == pytest.approx(1 / 4) and acc["lenient_accuracy"] == pytest.approx(2 / 4)
     assert acc["responses"] == said and acc["n"] == 4  # the answer_accuracy suite's numbers (eval.suites)
@@ -621,7 +621,7 @@ def test_rows_split_and_constructed_responses(gold):
 
 def test_params_errors_name_the_key():
     def load(**over):
-        return config.load_config("params/04_k2v_smoke.yaml", K2VConfig, over)
+        return config.load_config("params/04_k2v_lm.yaml", K2VConfig, over)
 
     assert load().grpo.loss_type == "dapo"
     with pytest.raises(config.ConfigError, match=r"rewards.0.args.alpha"):
@@ -640,7 +640,7 @@ def test_params_errors_name_the_key():
 def test_an_empty_corpus_is_a_clear_error(tmp_path):
     empty = tmp_path / "corpus.jsonl"
     empty.write_text("")
-    cfg = config.load_config("params/04_k2v_smoke.yaml", K2VConfig, {"kg": {"source": "extracted",
+    cfg = config.load_config("params/04_k2v_lm.yaml", K2VConfig, {"kg": {"source": "extracted",
                                                                              "corpus": str(empty)}})
     with pytest.raises(ValueError, match=r"kg.corpus: .*corpus.jsonl has no documents"):
         knowledge_graph(cfg, Resources(cfg), tmp_path)

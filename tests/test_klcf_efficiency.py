@@ -186,7 +186,7 @@ class StubScorer:
 
 
 def test_efficiency_table_on_the_smoke_params():
-    cfg = config.load_config(ROOT / "params" / "05_klcf_smoke.yaml", klcf.KLCFConfig,
+    cfg = config.load_config(ROOT / "params" / "05_klcf_lm.yaml", klcf.KLCFConfig,
                              {"verifier": {"top_k": 4}, "queries": {"train_limit": 1, "eval_limit": 2}})
     judge = ScriptedJudge()
     res = ScriptedResources(cfg, judge)

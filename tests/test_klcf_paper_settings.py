@@ -33,7 +33,7 @@ def full():
 
 @pytest.fixture(scope="module")
 def smoke():
-    return config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig)
+    return config.load_config(ROOT / "params/05_klcf_lm.yaml", klcf.KLCFConfig)
 
 
 def _fact_args(cfg) -> dict:

@@ -683,7 +683,7 @@ def test_readout_model_is_read_by_the_scorer_through_its_new_rows(tiny_model_and
 def test_readout_rm_resumes_from_its_folder_without_a_model(tmp_path):
     from factlab.recipes import klcf
 
-    cfg = config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig)
+    cfg = config.load_config(ROOT / "params/05_klcf_lm.yaml", klcf.KLCFConfig)
     folder = tmp_path / "readout"
     folder.mkdir()
     (folder / "readout.json").write_text(json.dumps({"examples": 7, "steps": 1, "seconds": 1.0}))
@@ -712,7 +712,7 @@ def test_truth_rm_sft_method_trains_with_trl_and_scores_the_merged_model(tmp_pat
     from factlab.rewards import Resources
     from factlab.recipes import klcf
 
-    cfg = config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig, {
+    cfg = config.load_config(ROOT / "params/05_klcf_lm.yaml", klcf.KLCFConfig, {
         "truth_rm": {"method": "sft", "sft": {"max_steps": 1, "save_steps": 1}},
         "pipeline": {"heldout_size": 20}, "model": {"name": models.TINY_MODEL}})  # the SFT path, not its gain
     folder, rm = klcf.truth_rm(cfg, Resources(cfg), tmp_path)

@@ -41,7 +41,7 @@ lora: {{r: 4, alpha: 8, target_modules: [q_proj, v_proj]}}
 
 def _tiny(tmp_path: Path) -> Path:
     p = tmp_path / "tiny.yaml"
-    p.write_text(TINY.format(base=ROOT / "params" / "01_corver_smoke.yaml"), encoding="utf-8")
+    p.write_text(TINY.format(base=ROOT / "params" / "01_corver_lm.yaml"), encoding="utf-8")
     return p
 
 
@@ -239,7 +239,7 @@ def test_dry_run_without_a_run_dir_names_the_runner_s_folder_and_writes_nothing(
 
 def test_params_are_validated_before_anything_launches(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(f"base: {ROOT / 'params' / '01_corver_smoke.yaml'}\ngrpo: {{num_generations: 3}}\n")
+    bad.write_text(f"base: {ROOT / 'params' / '01_corver_lm.yaml'}\ngrpo: {{num_generations: 3}}\n")
     assert main(["train", "01_corver", "--params", str(bad), "--run-dir", str(tmp_path / "r")]) == 2
     assert "'grpo.per_device_train_batch_size': " in capsys.readouterr().err
     assert main(["train", "01_corver", "--smoke", "--set", "grpo.use_vllm=true", "--set", "grpo.vllm_mode=server",
@@ -332,7 +332,7 @@ def test_use_vllm_is_checked_when_a_run_starts_not_at_load(tmp_path, capsys, mon
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     params = tmp_path / "vllm.yaml"
-    params.write_text(f"base: {ROOT / 'params' / '01_corver_smoke.yaml'}\n"
+    params.write_text(f"base: {ROOT / 'params' / '01_corver_lm.yaml'}\n"
                       "grpo: {use_vllm: true, vllm_mode: server, vllm_server_host: 10.0.0.5}\n")
     assert main(["check", "01_corver", "--params", str(params)]) == 0  # loads on a machine without vLLM
     capsys.readouterr()
@@ -362,7 +362,7 @@ def test_prepare_builds_the_notebooks_training_input(tmp_path, notebook):
     from factlab.runner import config_for_notebook
 
     params, run_dir = tmp_path / "params.yaml", tmp_path / "run"
-    params.write_text(f"base: {ROOT / 'params' / f'{notebook}_smoke.yaml'}\nwarm_start: {{enabled: false}}\n")
+    params.write_text(f"base: {ROOT / 'params' / f'{notebook}_lm.yaml'}\nwarm_start: {{enabled: false}}\n")
     assert launch.main(["--notebook", notebook, "--params", str(params), "--run-dir", str(run_dir),
                         "--prepare-only"]) == 0
     assert not (run_dir / "launch.json").exists() and not (run_dir / "train").exists()  # nothing trained

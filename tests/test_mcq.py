@@ -145,7 +145,7 @@ def test_full_params_general_benchmarks_resolve_in_the_installed_lm_eval_registr
         entry = index[name]
         members = entry.cfg["task"] if isinstance(entry.cfg.get("task"), list) else [name]
         assert {index[m].cfg.get("output_type") for m in members} == {"generate_until"}, name
-    smoke = config.load_config(ROOT / "params/04_k2v_smoke.yaml", K2VConfig)
+    smoke = config.load_config(ROOT / "params/04_k2v_lm.yaml", K2VConfig)
     assert smoke.general.tasks == []  # their data sets download: full params only
 
 

@@ -46,7 +46,7 @@ def test_retarget_models_points_every_embedded_model_name_at_the_tiny_model(tmp_
     from factlab import models
     from factlab.config import dump_config
 
-    smoke = ROOT / "params" / f"{notebook}_smoke.yaml"
+    smoke = ROOT / "params" / f"{notebook}_lm.yaml"
     out = runner.retarget_models(notebook, smoke, tmp_path / "tiny.yaml", models.TINY_MODEL)
     tiny = yaml.safe_load(out.read_text())
     original = yaml.safe_load(dump_config(runner.load_params(notebook, smoke)))
@@ -74,7 +74,7 @@ def test_retarget_models_reaches_a_model_named_inside_a_rewards_list(tmp_path):
     from factlab import models
 
     params = tmp_path / "rm.yaml"
-    params.write_text(f"base: {ROOT / 'params/05_klcf_smoke.yaml'}\nrewards:\n"
+    params.write_text(f"base: {ROOT / 'params/05_klcf_lm.yaml'}\nrewards:\n"
                       f"  - {{name: general_rm, weight: 0.1, args: {{model: {models.DEFAULT_MODEL}, stand_in: true}}}}\n")
     cfg = runner.load_params("05_klcf", runner.retarget_models("05_klcf", params, tmp_path / "tiny.yaml", models.TINY_MODEL))
     assert cfg.rewards[0].args["model"] == models.TINY_MODEL and cfg.rewards[0].name == "general_rm"

@@ -93,7 +93,7 @@ RULES = [
 @pytest.mark.parametrize("notebook, body, key, words", RULES)
 def test_rule_fails_at_check_naming_the_key(tmp_path, capsys, notebook, body, key, words):
     params = tmp_path / "bad.yaml"
-    params.write_text(f"base: {ROOT / 'params' / f'{notebook}_smoke.yaml'}\n{body}\n", encoding="utf-8")
+    params.write_text(f"base: {ROOT / 'params' / f'{notebook}_lm.yaml'}\n{body}\n", encoding="utf-8")
     assert main(["check", notebook, "--params", str(params)]) == 2
     err = capsys.readouterr().err
     assert f"'{key}': " in err and words in err, err
@@ -138,7 +138,7 @@ def _check(tmp_path, capsys, body: str, notebook: str = "01_corver") -> tuple[in
 
 
 def test_a_key_written_twice_in_one_mapping_is_refused(tmp_path, capsys):
-    base = ROOT / "params" / "01_corver_smoke.yaml"
+    base = ROOT / "params" / "01_corver_lm.yaml"
     rc, err = _check(tmp_path, capsys, f"base: {base}\ngrpo:\n  learning_rate: 1.0e-5\n  beta: 0.0\n"
                                        "  learning_rate: 0.5\n")
     assert rc == 2 and "duplicate key 'grpo.learning_rate' (lines 3 and 5)" in err and "silently win" in err
@@ -167,7 +167,7 @@ def test_an_alias_bomb_is_refused_at_load_not_expanded(tmp_path, capsys):
     run, ignoring SIGTERM; in model.name a MemoryError in the error message's repr)."""
     import time
 
-    base = ROOT / "params" / "04_k2v_smoke.yaml"
+    base = ROOT / "params" / "04_k2v_lm.yaml"
     assert len(bomb()) < 700
     t0 = time.perf_counter()
     rc, err = _check(tmp_path, capsys, f"base: {base}\nsweep:\n  grid:\n{bomb('    ')}", "04_k2v")

@@ -65,7 +65,7 @@ def test_params_file_with_key_over_http_fails_at_load_with_the_key_path(tmp_path
     p = tmp_path / "p.yaml"
     p.write_text("base: {}\njudge: {{backend: openai, base_url: 'http://10.0.0.5:8000/v1', "
                  "api_key_env: FACTLAB_TEST_API_KEY}}\n".format(config.__file__.replace("src/factlab/config.py",
-                                                                                        "params/02_binary_rar_smoke.yaml")))
+                                                                                        "params/02_binary_rar_lm.yaml")))
     from factlab.recipes.rar import RARConfig
     with pytest.raises(ConfigError, match=r"judge.base_url"):
         config.load_config(p, RARConfig)
@@ -96,7 +96,7 @@ def test_params_naming_a_non_key_variable_fail_at_check_with_the_key_path(tmp_pa
 
     p = tmp_path / "p.yaml"
     p.write_text("base: {}\njudge: {{api_key_env: GITHUB_TOKEN}}\n".format(
-        config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_smoke.yaml")))
+        config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_lm.yaml")))
     assert main(["check", "02_binary_rar", "--params", str(p)]) == 2
     assert "'judge.api_key_env': $GITHUB_TOKEN does not look like an API key" in capsys.readouterr().err
 

@@ -15,7 +15,7 @@ from factlab import cli, sweep
 from factlab.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
-K2V = ROOT / "params" / "04_k2v_smoke.yaml"
+K2V = ROOT / "params" / "04_k2v_lm.yaml"
 ALPHA = "rewards.0.args.alpha"
 
 

@@ -23,7 +23,7 @@ from factlab.recipes.klcf import klcf_rows
 from factlab.recipes.rar import prompt_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "params" / "01_corver_smoke.yaml"
+SMOKE = ROOT / "params" / "01_corver_lm.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_smoke_params_turn_it_on_and_full_params_keep_it_off():
 
     for nb in ("01_corver", "02_binary_rar", "04_k2v", "05_klcf", "06_compare"):
         cls = config_for_notebook(nb)
-        assert config.load_config(ROOT / f"params/{nb}_smoke.yaml", cls).warm_start.enabled, nb
+        assert config.load_config(ROOT / f"params/{nb}_lm.yaml", cls).warm_start.enabled, nb
         full = config.load_config(ROOT / f"params/{nb}.yaml", cls)
         assert not full.warm_start.enabled and "135m" not in full.model.name.lower(), nb
 
