@@ -13,7 +13,7 @@ LAYERS = [
     ("text", "prompts", "parsing", "labels", "paths", "integrity", "registry", "plots", "threads",
      "forked"),
     ("config",),
-    ("decoding", "models", "data"),
+    ("decoding", "models", "data", "organism"),
     ("judges", "corpus", "serve"),
     ("rewards",),
     ("synth", "eval"),

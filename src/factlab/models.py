@@ -10,6 +10,11 @@ tokenizer and chat template with random weights from a fixed seed, built from th
 model's config in well under a second and cached (TRL's tests run on such checkpoints): the
 model for plumbing tests and quick checks of a params file, never for numbers.
 
+``organism`` (and ``organism-tiny``, ``organism-abstain``, ``organism-known-only``,
+``organism-noaug``: ``organism.SPECS``) is the knowledge organism, a small model pretrained on
+the mini-world with controlled exposure (``factlab.organism``), built on first use; its
+``model_fingerprint`` is its content fingerprint (spec + world), so caches follow the spec.
+
 Generation follows CorVer's evaluation protocol (000 §A.3): the model's own chat
 template, greedy by default, stop tokens chosen from ``<|im_end|>``, ``<|endoftext|>``
 and ``<|eot_id|>`` according to which exist in the tokenizer's vocabulary.
@@ -29,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from . import organism
 from .decoding import decode
 from .paths import build_lock, cache_dir
 
@@ -178,6 +184,8 @@ def resolve_model(name: str | None = None) -> str:
     name = name or DEFAULT_MODEL
     if name == "default":
         name = DEFAULT_MODEL
+    if organism.is_organism(name):  # the knowledge organism, built on first use (factlab.organism)
+        return str(organism.build(name))
     if name in TINY_MODELS:
         spec = TINY_MODELS[name]
         out = cache_dir() / "models" / spec.folder()
@@ -200,10 +208,13 @@ def resolve_model(name: str | None = None) -> str:
 def model_fingerprint(name: str | None) -> str | None:
     """A fingerprint of a local model's content: the name, size and modification time of every
     file at the top of its folder (weights, config, tokenizer, chat template, adapter), or of the
-    file itself; ``None`` for a hub id or an alias (no local folder). A model retrained into the
+    file itself; for an organism name, ``organism-<organism.fingerprint>`` (its spec and world,
+    without building it); ``None`` for a hub id or another alias (no local folder). A model retrained into the
     same folder gets a new one, so caches keyed by it never serve the old model's answers."""
     if not name:
         return None
+    if organism.is_organism(name):  # its spec and world, known before it is built
+        return f"organism-{organism.fingerprint(name)}"
     path = Path(name).expanduser()
     if not path.exists():
         return None

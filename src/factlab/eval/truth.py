@@ -8,6 +8,8 @@ without importing upward); this module is its public face:
 - ``label_sentences(text, world=None)`` -> one row per sentence: ``sentence``, ``country``,
   ``relation``, ``value``, ``label`` (``supported`` | ``contradicted`` | ``unverifiable``);
 - ``label_response(response, golds, question)``: a short-form response's truth;
+- ``by_exposure(rows, exposures)``: any per-question metric grouped by the organism's exposure
+  bucket (known / rare-<dose> / unknown, ``factlab.organism``);
 
 and the truth metrics every evaluation and training run reports on the mini-world
 (``answer_truth``, ``sentence_truth``), plus the oracle's own precision and recall per label
@@ -27,13 +29,14 @@ from ..data.kb import (ABSTAIN, CONTRADICTED, CORRECT, SENTENCE_LABELS, SUPPORTE
                        KnowledgeBase, knowledge_base, label_answer, label_response, label_sentence, label_sentences)
 from ..data.miniworld import ensure_world
 from ..labels import normalize_label
+from ..organism import exposure_bucket
 from ..rewards.seva import claim_verdict
 from ..synth.perturbations import miniworld_pairs
 
 __all__ = ["contradicted_per_answer", "label_answer", "label_sentences", "label_sentence", "label_response", "knowledge_base", "CORRECT",
            "WRONG", "ABSTAIN", "SUPPORTED", "CONTRADICTED", "UNVERIFIABLE", "SENTENCE_LABELS", "answer_truth",
            "sentence_truth", "completion_truth", "question_of", "constructed_sentences", "EXPECTED_BY_STRATEGY", "precision_recall", "measure_oracle",
-           "read_labelled", "FIXTURE"]
+           "read_labelled", "FIXTURE", "by_exposure"]
 
 FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "truth" / "model_sentences.jsonl"
 
@@ -209,4 +212,48 @@ def measure_oracle(rows: Sequence[Mapping[str, Any]], world: KnowledgeBase | Non
                           / sum(kk == k for kk in kinds) for k in dict.fromkeys(kinds)}
     out["disagreements"] = [{"sentence": r["sentence"], "expected": e, "predicted": p}
                             for r, e, p in zip(rows, expected, predicted) if e != p]
+    return out
+
+
+def _entity(row: Mapping[str, Any], entity_key: str) -> str | None:
+    if row.get(entity_key):
+        return str(row[entity_key])
+    meta = row.get("meta")
+    return str(meta["entity"]) if isinstance(meta, Mapping) and meta.get("entity") else None
+
+
+def by_exposure(rows: Sequence[Mapping[str, Any]], exposures: Mapping[str, int], *, entity_key: str = "country",
+                label_key: str = "label", known_exposures: int | None = None) -> dict[str, dict[str, Any]]:
+    """Per-question ``rows`` grouped by the exposure bucket of the country each asks about
+    (``organism.exposure_bucket``: ``known``, ``rare-<dose>``, ``unknown``; ``exposures`` is
+    ``organism.exposures()``, the country from ``row[entity_key]`` or ``row["meta"]["entity"]``).
+    Per bucket: ``n``, the share of each value of ``label_key`` (e.g. correct / wrong / abstain)
+    and the mean of every numeric column (None and NaN left out). Buckets run from the most
+    exposed to unknown; rows about a country missing from ``exposures`` go to ``unmatched``.
+    ``known_exposures``: the known dose (default: the largest in ``exposures``)."""
+    known = known_exposures if known_exposures is not None else max(exposures.values(), default=1)
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    dose: dict[str, int] = {}
+    for row in rows:
+        name = _entity(row, entity_key)
+        if name is None or name not in exposures:
+            bucket, n = "unmatched", -1
+        else:
+            n = int(exposures[name])
+            bucket = exposure_bucket(n, known)
+        groups.setdefault(bucket, []).append(row)
+        dose[bucket] = known if bucket == "known" else n
+    out: dict[str, dict[str, Any]] = {}
+    for bucket in sorted(groups, key=lambda b: -dose[b]):
+        rs = groups[bucket]
+        summary: dict[str, Any] = {"n": len(rs)}
+        labels = Counter(r[label_key] for r in rs if r.get(label_key) is not None)
+        for label, count in sorted(labels.items()):
+            summary[str(label)] = count / len(rs)
+        numeric = {k for r in rs for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        for k in sorted(numeric - {"exposures"}):
+            vals = [float(r[k]) for r in rs if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
+                    and r[k] == r[k]]
+            summary[f"mean_{k}"] = sum(vals) / len(vals) if vals else float("nan")
+        out[bucket] = summary
     return out

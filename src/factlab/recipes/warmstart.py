@@ -86,7 +86,7 @@ from ..data.types import QAItem, read_jsonl, write_jsonl
 from ..eval.abstention import ABSTAIN_SYSTEM, FORCED_SYSTEM
 from ..eval.truth import answer_truth, sentence_truth
 from ..experiment import WarmStartSection
-from ..models import chat_prompt, generate, load_model, release_memory
+from ..models import chat_prompt, generate, load_model, model_fingerprint, release_memory
 from ..paths import cache_dir, exclusive_lock
 from ..synth import kg as kgmod
 from ..synth.k2v import K2VQuestion, SynthesisSection, synthesize_questions, template_checklist
@@ -338,12 +338,15 @@ def unseen(questions: Sequence[Any], demos: Sequence[Demo]) -> list[Any]:
 
 
 def _model_identity(name: str) -> dict[str, Any]:
-    """What names the base model in the key: the name, and for a local folder its config."""
+    """What names the base model in the key: the name, and for a local folder its config; for a
+    name whose content is known without a folder (the organism: its spec and world,
+    ``models.model_fingerprint``), that fingerprint, so a changed spec trains a new warm start."""
     folder = Path(name)
     if (folder / "config.json").is_file():
         return {"name": str(folder.resolve()),
                 "config_sha": hashlib.sha256((folder / "config.json").read_bytes()).hexdigest()[:16]}
-    return {"name": name}
+    fingerprint = model_fingerprint(name)
+    return {"name": name, "fingerprint": fingerprint} if fingerprint else {"name": name}
 
 
 def key_inputs(ws: WarmStartSection, model_name: str, world: WorldConfig | None = None) -> dict[str, Any]:
