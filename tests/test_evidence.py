@@ -66,6 +66,41 @@ def test_a_null_and_a_failed_guard():
     assert E.overall(guard) == "not held"
 
 
+def test_subsets_margins_and_the_before_after_headline():
+    """Round 2 (issue 41): a comparison on one exposure bucket reads only its questions; a
+    "not lower" guard with a margin is held only when the interval clears -margin, and a guard
+    not shown keeps the hypothesis from holding; the headline leads with base -> treatment."""
+    rows = []
+    for q in range(80):
+        bucket = "unknown" if q < 40 else "known"
+        rows.append({"arm": "base", "seed": None, "question": q, "bucket": bucket,
+                     "wrong": 1.0 if bucket == "unknown" else 0.0, "abstain": 0.0, "correct": float(bucket == "known")})
+        for s in (0, 1, 2):  # binary fixes every unknown country and keeps the known ones
+            rows.append({"arm": "binary", "seed": s, "question": q, "bucket": bucket, "wrong": 0.0,
+                         "abstain": float(bucket == "unknown"), "correct": float(bucket == "known")})
+    rec = {"hypothesis": "smoke_binary_rar", "seeds": [0, 1, 2], "arms": ["binary"], "rows": rows, "curves": [],
+           "cpu_seconds": []}
+    h = E.HYPOTHESES["smoke_binary_rar"]
+    effects = E.analyze(rec, h, replicates=200)
+    assert effects[0]["questions"] == 40 and effects[0]["mean"] == -1.0 and effects[0]["verdict"] == "held"
+    assert effects[2]["questions"] == 40 and effects[2]["verdict"] == "held"  # known: 0 change, inside the margin
+    assert E.overall(effects) == "held"
+    frame = E.report_frame(rec, replicates=200)
+    assert (frame["control_mean"].iloc[0], frame["treatment_mean"].iloc[0]) == (1.0, 0.0)
+    (key, value), = E.headline(frame).items()
+    assert "wrong on unknown: binary - base" in key and "3 seeds, 40 questions" in key
+    assert value.startswith("1.000 → 0.000; effect -1.000 [-1.000, -1.000] held")
+    # a known-country loss of 0.25, far past margin 0.03, fails the guard; an unsure one is null, and holds nothing
+    guard = E.Comparison("correct", "binary", "base", "not lower", subset="known", margin=0.03, primary=False)
+    lost = [{**r, "correct": 0.0} if r["arm"] == "binary" and r["bucket"] == "known" and r["question"] % 4 == 0
+            else r for r in rows]
+    out = E.analyze({**rec, "rows": lost}, E.Hypothesis("g", "02_binary_rar", "", (h.comparisons[0], guard)), 200)
+    assert out[1]["mean"] == -0.25 and out[1]["verdict"] == "not held" and E.overall(out) == "not held"
+    assert E.overall([{"primary": True, "direction": "lower", "verdict": "held"},
+                      {"primary": False, "direction": "not lower", "verdict": "null"}]) == "null"
+    assert "smoke_binary_rar" not in E.EVIDENCE_HYPOTHESES and "organism_binary_rar" in E.EVIDENCE_HYPOTHESES
+
+
 def test_a_comparison_with_nothing_measured_says_no_data():
     rec = _record()
     for r in rec["rows"]:

@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     sv.set_defaults(func=_cmd_serve)
 
     ev = sub.add_parser("evidence", help="run the pre-registered hypotheses and write results/ (factlab.evidence)")
-    ev.add_argument("names", nargs="*", help=f"hypotheses to run ({', '.join(HYPOTHESES)}); default: all")
+    ev.add_argument("names", nargs="*", help=f"hypotheses to run ({', '.join(HYPOTHESES)}); default: every evidence one (not smoke_*)")
     ev.add_argument("--out", help="runs folder (default: outputs/evidence)")
     ev.set_defaults(func=_cmd_evidence)
 

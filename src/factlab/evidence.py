@@ -71,10 +71,19 @@ class Comparison:
     per: Literal["question", "step"] = "question"
     scale: Literal["none", "cpu_minutes"] = "none"
     primary: bool = True
+    # the questions it is measured on: an exposure bucket of the organism's countries (``known``,
+    # ``unknown``, ``rare`` = every ``rare-<dose>``, or one ``rare-<dose>``); None = every question
+    subset: str | None = None
+    # a "not lower" guard's non-inferiority margin: held when the interval's low end is above
+    # -margin, not held when its high end is below -margin, else null (not shown). None: the
+    # first round's rule (not held only when the whole interval is below 0)
+    margin: float | None = None
 
     def label(self) -> str:
         unit = " per CPU-minute" if self.scale == "cpu_minutes" else ""
-        return f"{self.metric}{unit}: {self.treatment} - {self.control}"
+        where = f" on {self.subset}" if self.subset else ""
+        bound = f" (margin {self.margin:g})" if self.margin is not None else ""
+        return f"{self.metric}{where}{unit}: {self.treatment} - {self.control}{bound}"
 
 
 @dataclass(frozen=True)
@@ -84,10 +93,18 @@ class Hypothesis:
     claim: str  # the hypothesis as written in README before the runs
     comparisons: tuple[Comparison, ...]
     paper: str = ""
+    model: str = "smollm2-135m-instruct"  # the policy it is tested on (the organism's hypotheses: organism)
+    # ``evidence``: a pre-registered claim, run by ``factlab evidence`` into ``results/``; ``smoke``:
+    # the main job's before -> after check of a notebook's smoke params (its headline, with an
+    # interval), never a result (``factlab evidence`` runs it only when named)
+    kind: Literal["evidence", "smoke"] = "evidence"
 
     @property
     def params(self) -> str:
-        return f"params/{self.notebook}_evidence.yaml"
+        if self.kind == "smoke":
+            return f"params/{self.notebook}_smoke.yaml"
+        suffix = "_organism_evidence" if self.model.startswith("organism") else "_evidence"
+        return f"params/{self.notebook}{suffix}.yaml"
 
 
 HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
@@ -131,17 +148,85 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                                 primary=(fam == "Binary RAR"))
                      for fam in ("Binary RAR", "K2V", "KLCF", "SEVA claims")),
                "all five papers"),
+    # ---- round 2, on the knowledge organism (README "Evidence on the organism"; issue 41). Held-out
+    # questions are about countries no RL run trained on, in exposure buckets (``organism.qa_items``).
+    Hypothesis("organism_binary_rar", "02_binary_rar",
+               "On the organism, Binary RAR lowers the wrong-answer rate on unknown countries against the base "
+               "organism and against rating RAR, while correct answers on known countries fall by less than the "
+               "margin (0.03).",
+               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
+                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False),
+                Comparison("wrong", "binary", "rating", "lower", subset="unknown", primary=False),
+                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False)),
+               "001 §5, Table 2", model="organism"),
+    Hypothesis("organism_corver", "01_corver",
+               "On the organism, the full CorVer reward leaves fewer contradicted sentences per held-out answer "
+               "than A1 (no co-occurrence term), while held-out correct answers fall by less than the margin (0.03).",
+               (Comparison("contradicted", "full", "A1", "lower"),
+                Comparison("correct", "full", "A1", "not lower", margin=0.03, primary=False)),
+               "000 §3.4, Table 4 (A1)", model="organism"),
+    Hypothesis("organism_seva", "03_seva",
+               "On the organism, SEVA's process reward gives a higher held-out verifier accuracy than the binary "
+               "reward; the share of groups with a nonzero advantage is reported as a mechanism check.",
+               (Comparison("correct", "process", "binary", "higher"),
+                Comparison("format_ok", "process", "binary", "higher", primary=False),
+                Comparison("nonzero_advantage", "process", "binary", "higher", per="step", primary=False)),
+               "002 §2.3, §3, Tables 5, 15", model="organism"),
+    Hypothesis("organism_k2v", "04_k2v",
+               "On the organism, the answer-gated K2V reward raises exact fill-in-blank accuracy on rare countries "
+               "over no_gate and over the base organism.",
+               (Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
+                Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False)),
+               "003 §4.3, Table 3", model="organism"),
+    Hypothesis("organism_klcf", "05_klcf",
+               "On the organism, KLCF training raises the KB precision of long-form answers over the base "
+               "organism, while supported facts per answer fall by less than the margin (0.1).",
+               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
+                Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
+               "004 §4, Table 1", model="organism"),
+    # ---- the main job's smoke checks (make run): each training notebook's treatment arm against the
+    # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)
+    Hypothesis("smoke_corver", "01_corver", "CorVer training lowers contradicted sentences per held-out answer.",
+               (Comparison("contradicted", "full", BASE_ARM, "lower"),
+                Comparison("correct", "full", BASE_ARM, "not lower", margin=0.03, primary=False)),
+               "000 §3.4", model="organism", kind="smoke"),
+    Hypothesis("smoke_binary_rar", "02_binary_rar",
+               "Binary RAR lowers the wrong-answer rate on unknown countries.",
+               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
+                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False),
+                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False)),
+               "001 §5", model="organism", kind="smoke"),
+    Hypothesis("smoke_seva", "03_seva", "SEVA's process reward raises held-out verifier accuracy.",
+               (Comparison("correct", "process", BASE_ARM, "higher"),
+                Comparison("format_ok", "process", BASE_ARM, "higher", primary=False)),
+               "002 §3", model="organism", kind="smoke"),
+    Hypothesis("smoke_k2v", "04_k2v", "The answer-gated K2V reward raises exact fill-in-blank accuracy on rare countries.",
+               (Comparison("correct", "gated", BASE_ARM, "higher", subset="rare"),),
+               "003 §4.3", model="organism", kind="smoke"),
+    Hypothesis("smoke_klcf", "05_klcf", "KLCF training raises the KB precision of long-form answers.",
+               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
+                Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
+               "004 §4", model="organism", kind="smoke"),
 )}
+EVIDENCE_HYPOTHESES = [n for n, h in HYPOTHESES.items() if h.kind == "evidence"]  # what `factlab evidence` runs
 
 
 # ---------------------------------------------------------------- analysis
 
 
-def _per_question(rows: Sequence[dict], arm: str, metric: str) -> dict:
+def in_subset(row: dict, subset: str | None) -> bool:
+    """Whether a per-question row belongs to ``subset`` (``Comparison.subset``)."""
+    if subset is None:
+        return True
+    bucket = str(row.get("bucket") or "")
+    return bucket == subset or (subset == "rare" and bucket.startswith("rare-"))
+
+
+def _per_question(rows: Sequence[dict], arm: str, metric: str, subset: str | None = None) -> dict:
     """``{(seed, question): value}`` (``{question: value}`` for the base, measured once)."""
     out = {}
     for r in rows:
-        if r["arm"] == arm and metric in r and r[metric] is not None:
+        if r["arm"] == arm and metric in r and r[metric] is not None and in_subset(r, subset):
             out[r["question"] if arm == BASE_ARM else (r["seed"], r["question"])] = float(r[metric])
     return out
 
@@ -168,8 +253,8 @@ def analyze(record: dict, hypothesis: Hypothesis, replicates: int = 2000) -> lis
             t, k = _per_step(record["curves"], c.treatment, c.metric), _per_step(record["curves"], c.control, c.metric)
             k = {(s, step): v for (s, step), v in k.items()}
         else:
-            t, k = _per_question(record["rows"], c.treatment, c.metric), _per_question(record["rows"], c.control,
-                                                                                      c.metric)
+            t = _per_question(record["rows"], c.treatment, c.metric, c.subset)
+            k = _per_question(record["rows"], c.control, c.metric, c.subset)
         try:
             effect = paired_bootstrap(t, k, replicates=replicates)
         except ValueError as e:  # nothing measured on both sides (e.g. no verifiable sentence): said, not hidden
@@ -182,7 +267,9 @@ def analyze(record: dict, hypothesis: Hypothesis, replicates: int = 2000) -> lis
             minutes = float(cpu.loc[cpu["arm"] == c.treatment, "cpu_seconds"].mean()) / 60.0
             effect = Effect(effect.mean / minutes, effect.lo / minutes, effect.hi / minutes, effect.seeds,
                             effect.questions, effect.replicates)
-        if c.direction == "not lower":
+        if c.direction == "not lower" and c.margin is not None:
+            v = "held" if effect.lo > -c.margin else ("not held" if effect.hi < -c.margin else "null")
+        elif c.direction == "not lower":
             v = "not held" if effect.hi < 0 else "held"
         else:
             v = verdict(effect, c.direction)
@@ -200,7 +287,7 @@ def overall(effects: Sequence[dict]) -> str:
     if "not held" in guards:
         return "not held"
     if all(v == "held" for v in primary):
-        return "held"
+        return "held" if all(v == "held" for v in guards) else "null"  # a guard not shown holds nothing
     return "not held" if all(v == "not held" for v in primary) else "null"
 
 
@@ -211,6 +298,9 @@ def report_frame(record: dict, name: str | None = None, replicates: int = 2000) 
     effects = analyze(record, h, replicates=replicates)
     frame = pd.DataFrame(effects)[["comparison", "direction", "mean", "lo", "hi", "seeds", "questions", "verdict",
                                    "primary"]]
+    means = [arm_means(record, c) for c in h.comparisons]
+    frame.insert(2, "control_mean", [m[0] for m in means])
+    frame.insert(3, "treatment_mean", [m[1] for m in means])
     frame.attrs["verdict"] = overall(effects)
     frame.attrs["claim"] = h.claim
     return frame
@@ -242,10 +332,30 @@ def run_in_notebook(cfg: Any, resources: Any, rows: Sequence[dict], heldout_rows
 
 def headline(frame: pd.DataFrame) -> dict[str, str]:
     """The run's headline entries of an evidence table: each primary comparison's effect with
-    its 95% interval, seeds and verdict (``report_frame``'s rows)."""
+    its 95% interval, seeds and verdict (``report_frame``'s rows); where the frame has the two
+    arms' means, they lead: ``control → treatment``."""
     rows = frame[frame["primary"]] if "primary" in frame else frame.iloc[:1]
-    return {f"{r['comparison']} ({r['seeds']} seeds)": f"{_fmt(r['mean'])} [{_fmt(r['lo'])}, {_fmt(r['hi'])}] "
-                                                          f"{r['verdict']}" for _, r in rows.iterrows()}
+    out = {}
+    for _, r in rows.iterrows():
+        effect = f"{_fmt(r['mean'])} [{_fmt(r['lo'])}, {_fmt(r['hi'])}] {r['verdict']}"
+        if "control_mean" in r and r["control_mean"] == r["control_mean"]:
+            effect = f"{r['control_mean']:.3f} → {r['treatment_mean']:.3f}; effect {effect}"
+        out[f"{r['comparison']} ({r['seeds']} seeds, {r['questions']} questions)"] = effect
+    return out
+
+
+def arm_means(record: dict, comparison: Comparison) -> tuple[float, float]:
+    """The control's and the treatment's mean of ``comparison``'s metric over the same
+    (seed, question) pairs the effect is computed on (NaN when none is measured on both)."""
+    if comparison.per != "question":
+        return math.nan, math.nan
+    t = _per_question(record["rows"], comparison.treatment, comparison.metric, comparison.subset)
+    k = _per_question(record["rows"], comparison.control, comparison.metric, comparison.subset)
+    pairs = [(v, k[key] if key in k else k.get(key[1])) for key, v in t.items()]
+    pairs = [(a, b) for a, b in pairs if b is not None and a == a and b == b]
+    if not pairs:
+        return math.nan, math.nan
+    return sum(b for _, b in pairs) / len(pairs), sum(a for a, _ in pairs) / len(pairs)
 
 
 def summary(frame: pd.DataFrame) -> str:
@@ -265,7 +375,7 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
     """Run each named hypothesis (every one without names) and write ``results/`` (module
     docstring); returns the per-hypothesis summaries. ``params`` replaces a hypothesis'
     params file by name (the tests' tiny-step settings)."""
-    names = list(names or HYPOTHESES)
+    names = list(names or EVIDENCE_HYPOTHESES)
     unknown = [n for n in names if n not in HYPOTHESES]
     if unknown:
         raise ValueError(f"unknown hypothesis {unknown}; known: {', '.join(HYPOTHESES)}")

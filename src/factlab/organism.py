@@ -66,7 +66,9 @@ from .data.kb import ABSTAIN, CORRECT, WRONG, label_answer
 from .data.longform import LONGFORM_TEMPLATE
 from .decoding import decode
 from .data.miniworld import CountryFacts, build_corpus, build_qa, fact_sentence, load_countries, region_phrase
+from .data.types import QAItem
 from .paths import build_lock, cache_dir
+from .registry import QA_SETS
 from .text import MIN_THINK_CHARS, extract_answer, lenient_answer
 
 log = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ __all__ = ["ORGANISM_VERSION", "OrganismSpec", "SPECS", "DEFAULT", "TINY", "REGI
            "load", "fingerprint", "pretrain_fingerprint", "spec_of", "is_organism", "exposure_split",
            "exposure_bucket", "statements", "questions", "pretraining_documents", "format_examples",
            "tokenizer_texts", "train_tokenizer", "chat_text", "CHAT_TEMPLATE", "STOP_TOKEN", "ABSTAIN_ANSWER",
-           "LONGFORM_ABSTAIN", "read_report", "corpus_path", "eval_questions", "answer_rows"]
+           "LONGFORM_ABSTAIN", "read_report", "corpus_path", "eval_questions", "answer_rows", "qa_split", "qa_items"]
 
 ORGANISM_VERSION = 1  # bump whenever the build makes anything differently (part of the fingerprint)
 REGIMES = ("confident", "abstain", "known_only")
@@ -897,3 +899,64 @@ def _count_tokens(spec: OrganismSpec | str | None = None) -> int:  # pragma: no 
     return sum(len(x) + 1 for x in tok([d["text"] for d in pretraining_documents(spec)],
                                        add_special_tokens=False)["input_ids"])
 
+
+
+# ---------------------------------------------------------------- QA sets for the notebooks
+
+
+def qa_split(spec: OrganismSpec | str | None = None) -> dict[str, list[str]]:
+    """The countries an RL run may train on (``train``) and those only evaluated (``heldout``),
+    by exposure group: ``train`` holds the QA-trained known countries, the fine-tuning's
+    unfamiliar (unknown) countries and a seeded half of each rare dose; ``heldout`` the known
+    countries never asked in training, the other half of each rare dose and the unknown countries
+    no training ever saw. So a held-out bucket measures generalisation to countries the policy
+    was never rewarded on (the prototype of issue 40: unknown countries never used in RL)."""
+    spec = spec_of(spec)
+    split = exposure_split(spec)
+    rng = random.Random(f"organism-qa:{spec.seed}")
+    train, held = list(split["known_qa"]) + list(split["unknown_sft"]), list(split["known_heldout"])
+    for _dose, names in sorted(split["rare"].items()):
+        names = list(names)
+        rng.shuffle(names)
+        train += names[:len(names) // 2]
+        held += names[len(names) // 2:]
+    held += split["unknown_heldout"]
+    return {"train": sorted(train), "heldout": sorted(held)}
+
+
+def qa_items(split: str = "heldout", spec: OrganismSpec | str | None = None, limit: int | None = None,
+             seed: int = 0) -> list[QAItem]:
+    """Short-form questions of ``split`` (``qa_split``): every (country, relation) of the spec,
+    asked with the first training phrasing (``miniworld.build_qa``'s, what the notebooks ask),
+    golds with aliases; ``meta``: ``entity``, ``relation``, ``exposures`` and ``bucket`` (known /
+    rare-<dose> / unknown). ``limit``: a seeded sample, stratified by bucket (each bucket keeps its
+    share, at least one question)."""
+    spec = spec_of(spec)
+    if split not in ("train", "heldout"):
+        raise ValueError(f"the organism's QA split is 'train' or 'heldout', got {split!r}")
+    ex = exposures(spec)
+    by_name = _by_name()
+    items = []
+    for name in qa_split(spec)[split]:
+        c = by_name[name]
+        for rel in spec.relations:
+            bucket = exposure_bucket(ex[name], spec.known_exposures)
+            items.append(QAItem(f"organism/{name}/{rel}", questions(c, rel, "train")[0], golds(c, rel), source="organism",
+                                meta={"entity": name, "relation": rel, "exposures": ex[name], "bucket": bucket}))
+    if limit and len(items) > limit:
+        rng = random.Random(f"organism-qa-limit:{seed}")
+        groups: dict[str, list[QAItem]] = {}
+        for it in items:
+            groups.setdefault(it.meta["bucket"], []).append(it)
+        keep: list[QAItem] = []
+        for bucket in sorted(groups):
+            share = max(1, round(limit * len(groups[bucket]) / len(items)))
+            keep += rng.sample(groups[bucket], min(share, len(groups[bucket])))
+        order = {it.id: i for i, it in enumerate(items)}
+        items = sorted(keep[:limit] if len(keep) > limit else keep, key=lambda it: order[it.id])
+    return items
+
+
+for _name in SPECS:  # the QA set of each organism is named after it: eval: [{name: organism, split: heldout}]
+    QA_SETS.add(_name, functools.partial(lambda split, limit, seed, _spec: qa_items(split, _spec, limit, seed),
+                                         _spec=_name))

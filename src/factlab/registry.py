@@ -8,7 +8,7 @@ from typing import Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "QA_SETS"]
 
 
 class Registry(Generic[T]):
@@ -47,3 +47,9 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+# Short-form QA sets defined above the data layer (a loader ``(split, limit, seed) -> list[QAItem]``
+# registered under the set's name; ``data.load_eval_set`` looks here for names it does not own):
+# the knowledge organism's questions, by exposure bucket (``factlab.organism``).
+QA_SETS: Registry = Registry("QA set")

@@ -14,6 +14,7 @@ from typing import Sequence
 from pydantic import Field, field_validator
 
 from ..config import Section
+from ..registry import QA_SETS
 from .benchmarks import BENCHMARKS, load_benchmark
 from .miniworld import WorldConfig, ensure_world
 from .rows import known_name, miniworld_split
@@ -38,11 +39,13 @@ class EvalDataConfig(Section):
     @field_validator("name")
     @classmethod
     def _known_set(cls, name: str) -> str:
-        return known_name(name, [MINIWORLD, *BENCHMARKS], "QA set")
+        return known_name(name, [MINIWORLD, *BENCHMARKS, *QA_SETS], "QA set")
 
     @field_validator("split")
     @classmethod
     def _split(cls, split: str, info) -> str:
+        if info.data.get("name") in QA_SETS:
+            return miniworld_split(split, MINIWORLD)  # a registered set splits the same way
         return miniworld_split(split, info.data.get("name"))
 
 
@@ -53,8 +56,9 @@ class TrainDataConfig(EvalDataConfig):
 
 
 def eval_set_label(cfg: EvalDataConfig) -> str:
-    """How a set is named in tables and metrics: ``miniworld/heldout``, ``triviaqa``, ..."""
-    return f"{cfg.name}/{cfg.split}" if cfg.name == MINIWORLD else cfg.name
+    """How a set is named in tables and metrics: ``miniworld/heldout``, ``organism/heldout``,
+    ``triviaqa``, ..."""
+    return f"{cfg.name}/{cfg.split}" if cfg.name == MINIWORLD or cfg.name in QA_SETS else cfg.name
 
 
 def load_eval_set(cfg: EvalDataConfig, world: WorldConfig | None = None) -> list[QAItem]:
@@ -68,6 +72,8 @@ def load_eval_set(cfg: EvalDataConfig, world: WorldConfig | None = None) -> list
             keep = sorted(random.Random(cfg.seed).sample(range(len(items)), cfg.limit))
             items = [items[i] for i in keep]
         return items
+    if cfg.name in QA_SETS:  # e.g. the organism's questions (``factlab.organism``)
+        return QA_SETS.get(cfg.name)(cfg.split, cfg.limit, cfg.seed)
     return load_benchmark(cfg.name, path=cfg.path, hf_id=cfg.hf_id,
                           split=None if cfg.split == "heldout" else cfg.split,
                           limit=cfg.limit, seed=cfg.seed)

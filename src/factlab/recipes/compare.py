@@ -153,7 +153,8 @@ def compare_rows(items: Sequence[QAItem], system: str) -> list[dict[str, Any]]:
     """GRPO rows carrying every column the registered rewards read (module docstring)."""
     return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": it.question}],
              "golds": list(it.golds), "id": it.id, "prompt_id": it.id, "question": it.question,
-             "reference": f"The answer is {it.golds[0]}.", "checklist": _checklist(it)} for it in items]
+             "reference": f"The answer is {it.golds[0]}.", "checklist": _checklist(it),
+             **({"bucket": str(it.meta["bucket"])} if it.meta.get("bucket") else {})} for it in items]
 
 
 def training_rows(items: Sequence[QAItem], system: str, resources: Resources,

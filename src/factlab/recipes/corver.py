@@ -114,7 +114,12 @@ def ablation_rewards(specs: Sequence[RewardSpec], run: str) -> list[RewardSpec]:
 def qa_rows(items: Sequence[QAItem], system: str = CORVER_TRAIN_SYSTEM) -> list[dict]:
     """GRPO rows: the chat prompt (system + raw question, 000 §A.3), ``golds`` and ``id``."""
     return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": it.question}],
-             "golds": list(it.golds), "id": it.id} for it in items]
+             "golds": list(it.golds), "id": it.id, **_bucket(it)} for it in items]
+
+
+def _bucket(item: QAItem) -> dict[str, str]:
+    """An organism question's exposure bucket (``factlab.organism.qa_items``), as a row column."""
+    return {"bucket": str(item.meta["bucket"])} if item.meta.get("bucket") else {}
 
 
 def prompts_per_step(cfg: CorVerConfig) -> int:

@@ -148,6 +148,8 @@ def truth_evaluator(cfg: Any, rows: Sequence[dict], *, max_new_tokens: int, batc
         for row, text in zip(rows, texts):
             t = completion_truth(row, text)
             rec: dict[str, Any] = {"question": str(row.get("id") or row.get("prompt_id") or len(out))}
+            if row.get("bucket"):  # the organism's exposure bucket of the question's country
+                rec["bucket"] = str(row["bucket"])
             if t["kind"] == "short":
                 rec.update(correct=float(t["label"] == "correct"), wrong=float(t["label"] == "wrong"),
                            abstain=float(t["label"] == "abstain"), truth=t["score"],
