@@ -101,6 +101,31 @@ def test_subsets_margins_and_the_before_after_headline():
     assert "smoke_binary_rar" not in E.EVIDENCE_HYPOTHESES and "organism_binary_rar" in E.EVIDENCE_HYPOTHESES
 
 
+def test_committed_rows_round_trip_and_recompute_rebuilds_the_table(tmp_path, monkeypatch):
+    """Issue 41: every per-question row is committed (``rows.jsonl.gz``, byte-stable), and
+    ``factlab evidence --recompute`` rebuilds the effects and the table from them alone."""
+    from factlab import cli
+
+    rec = _record()
+    folder = tmp_path / "results" / "binary_rar"
+    first = E.write_rows(folder, rec).read_bytes()
+    assert E.write_rows(folder, rec).read_bytes() == first  # the same record, the same bytes
+    back = E.read_rows(folder)
+    assert back["rows"] == rec["rows"] and back["curves"] == rec["curves"] and back["seeds"] == [0, 1, 2]
+    (folder / "effects.json").write_text(json.dumps({"hypothesis": "binary_rar", "effects": [], "verdict": "stale",
+                                                     "cpu_minutes": 3.0, "wall_minutes": 2.0}))
+    monkeypatch.setattr(E, "results_dir", lambda root=None: tmp_path / "results")
+    monkeypatch.setattr(cli, "recompute_evidence", E.recompute)
+    assert cli.main(["evidence", "--recompute", "binary_rar"]) == 0
+    saved = json.loads((folder / "effects.json").read_text())
+    assert saved["verdict"] == "held" and saved["cpu_minutes"] == 3.0  # run facts kept, effects rebuilt
+    assert saved["effects"] == json.loads(json.dumps(E.analyze(rec, E.HYPOTHESES["binary_rar"]), default=float))
+    assert "| binary_rar | wrong: binary - base | lower |" in (tmp_path / "results" / "README.md").read_text()
+    (folder / E.ROWS_FILE).write_bytes(first[:40])  # truncated
+    with pytest.raises(ValueError, match="rows.jsonl.gz: unreadable rows"):
+        E.read_rows(folder)
+
+
 def test_a_comparison_with_nothing_measured_says_no_data():
     rec = _record()
     for r in rec["rows"]:

@@ -12,7 +12,7 @@
                         [--shard-tokens N] [--cpus N]
     factlab index verify DIR
     factlab serve [--model NAME] [--port 8000] [--max-batch 16]
-    factlab evidence [NAME ...]
+    factlab evidence [NAME ...] [--recompute]
     factlab bench [NAME ...]
 """
 
@@ -33,6 +33,7 @@ from .corpus import CorpusIndex
 from .integrity import VERIFY_ENV
 from .data.miniworld import build_world, default_world_dir
 from .evidence import HYPOTHESES
+from .evidence import recompute as recompute_evidence
 from .evidence import run as run_evidence
 from .launch import add_command as add_train_command
 from .rewards import available as available_rewards
@@ -92,6 +93,11 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_evidence(args) -> int:
+    if args.recompute:  # effects and table from the committed rows, no training
+        for s in recompute_evidence(args.names or None):
+            print(f"{s['hypothesis']}: {s['verdict']} (recomputed from results/{s['hypothesis']}/rows.jsonl.gz)")
+        print("results: results/README.md")
+        return 0
     _out_folder(args.out)
     with _sigterm_as_interrupt():
         summaries = run_evidence(args.names or None, out=args.out)
@@ -283,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     ev = sub.add_parser("evidence", help="run the pre-registered hypotheses and write results/ (factlab.evidence)")
     ev.add_argument("names", nargs="*", help=f"hypotheses to run ({', '.join(HYPOTHESES)}); default: every evidence one (not smoke_*)")
     ev.add_argument("--out", help="runs folder (default: outputs/evidence)")
+    ev.add_argument("--recompute", action="store_true",
+                    help="rebuild the effects and results/README.md from the committed rows (results/NAME/rows.jsonl.gz); "
+                         "no training")
     ev.set_defaults(func=_cmd_evidence)
 
     b = sub.add_parser("bench", help="run the bench/bench_*.py scripts (each prints its ratios last)")

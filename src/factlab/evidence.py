@@ -27,6 +27,7 @@ its primary comparison holds and no guard fails.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import math
@@ -47,7 +48,8 @@ from .plots import plot_evidence_curves
 from .runner import project_root, run_notebook, save_figure, save_headline, save_metrics
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
-__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
+__all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "EVIDENCE_HYPOTHESES", "write_rows", "read_rows", "recompute",
+           "ROWS_FILE", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
            "run",
            "write_table", "main"]
 
@@ -408,8 +410,76 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
     return summaries
 
 
+ROWS_FILE = "rows.jsonl.gz"  # results/<name>/rows.jsonl.gz: the record behind effects.json, committed
+
+
+def write_rows(folder: Path, record: dict) -> Path:
+    """``record`` (an ``evidence.json``) as ``rows.jsonl.gz``: one JSON line per per-question row
+    (``"kind": "row"``), per training-curve point (``curve``) and per run's CPU time (``cpu``),
+    after a ``header`` line (hypothesis, seeds, arms). gzip's header carries no time stamp, so
+    the same record gives the same bytes."""
+    lines = [json.dumps({"kind": "header", **{k: record.get(k) for k in ("hypothesis", "seeds", "arms")}})]
+    for kind, key in (("row", "rows"), ("curve", "curves"), ("cpu", "cpu_seconds")):
+        lines += [json.dumps({"kind": kind, **r}, default=float, sort_keys=True) for r in record.get(key) or []]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ROWS_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+        gz.write(("\n".join(lines) + "\n").encode("utf-8"))
+    tmp.replace(path)
+    return path
+
+
+def read_rows(folder: Path) -> dict:
+    """The record ``write_rows`` wrote (an ``evidence.json``'s content); a missing file or a
+    malformed line is a ValueError naming the file."""
+    path = Path(folder) / ROWS_FILE
+    if not path.is_file():
+        raise ValueError(f"{path}: no committed rows (run `factlab evidence {Path(folder).name}` first)")
+    record: dict[str, Any] = {"rows": [], "curves": [], "cpu_seconds": []}
+    key = {"row": "rows", "curve": "curves", "cpu": "cpu_seconds"}
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                item = json.loads(line)
+                kind = item.pop("kind")
+                if kind == "header":
+                    record.update(item)
+                else:
+                    record[key[kind]].append(item)
+    except (OSError, EOFError, json.JSONDecodeError, KeyError) as e:
+        raise ValueError(f"{path}: unreadable rows ({type(e).__name__}: {e})") from None
+    if "hypothesis" not in record:
+        raise ValueError(f"{path}: no header line")
+    return record
+
+
+def recompute(names: Sequence[str] | None = None, root: Path | None = None, replicates: int = 2000) -> list[dict]:
+    """``factlab evidence --recompute``: each named hypothesis' effects and verdict rebuilt from
+    its committed ``rows.jsonl.gz`` (no training), ``effects.json`` rewritten with them (its run
+    facts kept), and the table. Every hypothesis with committed rows when no name is given."""
+    folder = results_dir(root)
+    names = list(names or [p.parent.name for p in sorted(folder.glob(f"*/{ROWS_FILE}"))])
+    out = []
+    for name in names:
+        if name not in HYPOTHESES:
+            raise ValueError(f"unknown hypothesis {name!r}; known: {', '.join(HYPOTHESES)}")
+        record = read_rows(folder / name)
+        effects = analyze(record, HYPOTHESES[name], replicates=replicates)
+        path = folder / name / "effects.json"
+        summary = json.loads(path.read_text()) if path.is_file() else {"hypothesis": name}
+        summary.update(effects=effects, verdict=overall(effects), seeds=record.get("seeds"))
+        path.write_text(json.dumps(summary, indent=1, default=float))
+        out.append(summary)
+    write_table(folder)
+    return out
+
+
 def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
+    write_rows(folder, record)
     (folder / "effects.json").write_text(json.dumps(summary, indent=1, default=float))
     (folder / "command.txt").write_text(summary["command"] + "\n" + f"# params: {summary['params']}\n")
     manifest = run_dir / "manifest.json"
