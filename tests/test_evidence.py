@@ -126,6 +126,26 @@ def test_committed_rows_round_trip_and_recompute_rebuilds_the_table(tmp_path, mo
         E.read_rows(folder)
 
 
+def test_dose_response_reads_the_snapshot_rows_and_keeps_them_out_of_the_final_effect(tmp_path):
+    """Issue 41's dose-response: rows at snapshot steps (``step``) give the effect per step;
+    the trained policy's rows (no ``step``) alone give the effect the verdict reads."""
+    rec = _record(effect_wrong=-0.5)
+    final = [r for r in rec["rows"] if r["arm"] == "binary"]
+    for step, shift in ((2, 0.0), (4, -0.3)):  # no effect at step 2, part of it at step 4
+        rng = random.Random(step)
+        rec["rows"] += [{**r, "step": step, "wrong": float(rng.random() < 0.6 + shift)} for r in final]
+    rec["curves"] = [{**c, "step": 6} if c["step"] == 2 else c for c in rec["curves"]]
+    h = E.HYPOTHESES["binary_rar"]
+    assert E.analyze(rec, h, replicates=300)[0]["mean"] == E.analyze(_record(effect_wrong=-0.5), h, 300)[0]["mean"]
+    doses = E.dose_response(rec, h, replicates=300)
+    primary = [d for d in doses if d["comparison"] == "wrong: binary - base"]
+    assert [d["step"] for d in primary] == [2, 4, 6] and [d["final"] for d in primary] == [False, False, True]
+    assert primary[0]["lo"] < 0 < primary[0]["hi"] and primary[2]["hi"] < 0 and primary[1]["mean"] > primary[2]["mean"]
+    from factlab.plots import plot_dose_response
+    plot_dose_response(doses, "dose").savefig(tmp_path / "dose.png")
+    assert (tmp_path / "dose.png").stat().st_size > 1000
+
+
 def test_a_comparison_with_nothing_measured_says_no_data():
     rec = _record()
     for r in rec["rows"]:

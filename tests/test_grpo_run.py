@@ -1,6 +1,7 @@
 """The one GRPO entry point: params -> GRPOConfig, prompt filtering, a resumable real run,
 merging the adapter."""
 
+import dataclasses
 import shutil
 
 import pytest
@@ -11,6 +12,7 @@ from factlab.rewards import RewardSpec, build_rewards
 from factlab.train import merge_adapter, run
 from factlab.recipes.corver import CorVerConfig, qa_rows
 from factlab.data.types import QAItem
+from factlab.train.callbacks import StepSnapshots
 from factlab.train.grpo import filter_long_prompts, grpo_args
 
 
@@ -62,8 +64,12 @@ def test_run_trains_saves_resumes_and_merges(tmp_path):
                     QAItem("jp", "What is the capital of Japan?", ["Tokyo"])])
     rewards = build_rewards([RewardSpec(name="qa_judge"), RewardSpec(name="format", weight=0.5)], resources=None)
     calls = _count_calls(rewards)
-    res = run(cfg, rows, rewards, tmp_path / "run")
+    snapshots = StepSnapshots([1], tmp_path / "snapshots")  # an evidence run's dose-response (issue 41)
+    res = run(cfg, rows, rewards, tmp_path / "run", callbacks=[snapshots])
     calls_per_step = len(calls) / 2
+    assert (snapshots.path(1) / "adapter_config.json").exists() and not snapshots.path(2).exists()
+    at_step_1, _ = dataclasses.replace(res, model_dir=str(snapshots.path(1))).load_policy(device="cpu")
+    assert any("lora" in n for n, _ in at_step_1.named_parameters())
     assert res.steps == 2 and res.is_adapter and (tmp_path / "run/model/adapter_config.json").exists()
     assert res.metrics["prompts"] == 2 and res.metrics["rewards"] == "R = 1 qa_judge + 0.5 format"
     steps = res.steps_frame()

@@ -44,12 +44,12 @@ import pandas as pd
 
 from .eval.bootstrap import Effect, paired_bootstrap, verdict
 from .manifest import git_state, hardware, package_versions
-from .plots import plot_evidence_curves
+from .plots import plot_dose_response, plot_evidence_curves
 from .runner import project_root, run_notebook, save_figure, save_headline, save_metrics
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
 __all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "EVIDENCE_HYPOTHESES", "write_rows", "read_rows", "recompute",
-           "ROWS_FILE", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
+           "ROWS_FILE", "dose_response", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
            "run",
            "write_table", "main"]
 
@@ -224,10 +224,14 @@ def in_subset(row: dict, subset: str | None) -> bool:
     return bucket == subset or (subset == "rare" and bucket.startswith("rare-"))
 
 
-def _per_question(rows: Sequence[dict], arm: str, metric: str, subset: str | None = None) -> dict:
-    """``{(seed, question): value}`` (``{question: value}`` for the base, measured once)."""
+def _per_question(rows: Sequence[dict], arm: str, metric: str, subset: str | None = None,
+                  step: int | None = None) -> dict:
+    """``{(seed, question): value}`` (``{question: value}`` for the base, measured once) of the
+    trained policies, or of their snapshots at ``step`` (the dose-response rows)."""
     out = {}
     for r in rows:
+        if r.get("step") != step and arm != BASE_ARM:
+            continue
         if r["arm"] == arm and metric in r and r[metric] is not None and in_subset(r, subset):
             out[r["question"] if arm == BASE_ARM else (r["seed"], r["question"])] = float(r[metric])
     return out
@@ -277,6 +281,29 @@ def analyze(record: dict, hypothesis: Hypothesis, replicates: int = 2000) -> lis
             v = verdict(effect, c.direction)
         out.append({"comparison": c.label(), "metric": c.metric, "treatment": c.treatment, "control": c.control,
                     "direction": c.direction, "primary": c.primary, "per": c.per, **effect.as_dict(), "verdict": v})
+    return out
+
+
+def dose_response(record: dict, hypothesis: Hypothesis, replicates: int = 1000) -> list[dict[str, Any]]:
+    """Each primary (per-question) comparison's effect at every step the record has snapshots of
+    (``evidence.dose_steps``), then at the trained policy's last step; step 0 is the start (the
+    base, effect 0 by construction when the control is the base). One row per (comparison, step)
+    with the effect, its 95% interval and the seeds and questions it is over."""
+    steps = sorted({int(r["step"]) for r in record.get("rows") or [] if r.get("step") is not None})
+    last = max((int(c["step"]) for c in record.get("curves") or []), default=None)
+    out = []
+    for c in hypothesis.comparisons:
+        if not c.primary or c.per != "question":
+            continue
+        for step in [*steps, None]:
+            t = _per_question(record["rows"], c.treatment, c.metric, c.subset, step)
+            k = _per_question(record["rows"], c.control, c.metric, c.subset, step)
+            try:
+                e = paired_bootstrap(t, k, replicates=replicates)
+            except ValueError:
+                continue
+            out.append({"comparison": c.label(), "step": step if step is not None else last, "final": step is None,
+                        **e.as_dict()})
     return out
 
 
@@ -411,6 +438,7 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
 
 
 ROWS_FILE = "rows.jsonl.gz"  # results/<name>/rows.jsonl.gz: the record behind effects.json, committed
+DOSE_FIGURE = "dose_response.png"  # results/<name>/dose_response.png: the primary effect by training steps
 
 
 def write_rows(folder: Path, record: dict) -> Path:
@@ -493,6 +521,11 @@ def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) 
                                                      record))
     fig = plot_evidence_curves(record, f"{summary['hypothesis']}: truth and reward over steps")
     fig.savefig(folder / "curves.png", dpi=110, bbox_inches="tight")
+    doses = dose_response(record, HYPOTHESES[summary["hypothesis"]])
+    if any(not d["final"] for d in doses):
+        fig = plot_dose_response(doses, f"{summary['hypothesis']}: the primary effect by training steps")
+        fig.savefig(folder / DOSE_FIGURE, dpi=110, bbox_inches="tight")
+        (folder / "dose_response.json").write_text(json.dumps(doses, indent=1, default=float))
     plt.close(fig)
     for png in run_dir.glob("figures/*.png"):
         shutil.copyfile(png, folder / png.name)

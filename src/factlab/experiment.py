@@ -78,9 +78,19 @@ class EvidenceSection(Section):
     # the evidence budget: GRPO settings for every arm (steps, learning rate), over the run's own grpo:
     # section, which the notebook's other stages keep (checked against GRPOSection when params load)
     grpo: dict[str, Any] = {}
+    # dose-response (issue 41): every (arm, seed) policy is also evaluated at these global steps
+    # (snapshots saved while it trains), so a hypothesis' effect can be read at several step counts
+    dose_steps: list[int] = []
     # forked processes that train the (arm, seed) runs side by side, one torch thread each
     # (factlab.forked; bench/bench_evidence_workers.py on 2 cores: two 4-step jobs in 0.77x the time of one after the other)
     workers: int = Field(1, ge=1, le=64)
+
+    @field_validator("dose_steps")
+    @classmethod
+    def _positive_steps(cls, steps: list[int]) -> list[int]:
+        if any(s < 1 for s in steps) or len(set(steps)) < len(steps):
+            raise ValueError(f"dose_steps must be distinct global steps >= 1, got {steps}")
+        return sorted(steps)
 
     @field_validator("seeds")
     @classmethod

@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 import seaborn as sns
 
-__all__ = ["THEME", "apply_theme", "wrap_labels", "OUTCOMES", "OUTCOME_COLORS", "BASE_RUN", "RAW_RUN",
+__all__ = ["THEME", "apply_theme", "plot_dose_response", "wrap_labels", "OUTCOMES", "OUTCOME_COLORS", "BASE_RUN", "RAW_RUN",
            "plot_abstention", "plot_pareto", "plot_reward_curves", "plot_metric",
            "plot_evidence_curves"]
 
@@ -221,6 +221,29 @@ def plot_evidence_curves(record: dict, title: str):
                 legend_ax.plot([], [], color="0.35", linewidth=1, linestyle=style[seed], label=f"seed {seed}")
         legend_ax.legend(fontsize=6)
     fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+
+def plot_dose_response(rows: Sequence[dict], title: str):
+    """An evidence run's primary effect (treatment - control, 95% paired-bootstrap interval) at
+    each step count it was measured at (``factlab.evidence.dose_response`` rows), one line per
+    comparison, the zero line drawn."""
+    import matplotlib.pyplot as plt
+
+    frame = pd.DataFrame(list(rows))
+    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    if not frame.empty:
+        for i, (label, g) in enumerate(frame.groupby("comparison", sort=False)):
+            g = g.sort_values("step")
+            ax.errorbar(g["step"], g["mean"], yerr=[g["mean"] - g["lo"], g["hi"] - g["mean"]], marker="o",
+                        markersize=3, capsize=3, linewidth=1, color=f"C{i % 10}", label=str(label))
+        ax.legend(fontsize=6)
+    ax.axhline(0.0, color="0.5", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("GRPO steps", fontsize=8)
+    ax.set_ylabel("effect (95% interval)", fontsize=8)
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig
 

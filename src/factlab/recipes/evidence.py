@@ -10,7 +10,9 @@ arm's ``TrainResult``, whose ``load_policy`` gives the trained model; None for t
 and writes
 ``evidence.json``:
 
-- ``rows``: one per (arm, seed, question) with the metrics (the base arm has seed None);
+- ``rows``: one per (arm, seed, question) with the metrics (the base arm has seed None); with
+  ``evidence.dose_steps``, also one per (arm, seed, question, step) at each snapshot step below
+  the run's last (``step``: the dose-response; rows without ``step`` are the trained policy's);
 - ``curves``: one per (arm, seed, step) with ``reward`` and ``truth/score`` from the training
   log (the figures: the truth metric and the reward over steps, one line per seed);
 - ``cpu_seconds``: per (arm, seed), the training's process CPU time (every thread), the
@@ -27,6 +29,7 @@ back from its folder.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from functools import partial
@@ -40,6 +43,7 @@ from ..experiment import BASE_ARM, EvidenceArm, EvidenceSection
 from ..rewards import build_rewards
 from ..rewards.registry import RewardSpec
 from ..paths import atomic_write_text
+from ..train.callbacks import StepSnapshots
 from ..train.grpo import TrainResult, run
 
 __all__ = ["EvidenceArm", "EvidenceSection", "BASE_ARM", "run_arms", "EVIDENCE_FILE", "truth_evaluator",
@@ -85,10 +89,16 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
         grpo = (cfg.evidence_grpo(arm, seed) if getattr(cfg, "evidence", None) is section
                 else cfg.grpo.model_copy(update={**section.grpo, **arm.grpo, "seed": seed}))
         cpu0, wall0 = time.process_time(), time.perf_counter()
+        snapshots = StepSnapshots(section.dose_steps, arm_file.parent / "snapshots")
         result = run(cfg, (arm_rows or {}).get(arm.name, rows), rewards, arm_file.parent / "train",
-                     name=f"evidence-{arm.name}-seed{seed}", model=start_model, grpo=grpo)
+                     name=f"evidence-{arm.name}-seed{seed}", model=start_model, grpo=grpo,
+                     callbacks=[snapshots] if section.dose_steps else [])
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         evaluated = evaluate(result)
+        for step in section.dose_steps:  # the dose-response: the same evaluation at each snapshot
+            if step < result.steps and snapshots.path(step).exists():
+                at = dataclasses.replace(result, model_dir=str(snapshots.path(step)))
+                evaluated += [{**r, "step": step} for r in evaluate(at)]
         atomic_write_text(arm_file, json.dumps({"rows": evaluated, "curves": _curves(arm.name, seed, result),
                                                 "cpu_seconds": cpu, "wall_seconds": wall,
                                                 "resumed": result.resumed}, default=float))

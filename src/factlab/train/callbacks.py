@@ -1,5 +1,8 @@
 """Trainer callbacks shared by the RL notebooks.
 
+``StepSnapshots``: the policy (its adapter, or the full model) saved at chosen steps, for an
+evidence run's dose-response (the truth metric measured at several step counts, issue 41).
+
 ``UtilityEarlyStopping``: Binary RAR's guard against utility loss (001_f9c1f8134c3dd554.txt
 §4.3: "we stop training if a checkpoint shows more than a 10% drop on any utility
 benchmark"). Pluggable: ``utility_fn(model) -> {benchmark: score}`` is any callable (the
@@ -103,4 +106,28 @@ class UtilityEarlyStopping(TrainerCallback):
             control.should_save = True
         else:
             self._keep(model, state, state.global_step, processing_class)
+        return control
+
+
+class StepSnapshots(TrainerCallback):
+    """Save the policy at each of ``steps`` (global steps) into ``<folder>/step-<n>``: the adapter
+    of a LoRA run, else the whole model, with the tokenizer. A snapshot already on disk (a resumed
+    run) is kept. The main process writes."""
+
+    def __init__(self, steps, folder: str | Path):
+        self.steps = sorted({int(s) for s in steps if int(s) > 0})
+        self.folder = Path(folder)
+
+    def path(self, step: int) -> Path:
+        return self.folder / f"step-{step}"
+
+    def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        step = state.global_step
+        out = self.path(step)
+        if step in self.steps and state.is_world_process_zero and model is not None and not out.exists():
+            tmp = out.with_name(out.name + ".tmp")
+            model.save_pretrained(str(tmp))
+            if processing_class is not None:
+                processing_class.save_pretrained(str(tmp))
+            tmp.rename(out)
         return control
