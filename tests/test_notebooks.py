@@ -288,6 +288,7 @@ winrate: {max_new_tokens: 24}
     assert sum(p["checklist_sources"].values()) == 5 and p["checklist_sources"]["none"] == 0
     rm = m["truth_rm"]
     assert rm["data"]["heldout"] == 200 and rm["data"]["heldout_true"] == 100
+    assert rm["data"]["eval_claims_excluded"] >= 0  # the held-out queries' claims, never in the RM's data
     for who in ("base zero-shot", "base few-shot", "SFT"):
         assert rm[who]["n"] == 200 and 0.0 <= rm[who]["accuracy"] <= 1.0
     # the SFT row is scored by the fitted readout, not the base model: its two rows moved and so did

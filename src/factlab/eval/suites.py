@@ -45,7 +45,7 @@ from ..rewards.k2v import format_score
 from ..rewards.qa import answer_of
 from . import abstention, longform, mcq, shortform, verification, winrate
 
-__all__ = ["SUITES", "SuiteResult", "evaluate", "evaluate_model", "available"]
+__all__ = ["SUITES", "LONGFORM_RETRIEVAL", "SuiteResult", "evaluate", "evaluate_model", "available"]
 
 
 @dataclass
@@ -96,14 +96,23 @@ def abstention_suite(model, tokenizer, sets: Mapping[str, Sequence], generation:
     return out
 
 
+LONGFORM_RETRIEVAL = ("prompt_cache", "datastore")  # the long-form suite's evidence sources (``retrieval=``)
+
+
 @SUITES.register("longform")
 def longform_suite(model, tokenizer, prompts: Sequence[LongformPrompt], generation: GenerationConfig, *,
                    verifier, k: int = 10, tag: str = "", progress: bool = True, system: str | None = None,
                    answer_parsing: str | None = None, render: Callable[[LongformPrompt], str] | None = None,
-                   cut: Callable[[str], str] | None = None) -> SuiteResult:
-    """Long-form responses to ``prompts``, their claims extracted and verified against the
-    prompt's cached chunks (``rewards.rar.ClaimVerifier``): Precision, Recall@K, F1@K,
-    FActScore. ``records["longform"]`` holds ``responses`` and ``per_response``.
+                   cut: Callable[[str], str] | None = None, retrieval: str = "prompt_cache") -> SuiteResult:
+    """Long-form responses to ``prompts``, their claims extracted, each claim's evidence retrieved
+    and verified (``rewards.rar.ClaimVerifier``): Precision, Recall@K, F1@K, FActScore.
+    ``records["longform"]`` holds ``responses`` and ``per_response``.
+
+    ``retrieval``: where a claim's top chunks come from. ``prompt_cache`` ranks only the chunks
+    of the documents pre-cached for its prompt (001 §3.2's training shortcut; FActScore's
+    "reference documents" of the topic, 001 §4.1; a prompt never cached searches everything);
+    ``datastore`` searches the whole datastore per claim (004 App. C.4.1, Table 9: "Wiki
+    Retrieval top_k=10" for every claim; VeriScore's per-claim search).
 
     ``system``: a system turn (a policy trained with a template, e.g. KLCF's Prompt 5);
     ``answer_parsing``: verify only the answer part (``rewards.qa.answer_of``: ``lenient`` reads
@@ -111,6 +120,8 @@ def longform_suite(model, tokenizer, prompts: Sequence[LongformPrompt], generati
     ``render``: the raw model input per prompt instead of the chat template (a base model's
     few-shot prompt, e.g. KLCF's 10-shot Prompt 1), ``cut``: applied to each response first (end
     it where the model starts the next few-shot question)."""
+    if retrieval not in LONGFORM_RETRIEVAL:
+        raise ValueError(f"retrieval {retrieval!r}: one of {', '.join(LONGFORM_RETRIEVAL)}")
     g = generation
     prompts = list(prompts)
     inputs = [render(p) if render is not None else chat_prompt(tokenizer, p.prompt, system=system) for p in prompts]
@@ -121,8 +132,8 @@ def longform_suite(model, tokenizer, prompts: Sequence[LongformPrompt], generati
     if cut is not None:
         texts = [cut(t) for t in texts]
     graded = [answer_of(t, answer_parsing) or "" for t in texts] if answer_parsing else texts
-    lf = longform.longform_precision(verifier, [p.prompt for p in prompts], graded,
-                                     prompt_ids=[p.id for p in prompts], k=k)
+    ids = [p.id for p in prompts] if retrieval == "prompt_cache" else None  # None: every claim searches everything
+    lf = longform.longform_precision(verifier, [p.prompt for p in prompts], graded, prompt_ids=ids, k=k)
     return SuiteResult("longform", records={"longform": {"responses": texts, "per_response": lf["per_response"]}},
                        metrics={"longform": lf["metrics"]})
 

@@ -5,7 +5,8 @@ the truthfulness data of Eq. 4; ``rewards.klcf``: Eq. 5-13 and Prompts 6-7; ``ev
 Precision, Recall@K, F1@K, FActScore, Eq. 16-18; ``eval.winrate``: Prompt 8, Eq. 19-20); this
 module wires them from a ``KLCFConfig``:
 
-- ``queries``: the long-form queries (train / held-out), every datastore pre-cached for them.
+- ``queries``: the long-form queries (train / held-out); the datastores are pre-cached for them
+  only with ``longform_retrieval: prompt_cache`` (Table 9 retrieves per claim over the whole index).
 - ``offline_pipeline``: Stages 1-4 on every query (cached, resumable) and the GRPO rows, each
   with its checklist Lambda(q); ``checklist_fallback: miniworld`` gives a query whose pipeline
   checklist is empty its article's true mini-world facts instead (counted, labelled
@@ -35,8 +36,8 @@ Index (paper section -> function; ``../shared/papers/004_4f2ca2d982459bb2.txt``)
 §3.1, Table 8 (params)                   ``KLCFConfig``, ``TruthRMSection``, ``WinRateSection``
 §2.2 Stages 1-4 offline checklist        ``queries``, ``offline_pipeline``, ``pipeline_stage``
                                          (``run_dir/pipeline``)
-§2.3.2 Eq. 4, App. D.1, Table 13         ``truth_data``, ``truth_rm``, ``truth_rm_model``,
-  truthfulness reward model              ``reward_model_stage`` (``run_dir/truth_rm``)
+§2.3.2 Eq. 4, App. D.1, Table 13         ``truth_data``, ``run_truth_data``, ``truth_rm``,
+  truthfulness reward model              ``truth_rm_model``, ``reward_model_stage`` (``run_dir/truth_rm``)
 §2.3 Eq. 5-13 on constructed answers     ``constructed_responses``, ``reward_table``
 §3.7, Table 14 efficiency                ``efficiency_table``
 §2.3.3 Prompt 5, Table 8 GRPO            ``policy_prompt``, ``klcf_rows``, ``with_truth_model``, ``train_run``
@@ -56,7 +57,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 import pandas as pd
 from datasets import Dataset
@@ -86,7 +87,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
            "policy_prompt", "policy_response",
-           "classification_metrics", "truth_rm", "truth_rm_model", "truth_data", "constructed_responses", "reward_table", "with_truth_model",
+           "classification_metrics", "truth_rm", "truth_rm_model", "truth_data", "run_truth_data", "constructed_responses", "reward_table", "with_truth_model",
            "efficiency_table", "layer_modules",
            "train_run", "longform_eval", "base_fewshot_examples", "win_rate"]
 
@@ -199,6 +200,11 @@ class KLCFConfig(TrainingConfig):
     efficiency_queries: int = Field(2, ge=0)
     longform_generation: GenerationConfig = GenerationConfig(max_new_tokens=1024)
     longform_recall_k: int = Field(10, ge=1)  # K of Recall@K / F1@K (004 App. C.4 leaves K to the benchmark)
+    # where the evaluation's claims find their evidence (``eval.suites.longform_suite``): ``datastore``, each
+    # claim's top ``verifier.top_k`` chunks of the whole datastore (004 App. C.4.1, Table 9: "Wiki Retrieval
+    # top_k=10 chunk_size=300" per claim); ``prompt_cache``: only the chunks of the documents pre-cached for
+    # the query (001 §3.2's training shortcut, not KLCF's protocol)
+    longform_retrieval: Literal["datastore", "prompt_cache"] = "datastore"
     # the base model's evaluation: Prompt 1 with this many examples (004 App. C.3, Tables 1-2:
     # "Base (10-shot)"); 0 = zero-shot under the policy's Prompt 5 template instead
     base_few_shot: int = Field(P.KLCF_FEWSHOT_EXAMPLES, ge=0)
@@ -236,12 +242,14 @@ class KLCFConfig(TrainingConfig):
 
 
 def queries(cfg: KLCFConfig, resources: Resources) -> tuple[list[LongformPrompt], list[LongformPrompt], dict]:
-    """(train, held-out) long-form queries and a report; the claim datastore is pre-cached
-    for them (Stage 3's D(c) and the long-form evaluation read it)."""
+    """(train, held-out) long-form queries and a report. Stage 3's D(c) and the evaluation
+    (``longform_retrieval: datastore``, Table 9) search the whole datastore per claim; only
+    ``longform_retrieval: prompt_cache`` pre-caches the datastores for the queries (001 §3.2),
+    so its evaluation ranks each claim among its query's cached chunks."""
     train, held = load_prompts(cfg.queries, cfg.world)
     if not train:
         raise ValueError("queries: no training queries (queries.path / train_limit)")
-    if cfg.pipeline.verify == "judge" or cfg.pipeline.compare_verifiers or held:
+    if cfg.longform_retrieval == "prompt_cache" and held:
         resources.precache(train + held)
     return train, held, {"train": len(train), "heldout": len(held)}
 
@@ -258,12 +266,16 @@ def offline_pipeline(cfg: KLCFConfig, resources: Resources, train: Sequence[Long
                      held: Sequence[LongformPrompt], run_dir: str | Path, *, model=None, tokenizer=None
                      ) -> tuple[dict[str, list[str]], dict[str, Any]]:
     """Stages 1-4 (§2.2) on every query into ``run_dir/pipeline`` (cached, resumable); returns
-    (query id -> checklist, report). The report adds ``checklists`` counts by source."""
+    (query id -> checklist, report). The held-out queries are marked ``split: eval``: their
+    checklists serve the constructed-response tables, but their claims never enter D_truth
+    (``truth.jsonl``) or the reward model's data (``truth_data``). The report adds
+    ``checklists`` counts by source."""
     qs = list(train) + list(held)
+    rows = ([{"id": q.id, "prompt": q.prompt, "doc_id": q.doc_id, "split": synth.TRAIN_SPLIT} for q in train]
+            + [{"id": q.id, "prompt": q.prompt, "doc_id": q.doc_id, "split": synth.EVAL_SPLIT} for q in held])
     pipe = synth.from_resources(cfg.pipeline, resources, Path(run_dir) / "pipeline", model=model,
-                                tokenizer=tokenizer, queries=[{"id": q.id, "prompt": q.prompt, "doc_id": q.doc_id}
-                                                              for q in qs])
-    report = pipe.run([{"id": q.id, "prompt": q.prompt, "doc_id": q.doc_id} for q in qs])
+                                tokenizer=tokenizer, queries=rows)
+    report = pipe.run(rows)
     checklists = {r["id"]: list(r["checklist"]) for r in pipe.checklist_rows()}
     facts = _miniworld_facts(resources) if cfg.checklist_fallback == "miniworld" else {}
     sources = {"pipeline": 0, "miniworld": 0, "none": 0}
@@ -440,32 +452,48 @@ def truth_rm_model(cfg: KLCFConfig) -> str:
 
 
 def truth_data(cfg: KLCFConfig, resources: Resources, pipeline_labels: Mapping[str, str | None] | None = None,
-               query_of: Mapping[str, str] | None = None) -> tuple[list[dict], list[dict], dict[str, Any]]:
+               query_of: Mapping[str, str] | None = None, exclude: Iterable[str] = ()
+               ) -> tuple[list[dict], list[dict], dict[str, Any]]:
     """(train, held-out, report) Eq. 4 rows as ``truth_rm.data`` says: the pipeline's SUPPORT /
     REFUTE claims only (``pipeline``, the paper's; held out by query, ``query_of``: claim -> query
-    id) or those plus the mini-world's facts and entity swaps (``miniworld+pipeline``, the smoke's)."""
+    id) or those plus the mini-world's facts and entity swaps (``miniworld+pipeline``, the smoke's).
+    ``exclude``: the evaluation queries' claims (``synth.klcf.eval_claims``), in neither set
+    (§2.2, Table 12: D_truth from the training sets only), counted as ``eval_claims_excluded``."""
     p, rm = cfg.pipeline, cfg.truth_rm
     ratio, copies = rm.ratio or p.ratio, rm.negative_copies or p.negative_copies
     if rm.data == "pipeline":
         return synth.pipeline_truth_data(pipeline_labels or {}, query_of, ratio=ratio, negative_copies=copies,
-                                         heldout_size=p.heldout_size, seed=p.data_seed)
+                                         heldout_size=p.heldout_size, seed=p.data_seed, exclude=exclude)
     train, heldout, report = synth.miniworld_truth_data(resources.world(), pipeline_claims=pipeline_labels,
                                                         ratio=ratio, negative_copies=copies,
-                                                        heldout_size=p.heldout_size, seed=p.data_seed)
+                                                        heldout_size=p.heldout_size, seed=p.data_seed,
+                                                        exclude=exclude)
     return train, heldout, {"source": "miniworld+pipeline", **report}
+
+
+def run_truth_data(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
+                   pipeline_labels: Mapping[str, str | None] | None = None, query_of: Mapping[str, str] | None = None,
+                   exclude: Iterable[str] | None = None) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """``truth_data`` for the run in ``run_dir``: ``query_of`` / ``exclude`` None are read from
+    ``run_dir/pipeline`` when the offline pipeline ran there (claim -> query; the claims of its
+    ``split: eval`` queries, ``KLCFPipeline.eval_claims``, which never train or test the RM)."""
+    if (Path(run_dir) / "pipeline" / synth.STAGE_FILES["extraction"]).exists():
+        ran = synth.KLCFPipeline(cfg.pipeline, Path(run_dir) / "pipeline")
+        query_of = ran.query_of() if query_of is None else query_of
+        exclude = ran.eval_claims() if exclude is None else exclude
+    return truth_data(cfg, resources, pipeline_labels, query_of, exclude or ())
 
 
 def truth_rm(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
              pipeline_labels: dict[str, str | None] | None = None,
-             query_of: Mapping[str, str] | None = None) -> tuple[str | None, dict[str, Any]]:
+             query_of: Mapping[str, str] | None = None,
+             exclude: Iterable[str] | None = None) -> tuple[str | None, dict[str, Any]]:
     """Table 13 on this run: (trained reward model folder or None, report with the data counts
-    and accuracy / F1 of the base model zero-shot, few-shot and after SFT on the held-out 1 : 1
-    set). Data: ``truth_data`` (``query_of`` None: read from ``run_dir/pipeline`` when the
-    offline pipeline ran there). Resumable: a finished SFT is loaded, not retrained."""
+    (``data.eval_claims_excluded``: the held-out queries' claims left out) and accuracy / F1 of
+    the base model zero-shot, few-shot and after SFT on the held-out 1 : 1 set). Data:
+    ``run_truth_data``. Resumable: a finished SFT is loaded, not retrained."""
     p, rm = cfg.pipeline, cfg.truth_rm
-    if query_of is None and (Path(run_dir) / "pipeline" / synth.STAGE_FILES["extraction"]).exists():
-        query_of = synth.KLCFPipeline(p, Path(run_dir) / "pipeline").query_of()
-    train, heldout, data = truth_data(cfg, resources, pipeline_labels, query_of)
+    train, heldout, data = run_truth_data(cfg, resources, run_dir, pipeline_labels, query_of, exclude)
     if not heldout or not train:
         raise ValueError(f"truthfulness data ({rm.data}): {len(train)} train and {len(heldout)} held-out rows "
                          f"(the pipeline needs SUPPORT and REFUTE claims: more queries or a larger nu)")
@@ -670,7 +698,9 @@ def base_fewshot_examples(cfg: KLCFConfig, resources: Resources, prompts: Sequen
 def longform_eval(cfg: KLCFConfig, resources: Resources, model, tokenizer, prompts: Sequence[LongformPrompt],
                   who: str, *, base: bool = False):
     """§4.1: Precision, Recall@K, F1@K and FActScore of the answer part (claims extracted,
-    retrieved, verified by the run's claim verifier) on the held-out queries. A trained policy
+    retrieved, verified by the run's claim verifier) on the held-out queries; each claim's
+    evidence is its top ``verifier.top_k`` chunks of the whole datastore (App. C.4.1, Table 9;
+    ``longform_retrieval: prompt_cache``: of its query's pre-cached chunks). A trained policy
     answers under Prompt 5; the base model (``base``) 10-shot, as Tables 1-2's "Base (10-shot)"
     row (App. C.3): Prompt 1 with ``base_few_shot`` examples (``base_fewshot_examples``), the raw
     text (no chat template, as Stage 1 samples it), each response cut where it starts the next
@@ -683,7 +713,7 @@ def longform_eval(cfg: KLCFConfig, resources: Resources, model, tokenizer, promp
         kwargs = {"render": lambda p: synth.fewshot_prompt(p.prompt, examples), "cut": synth.cut_at_next_question}
     return evaluate("longform", model, tokenizer, list(prompts), cfg.longform_generation,
                     verifier=resources.claim_verifier(), k=cfg.longform_recall_k, tag=who,
-                    answer_parsing="lenient", **kwargs)
+                    answer_parsing="lenient", retrieval=cfg.longform_retrieval, **kwargs)
 
 
 def win_rate(cfg: KLCFConfig, prompts: Sequence[LongformPrompt], base_responses: Sequence[str],

@@ -31,7 +31,9 @@ Four stages, each cached on disk as one JSONL file under a run directory and res
    D_truth (Eq. 4): SUPPORT claims -> True, REFUTE -> False, sampled to positive : negative =
    ``ratio`` (2 : 1) the way Appendix D.1 does it (every negative repeated ``negative_copies``
    = 3 times, positives down-sampled) -> ``truth.jsonl``, Prompt 6 rows
-   ("Claim: ... Factual correctness:" -> " True" / " False").
+   ("Claim: ... Factual correctness:" -> " True" / " False"). D_truth comes from the training
+   queries only (§2.2, Table 12): a claim any ``split: eval`` query stated is left out
+   (``eval_claims``), counted.
 
 Caching: every row carries a fingerprint of what determines it (its input text, the model or
 judge and their sampling settings, the prompt, k, thresholds); a rerun keeps the rows whose
@@ -85,7 +87,8 @@ log = logging.getLogger(__name__)
 __all__ = ["KLCFPipelineSection", "KLCFPipeline", "ModelSampler", "LABELS", "SUPPORT", "REFUTE", "NEI",
            "fewshot_prompt", "miniworld_fewshot", "corpus_fewshot", "file_fewshot", "fewshot_examples", "corpus_path", "cut_at_next_question", "parse_claim_list", "parse_verification_label",
            "parse_boxed_claims", "dedupe_claims", "cooccurrence_label", "truth_dataset", "truth_row",
-           "miniworld_truth_data", "pipeline_truth_data", "label_agreement", "STAGE_FILES", "from_resources"]
+           "miniworld_truth_data", "pipeline_truth_data", "label_agreement", "STAGE_FILES", "from_resources",
+           "eval_claims", "TRAIN_SPLIT", "EVAL_SPLIT", "SPLITS"]
 
 SUPPORT, REFUTE, NEI = "SUPPORT", "REFUTE", "NOT ENOUGH INFO"
 LABELS = (SUPPORT, REFUTE, NEI)  # Eq. 2
@@ -98,6 +101,8 @@ STAGE_FILES = {"sampling": "stage1_samples.jsonl", "extraction": "stage2_claims.
                "checklists": "stage4_checklists.jsonl", "truth": "truth.jsonl", "report": "report.json",
                "queries": "queries.jsonl"}
 VERIFICATION_PREFILL = '{"conclusion": "'
+TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"  # a query row's ``split``: 004 §2.2 builds D_truth from the training sets only
+SPLITS = (TRAIN_SPLIT, EVAL_SPLIT)
 
 
 class KLCFPipelineSection(Section):
@@ -353,6 +358,22 @@ def label_agreement(a: Mapping[str, str | None], b: Mapping[str, str | None]) ->
 # ---------------------------------------------------------------- Eq. 4
 
 
+def eval_claims(claims_by_query: Mapping[str, Sequence[str]], eval_queries: Iterable[str]) -> set[str]:
+    """Every claim that an evaluation query's samples stated (``claims_by_query``: query id ->
+    claims, ``KLCFPipeline.claims_by_query``), also when a training query stated it too: 004 §2.2
+    and Table 12 build D_truth from the training sets only, so none of these may train the
+    truthfulness reward model."""
+    return {c for q in eval_queries for c in claims_by_query.get(q, ())}
+
+
+def _drop_eval_claims(labels: Mapping[str, str | None], exclude: Iterable[str]) -> tuple[dict[str, str | None], int]:
+    """``labels`` without the claims in ``exclude``, and how many SUPPORT / REFUTE claims that
+    dropped (the claims Eq. 4 would have used)."""
+    exclude = set(exclude)
+    kept = {c: v for c, v in labels.items() if c not in exclude}
+    return kept, sum(v in (SUPPORT, REFUTE) for c, v in labels.items() if c in exclude)
+
+
 def truth_row(claim: str, label: bool, source: str = "") -> dict[str, Any]:
     """One Prompt 6 training row: "Claim: ... Factual correctness:" -> " True" / " False"."""
     return {"prompt": P.KLCF_TRUTH_PROMPT.format(claim=claim), "completion": " True" if label else " False",
@@ -391,7 +412,7 @@ def _mini_claims(world: Any) -> tuple[list[dict], set[str], dict[str, str]]:
 
 def miniworld_truth_data(world: Any = None, *, pipeline_claims: Mapping[str, str | None] | None = None,
                          ratio: float = RATIO, negative_copies: int = NEGATIVE_COPIES,
-                         heldout_size: int | None = None, seed: int = 0
+                         heldout_size: int | None = None, seed: int = 0, exclude: Iterable[str] = ()
                          ) -> tuple[list[dict], list[dict], dict[str, Any]]:
     """(train, heldout, report) truthfulness-reward rows (``truth_row``) from the mini-world.
 
@@ -401,8 +422,11 @@ def miniworld_truth_data(world: Any = None, *, pipeline_claims: Mapping[str, str
     most (an even number, whole twins). Train: the other countries' claims plus
     ``pipeline_claims`` (claim -> Stage 3 label; SUPPORT -> True, REFUTE -> False, others
     unused; a claim naming a held-out country, or equal to a held-out claim, is dropped and
-    counted), sampled to ``ratio`` : 1 by ``truth_dataset``."""
+    counted), sampled to ``ratio`` : 1 by ``truth_dataset``. A pipeline claim in ``exclude``
+    (``eval_claims``: stated by an evaluation query) is never used, counted as
+    ``eval_claims_excluded``."""
 
+    pipeline_claims, excluded = _drop_eval_claims(pipeline_claims or {}, exclude)
     claims, held_docs, names = _mini_claims(world)
     held_names = [names[d] for d in held_docs if d in names]
     by_base: dict[tuple[str, str], dict[str, dict]] = {}
@@ -423,8 +447,9 @@ def miniworld_truth_data(world: Any = None, *, pipeline_claims: Mapping[str, str
                                             truth_row(f["claim"], False, "miniworld:" + str(f.get("perturbation"))))]
     held_norm = {normalize(r["claim"]) for r in heldout}
     report: dict[str, Any] = {"miniworld_positives": len(pos), "miniworld_negatives": len(neg),
-                              "pipeline_support": 0, "pipeline_refute": 0, "pipeline_dropped_heldout": 0}
-    for claim, label in (pipeline_claims or {}).items():
+                              "pipeline_support": 0, "pipeline_refute": 0, "pipeline_dropped_heldout": 0,
+                              "eval_claims_excluded": excluded}
+    for claim, label in pipeline_claims.items():
         if label not in (SUPPORT, REFUTE):
             continue
         norm = normalize(claim)
@@ -447,8 +472,8 @@ def miniworld_truth_data(world: Any = None, *, pipeline_claims: Mapping[str, str
 
 def pipeline_truth_data(labels: Mapping[str, str | None], query_of: Mapping[str, str] | None = None, *,
                         ratio: float = RATIO, negative_copies: int = NEGATIVE_COPIES, heldout_size: int | None = None,
-                        heldout_share: float = 0.1, max_heldout_share: float = 0.5, seed: int = 0
-                        ) -> tuple[list[dict], list[dict], dict[str, Any]]:
+                        heldout_share: float = 0.1, max_heldout_share: float = 0.5, seed: int = 0,
+                        exclude: Iterable[str] = ()) -> tuple[list[dict], list[dict], dict[str, Any]]:
     """(train, heldout, report) truthfulness-reward rows (``truth_row``) from the pipeline's
     Stage 3 labels only, as 004 does at full scale (§2.2 Eq. 4, Appendix D.1: SUPPORT claims ->
     True, REFUTE -> False; NOT ENOUGH INFO and unreadable labels unused; no mini-world claim).
@@ -458,7 +483,12 @@ def pipeline_truth_data(labels: Mapping[str, str | None], query_of: Mapping[str,
     order, until it holds ``heldout_size / 2`` claims of each label or ``max_heldout_share`` of the
     queries are used (``heldout_size`` None: ``heldout_share`` of the queries); the larger label is
     then down-sampled to 1 : 1. No training row shares a query with a held-out row. The rest is
-    sampled to ``ratio`` : 1 by ``truth_dataset`` (negatives x ``negative_copies``)."""
+    sampled to ``ratio`` : 1 by ``truth_dataset`` (negatives x ``negative_copies``).
+
+    A claim in ``exclude`` (``eval_claims``: stated by an evaluation query) is in neither set:
+    D_truth comes from the training queries only (§2.2, Table 12); ``eval_claims_excluded``
+    counts the SUPPORT / REFUTE claims dropped so."""
+    labels, excluded = _drop_eval_claims(labels, exclude)
     groups: dict[str, list[tuple[str, bool]]] = {}
     for claim, label in labels.items():
         if label in (SUPPORT, REFUTE):
@@ -494,7 +524,7 @@ def pipeline_truth_data(labels: Mapping[str, str | None], query_of: Mapping[str,
     report = {"source": "pipeline", "pipeline_support": sum(y for g in groups.values() for _, y in g),
               "pipeline_refute": sum(not y for g in groups.values() for _, y in g), "queries": len(keys),
               "heldout_queries": len(held_keys), "train": len(train), "train_true": len(p), "train_false": len(q),
-              "heldout": len(heldout), "heldout_true": n}
+              "heldout": len(heldout), "heldout_true": n, "eval_claims_excluded": excluded}
     if heldout_size is not None and n < heldout_size // 2:
         log.warning("truthfulness data: %d held-out claims per label, fewer than the %d asked (heldout_size)",
                     n, heldout_size // 2)
@@ -614,12 +644,18 @@ class _Meter:
 
 
 def _query_rows(queries: Iterable[Any]) -> list[dict[str, str]]:
+    """{"id", "prompt"} per query, plus ``split`` when a mapping names one (``EVAL_SPLIT``: an
+    evaluation prompt, whose claims never train the truthfulness reward model)."""
     out = []
     for i, q in enumerate(queries):
         if isinstance(q, str):
             out.append({"id": str(i), "prompt": q})
         elif isinstance(q, Mapping):
             out.append({"id": str(q.get("id", i)), "prompt": str(q["prompt"])})
+            if q.get("split") is not None:
+                if q["split"] not in SPLITS:
+                    raise ValueError(f"query {out[-1]['id']!r}: split {q['split']!r}, not one of {', '.join(SPLITS)}")
+                out[-1]["split"] = str(q["split"])
         else:  # LongformPrompt
             out.append({"id": str(q.id), "prompt": str(q.prompt)})
     if len({q["id"] for q in out}) != len(out):
@@ -772,6 +808,12 @@ class KLCFPipeline:
                 out.setdefault(c, qid)
         return out
 
+    def eval_claims(self) -> set[str]:
+        """The claims of the queries whose ``split`` is ``EVAL_SPLIT`` (``eval_claims``): never
+        in D_truth (``truth.jsonl``) nor the truthfulness reward model's data."""
+        held = [q["id"] for q in self.queries() if q.get("split") == EVAL_SPLIT]
+        return eval_claims(self.claims_by_query(), held) if held else set()
+
     # -- Stage 3 --------------------------------------------------------------------------
     def _verifiers(self) -> list[str]:
         other = "cooccurrence" if self.cfg.verify == "judge" else "judge"
@@ -902,6 +944,7 @@ class KLCFPipeline:
                 "n_support": len(support), "raw": raw}
 
     def _truth(self, labels: Mapping[str, str | None]) -> list[dict]:
+        labels, excluded = _drop_eval_claims(labels, self.eval_claims())
         sup = [c for c, v in labels.items() if v == SUPPORT]
         ref = [c for c, v in labels.items() if v == REFUTE]
         pos, neg = truth_dataset(sup, ref, ratio=self.cfg.ratio, negative_copies=self.cfg.negative_copies,
@@ -911,7 +954,8 @@ class KLCFPipeline:
 
         write_jsonl(self._path("truth"), rows)
         self.report["truth"] = {"support_claims": len(sup), "refute_claims": len(ref), "positives": len(pos),
-                                "negatives": len(neg), "distinct_negatives": len(set(neg))}
+                                "negatives": len(neg), "distinct_negatives": len(set(neg)),
+                                "eval_claims_excluded": excluded}
         return rows
 
     # -- everything -------------------------------------------------------------------------
