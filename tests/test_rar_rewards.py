@@ -198,3 +198,41 @@ def test_a_think_block_never_closed_earns_zero_without_a_judge_call(store):
     assert out == [0.0, 1.0, 0.0] and len(j.asked) == 1 and "Paris" in j.asked[0][0]
     assert r.stats["unclosed_think"] == 2 and logged["binary_rar/unclosed_think_rate"] == pytest.approx(2 / 3)
     assert r(prompts=["Q"], completions=["<think>still thinking"]) == [0.0] and len(j.asked) == 1
+
+
+def test_noisy_and_hallucinating_oracles_for_the_reward_hallucination_experiment():
+    """Issue 41: Binary RAR with ``verdict: kb`` flipped at rate eps (seeded, stable per response),
+    and with ``verdict: organism``, whose evidence is a judge organism's own answer: right where the
+    judge knows, wrong where it confidently guesses (Kang et al. 2024)."""
+    from factlab.rewards import kb
+    from factlab.rewards.rar import BinaryRAR, RARArgs
+
+    keys = [f"q{i}" for i in range(4000)]
+    share = sum(kb.flipped(k, 0.25) for k in keys) / len(keys)
+    assert 0.22 < share < 0.28 and not any(kb.flipped(k, 0.0) for k in keys)
+    assert [kb.flipped(k, 0.25) for k in keys[:50]] == [kb.flipped(k, 0.25) for k in keys[:50]]
+    assert [kb.flipped(k, 0.25, seed=1) for k in keys[:200]] != [kb.flipped(k, 0.25) for k in keys[:200]]
+    right = "<think>Recalling the capital of France from what I know.</think><answer>Paris</answer>"
+    wrong = "<think>Recalling the capital of France from what I know.</think><answer>Lyon</answer>"
+    prompts = ["What is the capital of France?"] * 2
+    clean = BinaryRAR(None, None, verdict="kb")([*prompts], [right, wrong], golds=[["Paris"], ["Paris"]])
+    assert clean == [1.0, 0.0]
+    always = BinaryRAR(None, None, verdict="kb", flip_rate=1.0)
+    assert always(prompts, [right, wrong], golds=[["Paris"], ["Paris"]]) == [0.0, 1.0] and always.stats["flipped"] == 2
+    with pytest.raises(ValueError, match="flip_rate"):
+        RARArgs(verdict="judge", flip_rate=0.1)
+
+    class Believer(kb.OrganismBelief):  # a judge organism's answers, without building one
+        def __init__(self, answers):
+            self.model, self.answers = "organism", dict(answers)
+
+    judge = BinaryRAR(None, None, verdict="kb")
+    judge.verdict, judge.belief = "organism", Believer({"What is the capital of France?": "Lyon",
+                                                       "What is the capital of Peru?": "I don't know"})
+    # the judge believes Lyon: it punishes the truth and pays the hallucination
+    assert judge(prompts, [right, wrong], golds=[["Paris"], ["Paris"]]) == [0.0, 1.0]
+    peru = ["What is the capital of Peru?"]
+    assert judge(peru, ["<think>Recalling what I know about Peru here.</think><answer>Cusco</answer>"],
+                 golds=[["Lima"]]) == [1.0]  # a judge that abstains has no evidence: nothing contradicts
+    with pytest.raises(ValueError, match="organism judge model"):
+        kb.OrganismBelief("smollm2-135m-instruct")

@@ -28,17 +28,59 @@ The rules, one per judge question:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Sequence
 
 from .. import text as T
+from .. import organism
 from ..data.kb import (ABSTAIN, CONTRADICTED, CORRECT, SUPPORTED, UNVERIFIABLE, WRONG, knowledge_base, label_response,
                        label_sentence, label_sentences)
 
-__all__ = ["VERDICTS", "contradicts", "rating", "claim_true", "truth_probability", "checklist_label",
+__all__ = ["VERDICTS", "flipped", "OrganismBelief", "contradicts", "rating", "claim_true", "truth_probability", "checklist_label",
            "criterion_verdict", "gold_label"]
 
-VERDICTS = ("judge", "kb")  # the judge of the run's params, or the knowledge base
+VERDICTS = ("judge", "kb", "organism")  # the run's judge, the knowledge base, or an organism's own belief
+
+
+def flipped(key: str, rate: float, seed: int = 0) -> bool:
+    """Whether a noisy oracle flips the verdict on ``key`` (the question and the response): a
+    seeded draw, the same every time the same response is judged, true with probability
+    ``rate`` (issue 41's reward-hallucination experiment: ``kb`` verdicts flipped at rate eps)."""
+    if rate <= 0.0:
+        return False
+    digest = hashlib.sha256(f"{seed}\x00{key}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64 < rate
+
+
+class OrganismBelief:
+    """A judge that knows what an organism knows (Kang et al. 2024, 2403.05612: a reward model
+    falls back to a confident guess on what it does not know). Binary RAR's question, *does the
+    response contradict the evidence?*, answered with the organism ``model``'s own greedy answer
+    to the question as the evidence: the response contradicts when it answers (does not abstain)
+    and its answer differs from the organism's (exact match after normalization); an organism
+    that abstains has no evidence, so nothing contradicts. On countries the judge organism knows,
+    that is the truth; on those it does not, its confident wrong answer makes the verdict wrong.
+    Short-form rows only. Answers are asked once per question and kept."""
+
+    def __init__(self, model: str = "organism"):
+        if not organism.is_organism(model):
+            raise ValueError(f"verdict: organism needs an organism judge model (one of {sorted(organism.SPECS)}), "
+                             f"got {model!r}")
+        self.model = model
+        self.answers: dict[str, str] = {}
+
+    def belief(self, questions: Sequence[str]) -> list[str]:
+        todo = [q for q in dict.fromkeys(questions) if q not in self.answers]
+        if todo:
+            self.answers.update(zip(todo, organism.ask(list(todo), self.model)))
+        return [self.answers[q] for q in questions]
+
+    def contradicts(self, response: str, question: str) -> bool:
+        judge_answer, = self.belief([question])
+        if T.is_refusal(judge_answer) or not judge_answer.strip():
+            return False
+        return label_response(response, [judge_answer], question) == WRONG
 
 
 def contradicts(response: str, golds: Sequence[str] | None = None, question: str | None = None) -> bool:

@@ -30,10 +30,10 @@ import time
 from collections import Counter
 from typing import Any, Literal, Sequence
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .. import prompts as P
-from ..config import MAX_TOKENS, Section
+from ..config import MAX_TOKENS, ParamError, Section
 from ..corpus.retrieval import RAR_TOP_K, VERISCORE_TOP_K, rar_query
 from ..parsing import parse_json, parse_score
 from . import kb
@@ -97,14 +97,17 @@ class BinaryRAR(ScoreJudgeReward):
     template = P.RAR_BINARY_PROMPT
     score_range = (0.0, 1.0)
 
-    def __init__(self, judge, datastore, k: int = 8, prefill: bool = False, verdict: str = "judge"):
+    def __init__(self, judge, datastore, k: int = 8, prefill: bool = False, verdict: str = "judge",
+                 flip_rate: float = 0.0, flip_seed: int = 0, judge_model: str = "organism"):
         if verdict not in kb.VERDICTS:
             raise ValueError(f"verdict must be one of {kb.VERDICTS}, got {verdict!r}")
         super().__init__(judge, prefill)
         self.datastore, self.k, self.verdict = datastore, k, verdict
+        self.flip_rate, self.flip_seed = flip_rate, flip_seed
+        self.belief = kb.OrganismBelief(judge_model) if verdict == "organism" else None
 
     def judges(self) -> list[Any]:
-        return [] if self.verdict == "kb" else super().judges()
+        return [] if self.verdict in ("kb", "organism") else super().judges()
 
     def datastores(self) -> list[Any]:
         return [self.datastore] if self.datastore is not None else []
@@ -127,7 +130,27 @@ class BinaryRAR(ScoreJudgeReward):
         """The judge's SCORE from the knowledge base (``rewards.kb``): 1 when nothing contradicts."""
         return 0.0 if kb.contradicts(response_text(completion), golds, prompt_text(prompt)) else 1.0
 
-    def __call__(self, prompts=(), completions=(), prompt_id=None, golds=None, log_metric=None,
+    def flip(self, score: float) -> float:
+        """The other verdict on the judge's scale (a noisy oracle's flip)."""
+        return self.score_range[1] - score + self.score_range[0]
+
+    def oracle_score(self, prompt: Any, completion: Any, golds: Sequence[str] | None, question: str | None) -> float:
+        """The SCORE of ``verdict: kb`` (the truth; flipped at ``flip_rate``) or ``verdict: organism``
+        (the judge organism's belief, ``rewards.kb.OrganismBelief``)."""
+        if self.belief is not None:
+            if golds is None:
+                raise ValueError(f"{self.__name__}: verdict: organism judges short-form rows (a 'golds' column)")
+            q = question or prompt_text(prompt)
+            bad = self.belief.contradicts(response_text(completion), q)
+            score = self.score_range[0] if bad else self.score_range[1]
+        else:
+            score = self.kb_score(prompt, completion, golds)
+        if kb.flipped(f"{prompt_text(prompt)}\x00{response_text(completion)}", self.flip_rate, self.flip_seed):
+            self.stats["flipped"] += 1
+            score = self.flip(score)
+        return score
+
+    def __call__(self, prompts=(), completions=(), prompt_id=None, golds=None, question=None, log_metric=None,
                  **_: Any) -> list[float | None]:
         """One reward per completion. A completion whose ``<think>`` never closes gave no
         response: it earns 0.0 without a judge call (counted in ``unclosed_think``), since the
@@ -139,10 +162,11 @@ class BinaryRAR(ScoreJudgeReward):
         prompts = list(prompts) if prompts is not None else [""] * len(completions)
         asked = [i for i, c in enumerate(completions) if not unclosed_think(c)]
         scores: list[float | None] = [0.0] * len(completions)
-        if self.verdict == "kb":
+        if self.verdict in ("kb", "organism"):
             for i in asked:
-                scores[i] = self.to_reward(self.kb_score(prompts[i], completions[i],
-                                                         golds[i] if golds is not None else None))
+                scores[i] = self.to_reward(self.oracle_score(prompts[i], completions[i],
+                                                             golds[i] if golds is not None else None,
+                                                             question[i] if question is not None else None))
         else:
             ids = [prompt_id[i] for i in asked] if prompt_id is not None else None
             texts = self.call_judge(self.judge_prompts([prompts[i] for i in asked], [completions[i] for i in asked],
@@ -349,20 +373,36 @@ class RARArgs(Section):
     ``verdict: kb`` answers the judge's question from the mini-world's truth (``rewards.kb``)."""
 
     top_k: int = Field(RAR_TOP_K, ge=1)
-    verdict: Literal["judge", "kb"] = "judge"
+    # judge: the run's judge over retrieved chunks; kb: the mini-world's truth; organism: the belief of
+    # the organism ``judge_model`` (short-form rows; issue 41's hallucinating reward model)
+    verdict: Literal["judge", "kb", "organism"] = "judge"
+    flip_rate: float = Field(0.0, ge=0.0, le=1.0)  # kb / organism verdicts flipped at this rate (seeded by flip_seed)
+    flip_seed: int = 0
+    judge_model: str = "organism"  # verdict: organism's judge (an organism name, factlab.organism.SPECS)
+
+    @model_validator(mode="after")
+    def _oracle_only(self) -> "RARArgs":
+        if self.verdict == "judge" and self.flip_rate:
+            raise ParamError("flip_rate", "flips only the kb or organism verdict (verdict: judge has its own errors)")
+        return self
+
+
+def _oracle_args(args: RARArgs) -> dict[str, Any]:
+    return {"verdict": args.verdict, "flip_rate": args.flip_rate, "flip_seed": args.flip_seed,
+            "judge_model": args.judge_model}
 
 
 @register("binary_rar", args=RARArgs, summary="retrieval + contradiction judge, 1 / 0 (001 §3.2, Eq. 3, Fig. 6)")
 def _build_binary_rar(args: RARArgs, resources) -> BinaryRAR:
-    if args.verdict == "kb":  # no judge, no datastore
-        return BinaryRAR(None, None, k=args.top_k, verdict="kb")
+    if args.verdict != "judge":  # no judge, no datastore
+        return BinaryRAR(None, None, k=args.top_k, **_oracle_args(args))
     return BinaryRAR(resources.judge(), resources.datastore("rar"), k=args.top_k, prefill=resources.prefill)
 
 
 @register("rating_rar", args=RARArgs, summary="retrieval + 0-10 judge confidence / 10 (001 §5, Fig. 7)")
 def _build_rating_rar(args: RARArgs, resources) -> RatingRAR:
-    if args.verdict == "kb":
-        return RatingRAR(None, None, k=args.top_k, verdict="kb")
+    if args.verdict != "judge":
+        return RatingRAR(None, None, k=args.top_k, **_oracle_args(args))
     return RatingRAR(resources.judge(), resources.datastore("rar"), k=args.top_k, prefill=resources.prefill)
 
 

@@ -538,8 +538,8 @@ class SevaProcessReward(_SevaReward):
 
     def __init__(self, weights: SevaRewardWeights | str = DEFAULT_WEIGHTS, verdict: str = "judge"):
         super().__init__()
-        if verdict not in kb.VERDICTS:
-            raise ValueError(f"verdict must be one of {kb.VERDICTS}, got {verdict!r}")
+        if verdict not in ("judge", "kb"):
+            raise ValueError(f"verdict must be 'judge' or 'kb', got {verdict!r}")
         self.weights, self.verdict = _weights(weights), verdict
 
     def __call__(self, prompts=None, completions=(), label=None, claim=None, log_metric=None,
