@@ -160,7 +160,9 @@ def test_empty_and_huge_responses(store):
 
 def test_paper_defaults_in_params():
     cfg = RARConfig()
-    assert [s.name for s in cfg.rewards] == ["binary_rar"] and cfg.rewards[0].args == {"top_k": 8, "verdict": "judge"}
+    assert [s.name for s in cfg.rewards] == ["binary_rar"]
+    assert {k: cfg.rewards[0].args[k] for k in ("top_k", "verdict", "flip_rate")} == {"top_k": 8, "verdict": "judge",
+                                                                                     "flip_rate": 0.0}
     assert (cfg.datastore.chunk_tokens, cfg.datastore.veriscore_chunk_tokens, cfg.verifier.top_k) == (512, 256, 4)
     assert [s.name for s in cfg.compare.rewards] == ["binary_rar", "rating_rar", "veriscore", "lm_judge"]
     assert cfg.early_stopping.max_relative_drop == 0.10
