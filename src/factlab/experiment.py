@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import (MAX_TOKENS, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError,
-                     Section, SFTSection, SweepSection)
+from .config import (MAX_TOKENS, UNREDACTED, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig,
+                     ParamError, Section, SFTSection, SweepSection)
 from .corpus.infinigram import IndexSection
 from .corpus.retrieval import DatastoreSection
 from .data import EvalDataConfig, TrainDataConfig
@@ -218,7 +218,7 @@ class TrainingConfig(ExperimentConfig):
             unknown = sorted(set(overrides) - set(GRPOSection.model_fields))
             if unknown:
                 raise ParamError(where, f"unknown GRPO keys {unknown}")
-            merged = {**self.grpo.model_dump(), **self.evidence.grpo, **(overrides if where != "evidence.grpo" else {})}
+            merged = {**self.grpo.model_dump(context=UNREDACTED), **self.evidence.grpo, **(overrides if where != "evidence.grpo" else {})}
             try:
                 GRPOSection.model_validate(merged)
             except ValueError as e:
@@ -228,7 +228,7 @@ class TrainingConfig(ExperimentConfig):
     def evidence_grpo(self, arm: EvidenceArm, seed: int) -> GRPOSection:
         """The GRPO section an evidence arm trains with: ``grpo:``, ``evidence.grpo``, the arm's own, the seed."""
         assert self.evidence is not None
-        return GRPOSection.model_validate({**self.grpo.model_dump(), **self.evidence.grpo, **arm.grpo, "seed": seed})
+        return GRPOSection.model_validate({**self.grpo.model_dump(context=UNREDACTED), **self.evidence.grpo, **arm.grpo, "seed": seed})
 
 
 class QuickstartConfig(ExperimentConfig):

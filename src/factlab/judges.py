@@ -49,7 +49,8 @@ from typing import Any, Sequence
 
 import httpx
 
-from .config import JudgeSection, api_key_env_problem, redact_http_logs, redact_url, sends_key_in_clear
+from .config import (JudgeSection, api_key_env_problem, key_destination_problem, redact_http_logs, redact_text,
+                     redact_url, sends_key_in_clear)
 from .decoding import next_token_logits
 from .parsing import loads_bounded, parse_json, parse_score  # noqa: F401  (parse_*: the public API names them here)
 from .models import chat_prompt, generate, load_frozen_model, load_tokenizer, model_fingerprint, resolve_model
@@ -549,6 +550,7 @@ class OpenAIJudge(Judge):
         if problem:
             raise JudgeError(f"judge.api_key_env: {problem}")
         self.api_key_env, self.allow_key_over_http = api_key_env, allow_key_over_http
+        self.allowed_key_envs = tuple(allowed_key_envs)
         self.concurrency, self.timeout_s = concurrency, timeout_s
         self.max_retries, self.backoff_s, self.max_retry_after_s = max_retries, backoff_s, max_retry_after_s
         self._stats_lock = threading.Lock()  # stats and endpoint load
@@ -615,6 +617,9 @@ class OpenAIJudge(Judge):
         key = os.environ.get(self.api_key_env)
         if key:
             for ep in [endpoint] if endpoint is not None else self.endpoints:
+                problem = key_destination_problem(self.api_key_env, ep.base, self.allowed_key_envs)
+                if problem:
+                    raise JudgeError(f"judge.api_key_env: {problem}")
                 if sends_key_in_clear(ep.base) and not self.allow_key_over_http:
                     raise JudgeError(f"${self.api_key_env} would be sent unencrypted to {ep.shown} (plain http:// to "
                                      "another machine); use https://, or set judge.allow_key_over_http: true")
@@ -700,7 +705,7 @@ class OpenAIJudge(Judge):
             try:
                 resp = self._client().get(ep.base + "/models", headers=self._headers(ep), timeout=timeout)
             except httpx.HTTPError as e:
-                return f"{type(e).__name__}: {e}", []
+                return f"{type(e).__name__}: {redact_text(str(e))}", []
             if resp.status_code in (401, 403):
                 return f"refused the API key (HTTP {resp.status_code}); set it in ${self.api_key_env}", []
             if resp.status_code in _DOWN_STATUS:
@@ -754,13 +759,13 @@ class OpenAIJudge(Judge):
         try:
             resp = self._client().post(ep.base + self._path, content=body, headers=self._headers(ep))
         except httpx.ConnectTimeout as e:  # nothing answers at that address
-            raise _AttemptFailed(f"{type(e).__name__}: {e or 'timed out'}", dead=True) from None
+            raise _AttemptFailed(f"{type(e).__name__}: {redact_text(str(e)) or 'timed out'}", dead=True) from None
         except httpx.TimeoutException as e:  # alive but slow: retry, do not set it aside
-            raise _AttemptFailed(f"{type(e).__name__}: {e or 'timed out'}") from None
+            raise _AttemptFailed(f"{type(e).__name__}: {redact_text(str(e)) or 'timed out'}") from None
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
-            raise _AttemptFailed(f"{type(e).__name__}: {e}", dead=True) from None
+            raise _AttemptFailed(f"{type(e).__name__}: {redact_text(str(e))}", dead=True) from None
         except httpx.TransportError as e:
-            raise _AttemptFailed(f"{type(e).__name__}: {e}") from None
+            raise _AttemptFailed(f"{type(e).__name__}: {redact_text(str(e))}") from None
         if not resp.is_success:
             detail = resp.content[:300].decode("utf-8", "replace")
             if resp.status_code in (401, 403):
@@ -886,7 +891,7 @@ class OpenAIJudge(Judge):
         pool.shutdown(wait=True)
         if error is not None:
             if not isinstance(error, JudgeError):
-                error = JudgeError(f"judge {self.shown_url}: {type(error).__name__}: {error}")
+                error = JudgeError(f"judge {self.shown_url}: {type(error).__name__}: {redact_text(str(error))}")
             error.partial_answers = dict(answers)
             raise error
         return [answers[i] for i in range(len(prompts))]

@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
+from .config import redact_text, redact_value
 from .paths import atomic_write_text
 
 MANIFEST = "manifest.json"
@@ -195,7 +196,7 @@ def start_manifest(run_dir: str | Path, *, notebook: str, params: str | Path, co
     The top-level ``config`` is the latest attempt's."""
     old = read_manifest(run_dir) if resume else None
     started = now()
-    config = _plain(config)
+    config = redact_value(_plain(config))
     attempts = list((old or {}).get("attempts", []))
     if attempts and isinstance(attempts[-1], dict) and "config" not in attempts[-1]:  # written before per-attempt configs
         attempts[-1] = {**attempts[-1], "config": (old or {}).get("config")}
@@ -230,6 +231,7 @@ def finish_manifest(run_dir: str | Path, state: str, error: str | None = None) -
         raise ValueError(f"run state must be one of {STATES[1:]}, got {state!r}")
     manifest = read_manifest(run_dir) or {}
     ended = now()
+    error = redact_text(error) if error else error
     manifest.update(state=state, error=error, ended_at=ended)
     if manifest.get("attempts"):
         manifest["attempts"][-1].update(state=state, error=error, ended_at=ended)
