@@ -54,7 +54,7 @@ from .config import (JudgeSection, api_key_env_problem, key_destination_problem,
 from .decoding import next_token_logits
 from .parsing import loads_bounded, parse_json, parse_score  # noqa: F401  (parse_*: the public API names them here)
 from .models import chat_prompt, generate, load_frozen_model, load_tokenizer, model_fingerprint, resolve_model
-from .paths import cache_dir
+from .paths import cache_dir, no_symlink
 
 log = logging.getLogger(__name__)
 redact_http_logs()  # httpx logs each request's URL at INFO, credentials included
@@ -70,12 +70,20 @@ class JudgeUnavailable(ImportError):
 
 # ---------------------------------------------------------------- cache
 
+_CORRUPT_SQLITE = {"SQLITE_NOTADB", "SQLITE_CORRUPT"}  # what a damaged file answers; BUSY / LOCKED is another process
+
+
 class JudgeCache:
     """Judge answers on disk (sqlite, one file), keyed by a hash of everything that
-    determines the answer. Safe across threads; a corrupt file is set aside, not fatal."""
+    determines the answer. Safe across threads. A corrupt file (not a database, malformed) is
+    set aside as ``<name>.corrupt`` (``-2``, ``-3``, ... beside earlier ones), not fatal; a file
+    another process holds locked is waited for ``lock_wait_s`` seconds, then refused with a
+    ``JudgeError``, never set aside: its answers are valid. A symbolic link is refused."""
+
+    lock_wait_s = 30.0
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = no_symlink(Path(path), "factlab's judge cache")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._connect()
 
@@ -84,16 +92,30 @@ class JudgeCache:
         self._lock = threading.Lock()
         try:
             self._db = self._open()
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as e:
+            if getattr(e, "sqlite_errorname", None) not in _CORRUPT_SQLITE:
+                raise self._busy(e) from None
             bad = self.path.with_suffix(".corrupt")
-            log.warning("judge cache %s is unreadable; moved to %s and starting empty", self.path, bad)
+            n = 1
+            while bad.exists() or bad.is_symlink():
+                n += 1
+                bad = self.path.with_suffix(f".corrupt-{n}")
+            log.warning("judge cache %s is unreadable (%s); moved to %s and starting empty", self.path, e, bad)
             self.path.replace(bad)
             self._db = self._open()
 
+    def _busy(self, e: sqlite3.Error) -> JudgeError:
+        return JudgeError(f"judge cache {self.path} is locked by another process ({e}; waited {self.lock_wait_s:g} s): "
+                          "wait for it to finish, or set judge.cache_dir to another folder")
+
     def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, text TEXT NOT NULL)")
-        db.commit()
+        db = sqlite3.connect(self.path, check_same_thread=False, timeout=self.lock_wait_s)
+        try:
+            db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, text TEXT NOT NULL)")
+            db.commit()
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def _forked(self) -> None:
@@ -113,14 +135,21 @@ class JudgeCache:
             for b in range(0, len(keys), 500):
                 chunk = list(keys[b:b + 500])
                 q = f"SELECT key, text FROM answers WHERE key IN ({','.join('?' * len(chunk))})"
-                out.update(dict(self._db.execute(q, chunk).fetchall()))
+                try:
+                    out.update(dict(self._db.execute(q, chunk).fetchall()))
+                except sqlite3.OperationalError as e:
+                    raise self._busy(e) from None
         return out
 
     def put_many(self, items: dict[str, str]) -> None:
         self._forked()
         with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", list(items.items()))
-            self._db.commit()
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", list(items.items()))
+                self._db.commit()
+            except sqlite3.OperationalError as e:
+                self._db.rollback()
+                raise self._busy(e) from None
 
     def __len__(self) -> int:
         self._forked()

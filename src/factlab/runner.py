@@ -39,7 +39,7 @@ from .experiment import QuickstartConfig
 from .manifest import (changed_keys, finish_manifest, last_config, read_manifest, resumable, run_lock,
                        start_manifest)
 from .models import DEFAULT_MODEL
-from .paths import atomic_write_text
+from .paths import atomic_write_text, no_symlink
 from .report import sanitize_html
 from .recipes import RECIPES
 
@@ -471,8 +471,8 @@ def save_figure(fig, run_dir: str | Path | None, name: str) -> Path:
     """Save a matplotlib figure as ``<run_dir>/figures/<name>.png``."""
     run_dir = Path(run_dir) if run_dir else interactive_run_dir()
     path = run_dir / "figures" / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    no_symlink(path.parent, "a run folder").mkdir(parents=True, exist_ok=True)
+    fig.savefig(no_symlink(path, "a run folder"), dpi=120, bbox_inches="tight")
     return path
 
 
