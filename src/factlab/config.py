@@ -123,10 +123,23 @@ def _one_of(value: str, known: list[str], what: str) -> str:
     return value
 
 
-def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated: set[str]) -> dict[str, Any]:
+# TRL fields factlab sets itself when it builds the trainer's config (``train.grpo.grpo_args``,
+# ``train.sft.sft_args``): where checkpoints go, how they are saved, the reward weights, the device
+FACTLAB_SET_FIELDS: dict[str, frozenset[str]] = {
+    "grpo": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "reward_weights",
+                       "gradient_checkpointing_kwargs", "logging_dir"}),
+    "sft": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "logging_dir"})}
+# TRL fields that upload the model (or its completions) to the Hugging Face Hub with the user's token
+_HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub)")
+
+
+def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated: set[str],
+                  allow_hub_upload: bool = False) -> dict[str, Any]:
     """``extra``: TRL config fields passed through unchanged; unknown ones are refused, and so are
     those the section validates itself (``validated``: its fields, and ``warmup_steps``, which
-    ``warmup_ratio`` fills), since a value there would replace the validated one unchecked."""
+    ``warmup_ratio`` fills), since a value there would replace the validated one unchecked; those
+    factlab sets itself (``FACTLAB_SET_FIELDS``); and every Hub upload field (``push_to_hub``,
+    ``hub_*``) unless the section's ``allow_hub_upload`` is true."""
     unknown = sorted(set(extra) - config_fields(kind))
     if unknown:
         cls = "GRPOConfig" if kind == "grpo" else "SFTConfig"
@@ -137,6 +150,14 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
         field = "warmup_ratio" if name == "warmup_steps" else name
         raise ParamError(name, f"{kind}.{field} is a validated setting of its own: set it there, not in "
                                f"{kind}.extra (extra would pass it to TRL unchecked)")
+    own = sorted(set(extra) & FACTLAB_SET_FIELDS[kind])
+    if own:
+        raise ParamError(own[0], f"factlab sets {own[0]} itself (the run folder's layout, checkpoints, reward "
+                                 f"weights and device follow from it); it cannot be given in {kind}.extra")
+    hub = sorted(k for k in extra if _HUB_FIELD.match(k))
+    if hub and not allow_hub_upload:
+        raise ParamError(hub[0], f"{hub[0]} uploads to the Hugging Face Hub with your token; factlab never uploads "
+                                 f"unless {kind}.allow_hub_upload: true is set too")
     return extra
 
 
@@ -275,6 +296,7 @@ class GRPOSection(Section):
     save_steps: int = Field(50, ge=1)
     save_total_limit: int | None = 4
     seed: int = 42
+    allow_hub_upload: bool = False  # let extra: set push_to_hub / hub_* (an upload with your HF token)
     extra: dict[str, Any] = {}
 
     @field_validator("report_to")
@@ -294,8 +316,8 @@ class GRPOSection(Section):
 
     @field_validator("extra")
     @classmethod
-    def _grpo_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
-        return _extra_fields(extra, "grpo", set(cls.model_fields))
+    def _grpo_fields(cls, extra: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        return _extra_fields(extra, "grpo", set(cls.model_fields), bool(info.data.get("allow_hub_upload")))
 
     @model_validator(mode="before")
     @classmethod
@@ -360,6 +382,7 @@ class SFTSection(Section):
     save_steps: int = Field(200, ge=1)
     save_total_limit: int | None = 2
     seed: int = 42
+    allow_hub_upload: bool = False  # as grpo.allow_hub_upload
     extra: dict[str, Any] = {}
 
     @field_validator("report_to")
@@ -374,8 +397,8 @@ class SFTSection(Section):
 
     @field_validator("extra")
     @classmethod
-    def _sft_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
-        extra = _extra_fields(extra, "sft", set(cls.model_fields))
+    def _sft_fields(cls, extra: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        extra = _extra_fields(extra, "sft", set(cls.model_fields), bool(info.data.get("allow_hub_upload")))
         if "optim" in extra and extra["optim"] not in known_optimizers():
             raise ParamError("optim", f"unknown optimizer {extra['optim']!r}; known: {', '.join(known_optimizers())}")
         return extra
