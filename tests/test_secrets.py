@@ -66,7 +66,7 @@ def test_every_url_field_of_every_section_is_written_redacted_and_handed_on_as_g
                                                              "health_check": False},
                                                    "grpo": {"vllm_server_base_url": SECRET_URL.replace("/v1", "")}})
     sections = [cfg, GRPOSection(vllm_server_base_url=SECRET_URL), SweepRaySection(address=SECRET_URL.replace(
-        "https", "ray")), GRPOSection(extra={"hub_model_id": "org/m"}), JudgeSection(base_url=SECRET_URL)]
+        "https", "ray")), GRPOSection(allow_hub_upload=True, extra={"hub_revision": SECRET_URL}), JudgeSection(base_url=SECRET_URL)]
     for section in sections:
         for written in (dump_config(section), str(section.model_dump()), section.model_dump_json()):
             assert not any(x in written for x in SECRETS), written

@@ -552,6 +552,16 @@ def key_destination_problem(name: str, url: str | None, allowed: Sequence[str] =
             f"it there anyway")
 
 
+MAX_JUDGE_BACKOFF_S = 3600.0  # one request's retry sleeps, together (judges.MAX_TOTAL_BACKOFF_S at run time)
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600)):
+        if seconds >= size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:,.0f} s"
+
+
 def sends_key_in_clear(url: str | None) -> bool:
     """Whether a request to ``url`` would carry an API key over plain HTTP to another machine."""
     if not url:
@@ -596,8 +606,8 @@ class JudgeSection(Section):
     allow_key_over_http: bool = False  # send the key over plain http:// to a host that is not this machine
     concurrency: int = Field(8, ge=1)
     timeout_s: float = Field(120.0, gt=0.0)
-    max_retries: int = Field(4, ge=0)
-    backoff_s: float = Field(1.0, ge=0.0)
+    max_retries: int = Field(4, ge=0, le=100)
+    backoff_s: float = Field(1.0, ge=0.0)  # sleeps backoff_s * 2**attempt; at most MAX_JUDGE_BACKOFF_S in all
     max_retry_after_s: float = Field(60.0, gt=0.0)  # a longer Retry-After fails the request instead of sleeping
     health_check: bool = True  # GET {base_url}/models on every endpoint when the judge is built
     prefill_mode: Literal["continue", "completions", "none"] = "continue"
@@ -617,6 +627,15 @@ class JudgeSection(Section):
         if not self.base_url:
             return []
         return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+
+    @model_validator(mode="after")
+    def _backoff_is_bounded(self) -> "JudgeSection":
+        total = self.backoff_s * (2.0 ** self.max_retries - 1)
+        if total > MAX_JUDGE_BACKOFF_S:
+            raise ParamError("max_retries", f"max_retries: {self.max_retries} with backoff_s: {self.backoff_s:g} "
+                                            f"schedules {_duration(total)} of sleeps for one failing request; at most "
+                                            f"{MAX_JUDGE_BACKOFF_S:,.0f} s: lower max_retries or backoff_s")
+        return self
 
     @model_validator(mode="after")
     def _key_variable_looks_like_a_key(self) -> "JudgeSection":
