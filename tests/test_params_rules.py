@@ -73,7 +73,8 @@ RULES = [
                  "grpo.extra.hub_model_id", "uploads to the Hugging Face Hub", id="extra-push-to-hub"),
     pytest.param("03_seva", "sft: {extra: {push_to_hub: true}}",
                  "sft.extra.push_to_hub", "unless sft.allow_hub_upload: true", id="sft-extra-push-to-hub"),
-    pytest.param("01_corver", "evidence: {hypothesis: corver, arms: [{name: a, rewards: [{name: format}]}],\n"
+    pytest.param("01_corver", "evidence: {hypothesis: corver, arms: [{name: full, rewards: [{name: format}]},\n"
+                              "                                     {name: A1, rewards: [{name: format}]}],\n"
                               "           grpo: {extra: {push_to_hub: true}}}",
                  "evidence.grpo", "push_to_hub uploads to the Hugging Face Hub", id="evidence-extra-push-to-hub"),
     pytest.param("03_seva", "sft: {extra: {learning_rate: 1.0}}",

@@ -34,104 +34,27 @@ import resource
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from .eval.bootstrap import Effect, paired_bootstrap, verdict
 from .manifest import git_state, hardware, package_versions
+from .paths import atomic_write_text
 from .plots import plot_evidence_curves
 from .runner import project_root, run_notebook, save_figure, save_headline, save_metrics
+from .experiment import HYPOTHESES, Comparison, Hypothesis
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
 __all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
            "run",
            "write_table", "main"]
 
-Direction = Literal["higher", "lower", "not lower"]
 NO_DATA = "no data"  # the verdict of a comparison nothing was measured for on both sides
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One effect: ``metric`` of ``treatment`` minus ``control`` (``base``: the untrained start),
-    expected ``direction``; ``per``: ``question`` (evaluation rows) or ``step`` (training curves,
-    paired on the step: a per-step training statistic); ``scale``: ``cpu_minutes`` divides the
-    effect by the treatment's mean training CPU minutes (truth gain per CPU-minute)."""
-
-    metric: str
-    treatment: str
-    control: str
-    direction: Direction
-    per: Literal["question", "step"] = "question"
-    scale: Literal["none", "cpu_minutes"] = "none"
-    primary: bool = True
-
-    def label(self) -> str:
-        unit = " per CPU-minute" if self.scale == "cpu_minutes" else ""
-        return f"{self.metric}{unit}: {self.treatment} - {self.control}"
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    name: str
-    notebook: str
-    claim: str  # the hypothesis as written in README before the runs
-    comparisons: tuple[Comparison, ...]
-    paper: str = ""
-
-    @property
-    def params(self) -> str:
-        return f"params/{self.notebook}_evidence.yaml"
-
-
-HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
-    Hypothesis("corver", "01_corver",
-               "The full CorVer reward (judge + format + co-occurrence) leaves fewer contradicted sentences in "
-               "held-out answers than A1 (no co-occurrence term), with held-out accuracy not lower.",
-               (Comparison("contradicted", "full", "A1", "lower"),
-                Comparison("correct", "full", "A1", "not lower", primary=False)),
-               "000 §3.4, Table 4 (A1)"),
-    Hypothesis("binary_rar", "02_binary_rar",
-               "Binary RAR on short-form questions gives fewer wrong answers and more abstentions than the base "
-               "model and than rating RAR (001 reports 44% fewer incorrect answers on PopQA).",
-               (Comparison("wrong", "binary", BASE_ARM, "lower"),
-                Comparison("abstain", "binary", BASE_ARM, "higher", primary=False),
-                Comparison("wrong", "binary", "rating", "lower", primary=False),
-                Comparison("abstain", "binary", "rating", "higher", primary=False)),
-               "001 §5, Table 2"),
-    Hypothesis("seva", "03_seva",
-               "SEVA's process reward gives a higher share of groups with a nonzero advantage than the binary "
-               "control, a higher format rate, and a held-out verifier accuracy not lower.",
-               (Comparison("nonzero_advantage", "process", "binary", "higher", per="step"),
-                Comparison("format_ok", "process", "binary", "higher", primary=False),
-                Comparison("correct", "process", "binary", "not lower", primary=False)),
-               "002 §2.3, Table 5, Figures 4-5"),
-    Hypothesis("k2v", "04_k2v",
-               "The answer-gated K2V reward gives a higher held-out fill-in-blank exact accuracy than no_gate "
-               "and than the base model.",
-               (Comparison("correct", "gated", "no_gate", "higher"),
-                Comparison("correct", "gated", BASE_ARM, "higher", primary=False)),
-               "003 §4.3, Table 3"),
-    Hypothesis("klcf", "05_klcf",
-               "KLCF training raises the KB precision of long-form answers over the base model, with not fewer "
-               "supported claims per answer.",
-               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
-                Comparison("supported", "klcf", BASE_ARM, "not lower", primary=False)),
-               "004 §4, Table 1"),
-    Hypothesis("compare", "06_compare",
-               "On one budget, every reward family raises the held-out truth score per CPU-minute of training "
-               "more with verdict: kb (a perfect judge) than with the 135M judge.",
-               tuple(Comparison("truth", f"{fam} kb", f"{fam} judge", "higher", scale="cpu_minutes",
-                                primary=(fam == "Binary RAR"))
-                     for fam in ("Binary RAR", "K2V", "KLCF", "SEVA claims")),
-               "all five papers"),
-)}
 
 
 # ---------------------------------------------------------------- analysis
@@ -298,9 +221,38 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
     return summaries
 
 
-def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) -> None:
+EFFECTS_FILE = "effects.json"
+EFFECTS_KEYS = ("hypothesis", "effects", "verdict", "cpu_minutes")  # what write_table reads of one
+
+
+def write_effects(folder: Path, summary: dict) -> Path:
+    """``<folder>/effects.json``, written atomically: a crash or a full disk leaves the earlier
+    one whole (a truncated one broke every later ``factlab evidence``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "effects.json").write_text(json.dumps(summary, indent=1, default=float))
+    return atomic_write_text(folder / EFFECTS_FILE, json.dumps(summary, indent=1, default=float))
+
+
+def read_effects(path: Path) -> dict:
+    """One hypothesis's ``effects.json``; ``ValueError`` naming the file when it is not JSON,
+    or lacks a key ``write_table`` needs (``EFFECTS_KEYS``, and each effect's own)."""
+    try:
+        s = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+    missing = [k for k in EFFECTS_KEYS if not isinstance(s, dict) or k not in s]
+    if not missing and not isinstance(s["effects"], list):
+        missing = ["effects (a list)"]
+    need = ("comparison", "direction", "mean", "lo", "hi", "seeds", "verdict", "primary")
+    if not missing:
+        missing = [f"effects.{i}.{k}" for i, e in enumerate(s["effects"]) for k in need
+                   if not isinstance(e, dict) or k not in e][:3]
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}; rerun: factlab evidence {path.parent.name}")
+    return s
+
+
+def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) -> None:
+    write_effects(folder, summary)
     (folder / "command.txt").write_text(summary["command"] + "\n" + f"# params: {summary['params']}\n")
     manifest = run_dir / "manifest.json"
     if manifest.exists():
@@ -378,8 +330,13 @@ def _minutes(wall: float | None) -> str:
 def write_table(folder: Path) -> Path:
     """``results/README.md``: one row per comparison of every hypothesis with results."""
     rows = []
-    for f in sorted(folder.glob("*/effects.json")):
-        s = json.loads(f.read_text())
+    for f in sorted(folder.glob(f"*/{EFFECTS_FILE}")):
+        try:
+            s = read_effects(f)
+        except ValueError as e:  # one damaged folder does not stop the table
+            log.warning("%s", e)
+            rows.append(f"| {f.parent.name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | unreadable: {e} |")
+            continue
         for e in s["effects"]:
             role = "" if e["primary"] else (" (guard)" if e["direction"] == "not lower" else " (secondary)")
             overall_note = f" (hypothesis: {s['verdict']})" if e["primary"] else ""

@@ -12,7 +12,9 @@ notebook -> config map lives in ``factlab.runner``.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -28,6 +30,7 @@ from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
 
 __all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig", "EvidenceArm", "EvidenceSection", "BASE_ARM",
+           "Comparison", "Hypothesis", "HYPOTHESES", "arm_folder_name",
            "WarmStartSection", "WarmStartSFTSection"]
 
 LENGTH_REWARDS = ("overlong", "length_penalty")  # rewards whose args.max_len is a completion length in tokens
@@ -44,6 +47,100 @@ class ExperimentConfig(Section):
 
 
 BASE_ARM = "base"  # the untrained start of an evidence run (factlab.evidence)
+_PATH_CHARACTERS = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+def arm_folder_name(name: str) -> str:
+    """The folder of an evidence arm under ``evidence/``: its name with whitespace as ``_``.
+    ``ValueError`` for a name that is not one plain folder name (a ``/``, ``\\``, a control
+    character, ``.`` or ``..``, a leading dot): it would write outside its folder."""
+    if not name.strip() or _PATH_CHARACTERS.search(name) or name.strip().startswith("."):
+        raise ValueError(f"arm name {name!r} is not a plain folder name (no /, \\, control characters or "
+                         f"leading dot)")
+    return re.sub(r"\s", "_", name)
+
+
+# Each paper's claim as a pre-registered hypothesis (``factlab.evidence`` runs and reads them); here, below
+# the params, so that ``evidence.hypothesis`` and its arms are checked when params load.
+Direction = Literal["higher", "lower", "not lower"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One effect: ``metric`` of ``treatment`` minus ``control`` (``base``: the untrained start),
+    expected ``direction``; ``per``: ``question`` (evaluation rows) or ``step`` (training curves,
+    paired on the step: a per-step training statistic); ``scale``: ``cpu_minutes`` divides the
+    effect by the treatment's mean training CPU minutes (truth gain per CPU-minute)."""
+
+    metric: str
+    treatment: str
+    control: str
+    direction: Direction
+    per: Literal["question", "step"] = "question"
+    scale: Literal["none", "cpu_minutes"] = "none"
+    primary: bool = True
+
+    def label(self) -> str:
+        unit = " per CPU-minute" if self.scale == "cpu_minutes" else ""
+        return f"{self.metric}{unit}: {self.treatment} - {self.control}"
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    name: str
+    notebook: str
+    claim: str  # the hypothesis as written in README before the runs
+    comparisons: tuple[Comparison, ...]
+    paper: str = ""
+
+    @property
+    def params(self) -> str:
+        return f"params/{self.notebook}_evidence.yaml"
+
+
+HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
+    Hypothesis("corver", "01_corver",
+               "The full CorVer reward (judge + format + co-occurrence) leaves fewer contradicted sentences in "
+               "held-out answers than A1 (no co-occurrence term), with held-out accuracy not lower.",
+               (Comparison("contradicted", "full", "A1", "lower"),
+                Comparison("correct", "full", "A1", "not lower", primary=False)),
+               "000 §3.4, Table 4 (A1)"),
+    Hypothesis("binary_rar", "02_binary_rar",
+               "Binary RAR on short-form questions gives fewer wrong answers and more abstentions than the base "
+               "model and than rating RAR (001 reports 44% fewer incorrect answers on PopQA).",
+               (Comparison("wrong", "binary", BASE_ARM, "lower"),
+                Comparison("abstain", "binary", BASE_ARM, "higher", primary=False),
+                Comparison("wrong", "binary", "rating", "lower", primary=False),
+                Comparison("abstain", "binary", "rating", "higher", primary=False)),
+               "001 §5, Table 2"),
+    Hypothesis("seva", "03_seva",
+               "SEVA's process reward gives a higher share of groups with a nonzero advantage than the binary "
+               "control, a higher format rate, and a held-out verifier accuracy not lower.",
+               (Comparison("nonzero_advantage", "process", "binary", "higher", per="step"),
+                Comparison("format_ok", "process", "binary", "higher", primary=False),
+                Comparison("correct", "process", "binary", "not lower", primary=False)),
+               "002 §2.3, Table 5, Figures 4-5"),
+    Hypothesis("k2v", "04_k2v",
+               "The answer-gated K2V reward gives a higher held-out fill-in-blank exact accuracy than no_gate "
+               "and than the base model.",
+               (Comparison("correct", "gated", "no_gate", "higher"),
+                Comparison("correct", "gated", BASE_ARM, "higher", primary=False)),
+               "003 §4.3, Table 3"),
+    Hypothesis("klcf", "05_klcf",
+               "KLCF training raises the KB precision of long-form answers over the base model, with not fewer "
+               "supported claims per answer.",
+               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
+                Comparison("supported", "klcf", BASE_ARM, "not lower", primary=False)),
+               "004 §4, Table 1"),
+    Hypothesis("compare", "06_compare",
+               "On one budget, every reward family raises the held-out truth score per CPU-minute of training "
+               "more with verdict: kb (a perfect judge) than with the 135M judge.",
+               tuple(Comparison("truth", f"{fam} kb", f"{fam} judge", "higher", scale="cpu_minutes",
+                                primary=(fam == "Binary RAR"))
+                     for fam in ("Binary RAR", "K2V", "KLCF", "SEVA claims")),
+               "all five papers"),
+)}
+
 
 
 class EvidenceArm(Section):
@@ -89,13 +186,37 @@ class EvidenceSection(Section):
             raise ValueError(f"an evidence run needs 3 or more distinct seeds, got {seeds}")
         return seeds
 
+    @field_validator("hypothesis")
+    @classmethod
+    def _known_hypothesis(cls, name: str) -> str:
+        if name not in HYPOTHESES:
+            raise ValueError(f"unknown hypothesis {name!r}; known: {', '.join(HYPOTHESES)}")
+        return name
+
     @field_validator("arms")
     @classmethod
     def _named_arms(cls, arms: list[EvidenceArm]) -> list[EvidenceArm]:
         names = [a.name for a in arms]
         if not arms or len(set(names)) < len(names) or BASE_ARM in names:
             raise ValueError(f"arm names must be unique, non-empty and not '{BASE_ARM}': {names}")
+        folders: dict[str, str] = {arm_folder_name(BASE_ARM): BASE_ARM}
+        for i, name in enumerate(names):
+            folder = arm_folder_name(name)  # ValueError for path characters
+            if folder in folders:
+                raise ParamError(f"{i}.name", f"arm {name!r} and arm {folders[folder]!r} would share the folder "
+                                              f"{folder!r} (spaces become _); rename one")
+            folders[folder] = name
         return arms
+
+    @model_validator(mode="after")
+    def _arms_of_the_hypothesis(self) -> "EvidenceSection":
+        arms = {a.name for a in self.arms} | {BASE_ARM}
+        for c in HYPOTHESES[self.hypothesis].comparisons:
+            for arm in (c.treatment, c.control):
+                if arm not in arms:
+                    raise ParamError("arms", f"hypothesis {self.hypothesis!r} compares arm {arm!r} ({c.label()}), "
+                                             f"which is not among the arms {sorted(arms - {BASE_ARM})}")
+        return self
 
 
 class WarmStartSFTSection(SFTSection):
