@@ -124,7 +124,8 @@ def test_corver_smoke_with_binary_rar_added_validates(tmp_path):
                           "  - {name: binary_rar, weight: 0.5, args: {top_k: 8}}\n")
     cfg = load_config(p, CorVerConfig)
     assert [(s.name, s.weight) for s in cfg.rewards][-1] == ("binary_rar", 0.5)
-    assert cfg.rewards[-1].args == {"top_k": 8, "verdict": "judge"}  # defaults filled in
+    assert cfg.rewards[-1].args == {"top_k": 8, "verdict": "judge", "flip_rate": 0.0, "flip_seed": 0,
+                                    "judge_model": "organism"}  # defaults filled in
     assert cfg.rewards[2].args["window"] == 1000  # defaults filled in, visible in config.yaml
 
 

@@ -237,3 +237,101 @@ def test_runtime_table_reads_cell_seconds_and_runs(tmp_path):
     assert "| `x = a \\| b` | 30.0 | 25.0% |" in text and "| `train()` | 90.0 | 75.0% |" in text
     assert "| all cells | 120.0 | 100% |" in text and "| full | 0 | 89 | 80 |" in text and "2.0 min wall" in text
     assert "no cell durations" in E.runtime_table("corver", None, tmp_path / "gone", {})
+
+
+# ---------------------------------------------------------------- arms, resumes and stale records (issue 43)
+
+CORVER_EVIDENCE = "params/01_corver_evidence.yaml"
+
+
+def _corver_evidence(**evidence):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    return load_config(root / CORVER_EVIDENCE, config_for_notebook("01_corver"), overrides={"evidence": evidence})
+
+
+@pytest.mark.parametrize("names, words", [
+    (["full", "A1", "a b", "a_b"], "arm 'a_b' and arm 'a b' would share the folder 'a_b'"),
+    (["full", "A1", "../../escape"], "is not a plain folder name"),
+    (["full", "A1", "x/y"], "is not a plain folder name"),
+    (["full", "A1", ".."], "is not a plain folder name"),
+    (["full", "B1"], "compares arm 'A1' (contradicted: full - A1), which is not among the arms"),
+])
+def test_arm_names_that_collide_escape_or_miss_the_hypothesis_fail_at_load(names, words):
+    from factlab.config import ConfigError
+
+    arms = [{"name": n, "rewards": [{"name": "format"}]} for n in names]
+    with pytest.raises(ConfigError, match="evidence.arms") as e:
+        _corver_evidence(arms=arms)
+    assert words in str(e.value), str(e.value)
+
+
+def test_an_unknown_hypothesis_fails_at_load_not_after_training():
+    from factlab.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"'evidence.hypothesis': unknown hypothesis 'corvre'; known: corver"):
+        _corver_evidence(hypothesis="corvre")
+
+
+def test_a_resume_never_mixes_settings_and_a_new_seed_rebuilds_the_record(tmp_path, monkeypatch):
+    """Editing ``evidence.grpo.learning_rate`` and resuming mixed two learning rates in one
+    ``evidence.json``; adding a seed returned the old file (issue 43)."""
+    from types import SimpleNamespace
+
+    from factlab.recipes import evidence as R
+
+    trained = []
+
+    def fake_run(cfg, rows, rewards, out, *, name, model, grpo, callbacks=()):
+        trained.append((name, grpo.learning_rate))
+        return SimpleNamespace(log_history=[], resumed=False)
+
+    monkeypatch.setattr(R, "run", fake_run)
+    monkeypatch.setattr(R, "build_rewards", lambda specs, resources: None)
+
+    def evaluate(result):
+        return [{"question": "q1", "contradicted": 0.0, "correct": 1.0}]
+
+    def arms(cfg):
+        return R.run_arms(cfg, cfg.evidence, [], None, evaluate, tmp_path / "evidence")
+
+    cfg = _corver_evidence(workers=1)
+    first = arms(cfg)
+    assert len(trained) == 6 and first["seeds"] == [0, 1, 2]
+    assert arms(cfg) == first and len(trained) == 6  # finished: read back, nothing trained
+    more = arms(_corver_evidence(workers=1, seeds=[0, 1, 2, 3]))  # a seed added: only its runs train
+    assert more["seeds"] == [0, 1, 2, 3] and len(trained) == 8
+    assert {(r["arm"], r["seed"]) for r in more["rows"]} >= {("full", 3), ("A1", 3)}
+    edited = _corver_evidence(workers=1, grpo={**cfg.evidence.grpo, "learning_rate": 1.0e-3})
+    with pytest.raises(ValueError, match=r"evidence/full/seed0 was trained with other settings \(grpo.learning_rate\)"):
+        arms(edited)
+    assert len(trained) == 8  # nothing trained at the new rate beside the old runs
+
+
+@pytest.mark.parametrize("damage", ['{"hypothesis": "binary_rar", "effects": [{"compar', '{"hypothesis": "binary_rar"}',
+                                    '{"hypothesis": "k2v", "verdict": "held", "cpu_minutes": 1, "effects": [{}]}'])
+def test_a_damaged_effects_file_is_one_unreadable_row_not_a_crash(tmp_path, damage):
+    (tmp_path / "k2v").mkdir()
+    (tmp_path / "k2v" / "effects.json").write_text(damage)
+    table = E.write_table(tmp_path).read_text()
+    assert "| k2v | n/a |" in table and "unreadable:" in table and "k2v/effects.json" in table
+
+
+def test_effects_json_is_written_atomically_a_full_disk_leaves_the_earlier_one_whole(tmp_path):
+    import resource
+    import signal
+
+    before = {"hypothesis": "k2v", "verdict": "held", "cpu_minutes": 1.0, "effects": []}
+    E.write_effects(tmp_path, before)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
+    try:
+        with pytest.raises(OSError):
+            E.write_effects(tmp_path, {**before, "big": "x" * 20000})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert E.read_effects(tmp_path / "effects.json") == before
+    assert [p.name for p in tmp_path.iterdir()] == ["effects.json"]

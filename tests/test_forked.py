@@ -80,3 +80,24 @@ def test_the_judge_cache_opens_its_own_connection_in_a_forked_worker(tmp_path):
     assert json.loads(seen.read_text()) == {"parent": "yes"}
     assert cache.get_many(["parent", "child"]) == {"parent": "yes", "child": "also"}
     assert len(cache) == 2
+
+
+def test_a_stopped_worker_fails_the_run_instead_of_hanging_it(tmp_path):
+    """A worker stopped by SIGSTOP is alive forever: ``run_jobs`` waited for it without end
+    (issue 43). Seen stopped for ``stopped_s``, it is a failed job, and it is ended."""
+    import signal
+    import time
+
+    def stop_myself():
+        (tmp_path / "pid").write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    jobs = [Job("arm A seed 0", stop_myself, tmp_path / "a.log"),
+            Job("arm B seed 0", _record(tmp_path / "b.json", 1), tmp_path / "b.log")]
+    t0 = time.monotonic()
+    with pytest.raises(JobFailed, match=r"arm A seed 0 \(pid \d+\) has been stopped for 0.3 s"):
+        run_jobs(jobs, workers=2, progress=False, poll_s=0.05, stopped_s=0.3)
+    assert time.monotonic() - t0 < 8
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):  # ended and reaped, not left stopped
+        os.kill(pid, 0)

@@ -234,3 +234,107 @@ def test_a_retry_after_within_the_cap_is_honoured(monkeypatch):
     assert judges.make_judge(cfg, cache=False).max_retry_after_s == 7200
     with pytest.raises(ValueError, match="max_retry_after_s"):
         JudgeSection(max_retry_after_s=0)
+
+
+class HostileServer:
+    """A loopback server that answers every request with a 200 header and then ``body``'s
+    way: ``trickle`` (one byte every 50 ms, each read well inside the client's timeout),
+    ``endless`` (a chunked body that never ends, 64 KB chunks) or ``gzip_bomb`` (16 KB of gzip
+    that inflates to 16 MB). Loops are bounded (``limit_s``) so a test whose defence is
+    removed still ends."""
+
+    def __init__(self, body: str, limit_s: float = 10.0):
+        import gzip
+        import socket
+
+        self.body, self.limit_s, self.sent = body, limit_s, 0
+        self.bomb = gzip.compress(b"\0" * (16 << 20), compresslevel=9) if body == "gzip_bomb" else b""
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.stop = threading.Event()
+
+    def _serve(self, conn):
+        end = time.monotonic() + self.limit_s
+        try:
+            conn.recv(65536)  # the request (small: headers and a JSON body)
+            if self.body == "trickle":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n")
+                while not self.stop.is_set() and time.monotonic() < end and self.sent < 4096:
+                    conn.sendall(b" ")
+                    self.sent += 1
+                    time.sleep(0.05)
+            elif self.body == "endless":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                chunk = b"10000\r\n" + b" " * 0x10000 + b"\r\n"
+                while not self.stop.is_set() and time.monotonic() < end:
+                    conn.sendall(chunk)
+                    self.sent += 0x10000
+            else:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                             b"Content-Length: %d\r\n\r\n" % len(self.bomb) + self.bomb)
+                self.sent = len(self.bomb)
+        except OSError:  # the client hung up: what it should do
+            pass
+        finally:
+            conn.close()
+
+    def _accept(self):
+        import socket
+
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def __enter__(self):
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *a):
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("body, words", [
+    ("trickle", "the whole answer took longer than judge.timeout_s"),
+    ("endless", "the answer is larger than 1,048,576 bytes"),
+    ("gzip_bomb", "the answer is larger than 1,048,576 bytes decompressed"),
+])
+def test_a_judge_answer_is_bounded_in_time_and_size_as_a_whole(body, words):
+    """httpx's timeout is per read: a server trickling a byte every 50 ms never trips it, an
+    endless chunked body grew to 5 GB and a 1 MB gzip bomb to 2.4 GB (issue 43). A request
+    has one deadline (``timeout_s``) and its body a size cap, decompressed."""
+    with HostileServer(body) as srv:
+        j = OpenAIJudge("m", srv.url, cache=None, timeout_s=0.5, max_retries=0, concurrency=1)
+        j.max_response_bytes = 1 << 20
+        t0 = time.monotonic()
+        with pytest.raises(JudgeError, match=words):
+            j.judge(["q"])
+        took = time.monotonic() - t0
+    assert took < 2.0, took  # the deadline, plus at most one read
+    if body == "endless":
+        assert srv.sent < 8 << 20  # the client stopped reading near its cap
+
+
+def test_retry_sleeps_are_capped_in_total_and_refused_at_load(monkeypatch):
+    """``max_retries: 30, backoff_s: 1`` scheduled about 34 years of sleeps."""
+    import httpx
+
+    from factlab import judges
+    from factlab.config import JudgeSection
+
+    with pytest.raises(ValueError, match=r"max_retries: 30 with backoff_s: 1 schedules 34.0 years of sleeps"):
+        JudgeSection(max_retries=30, backoff_s=1)
+    JudgeSection(max_retries=11, backoff_s=1)  # 2047 s: within the hour
+    slept = []
+    monkeypatch.setattr(judges.time, "sleep", slept.append)
+    j = OpenAIJudge("m", "http://127.0.0.1:9/v1", cache=None, max_retries=30, backoff_s=1.0)  # built in code
+    monkeypatch.setattr(j, "_http", httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503))))
+    with pytest.raises(JudgeError, match=r"past 3,600 s of backoff for one request \(12 attempts made\)"):
+        j.judge(["q"])
+    assert sum(slept) <= judges.MAX_TOTAL_BACKOFF_S and len(slept) == 11

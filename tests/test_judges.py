@@ -175,6 +175,47 @@ def test_corrupt_cache_file_is_set_aside(tmp_path, caplog):
     assert "unreadable" in caplog.text
 
 
+def test_a_locked_cache_is_waited_for_or_refused_never_set_aside(tmp_path, monkeypatch):
+    """Another process holding ``answers.sqlite`` locked is not corruption: its answers stay,
+    in place; factlab waits ``lock_wait_s`` and then says who to wait for (issue 43)."""
+    import sqlite3
+
+    monkeypatch.setattr(JudgeCache, "lock_wait_s", 0.2)
+    p = tmp_path / "answers.sqlite"
+    c = JudgeCache(p)
+    c.put_many({"k": "kept answer"})
+    (tmp_path / "answers.corrupt").write_text("an earlier corrupt cache, kept")
+    other = sqlite3.connect(p)
+    other.execute("BEGIN EXCLUSIVE")  # another process writing for a long time
+    try:
+        with pytest.raises(JudgeError, match=r"answers.sqlite is locked by another process"):
+            JudgeCache(p)
+        with pytest.raises(JudgeError, match=r"locked by another process"):
+            c.get_many(["k"])
+    finally:
+        other.rollback()
+        other.close()
+    assert JudgeCache(p).get_many(["k"]) == {"k": "kept answer"}  # the cache, whole, where it was
+    assert (tmp_path / "answers.corrupt").read_text() == "an earlier corrupt cache, kept"
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["answers.corrupt", "answers.sqlite"]
+
+
+def test_a_second_corrupt_cache_keeps_the_first_and_a_symlinked_cache_is_refused(tmp_path):
+    from factlab.paths import SymlinkRefused
+
+    for n in range(2):
+        (tmp_path / "c.sqlite").write_bytes(b"not sqlite %d" % n * 100)
+        assert len(JudgeCache(tmp_path / "c.sqlite")) == 0
+    assert (tmp_path / "c.corrupt").read_bytes().startswith(b"not sqlite 0")
+    assert (tmp_path / "c.corrupt-2").read_bytes().startswith(b"not sqlite 1")
+    victim = tmp_path / "victim.db"
+    victim.write_text("precious")
+    (tmp_path / "link.sqlite").symlink_to(victim)
+    with pytest.raises(SymlinkRefused, match="link.sqlite is a symbolic link"):
+        JudgeCache(tmp_path / "link.sqlite")
+    assert victim.read_text() == "precious"
+
+
 # ------------------------------------------------------------------ transformers judge (real model)
 
 

@@ -61,6 +61,22 @@ RULES = [
                  "grpo.extra.learning_rate", "set it there, not in grpo.extra", id="extra-shadows-learning-rate"),
     pytest.param("01_corver", "grpo: {extra: {warmup_steps: 100}}",
                  "grpo.extra.warmup_steps", "grpo.warmup_ratio is a validated setting", id="extra-shadows-warmup"),
+    pytest.param("01_corver", "grpo: {extra: {output_dir: /tmp/elsewhere}}",
+                 "grpo.extra.output_dir", "factlab sets output_dir itself", id="extra-output-dir"),
+    pytest.param("01_corver", "grpo: {extra: {reward_weights: [9.0, 0.0]}}",
+                 "grpo.extra.reward_weights", "factlab sets reward_weights itself", id="extra-reward-weights"),
+    pytest.param("01_corver", "grpo: {extra: {save_strategy: 'no'}}",
+                 "grpo.extra.save_strategy", "factlab sets save_strategy itself", id="extra-save-strategy"),
+    pytest.param("03_seva", "sft: {extra: {output_dir: /tmp/elsewhere}}",
+                 "sft.extra.output_dir", "factlab sets output_dir itself", id="sft-extra-output-dir"),
+    pytest.param("01_corver", "grpo: {extra: {push_to_hub: true, hub_model_id: someone/model}}",
+                 "grpo.extra.hub_model_id", "uploads to the Hugging Face Hub", id="extra-push-to-hub"),
+    pytest.param("03_seva", "sft: {extra: {push_to_hub: true}}",
+                 "sft.extra.push_to_hub", "unless sft.allow_hub_upload: true", id="sft-extra-push-to-hub"),
+    pytest.param("01_corver", "evidence: {hypothesis: corver, arms: [{name: full, rewards: [{name: format}]},\n"
+                              "                                     {name: A1, rewards: [{name: format}]}],\n"
+                              "           grpo: {extra: {push_to_hub: true}}}",
+                 "evidence.grpo", "push_to_hub uploads to the Hugging Face Hub", id="evidence-extra-push-to-hub"),
     pytest.param("03_seva", "sft: {extra: {learning_rate: 1.0}}",
                  "sft.extra.learning_rate", "sft.learning_rate is a validated setting", id="sft-extra-shadows"),
     pytest.param("01_corver", "rewards:\n  - {name: qa_judge, weight: .nan}\n  - {name: format}",
@@ -98,6 +114,18 @@ def test_rule_fails_at_check_naming_the_key(tmp_path, capsys, notebook, body, ke
     err = capsys.readouterr().err
     assert f"'{key}': " in err and words in err, err
     assert str(params) in err  # and the file
+
+
+def test_extra_reaches_factlabs_own_fields_and_the_hub_by_no_route(tmp_path, capsys):
+    """``--set`` goes through the same check; the documented flag lets an upload through."""
+    params = ROOT / "params" / "01_corver_smoke.yaml"
+    assert main(["train", "01_corver", "--smoke", "--set", "grpo.extra.output_dir=/tmp/x", "--run-dir",
+                 str(tmp_path / "r"), "--dry-run"]) == 2
+    assert "'grpo.extra.output_dir': factlab sets output_dir itself" in capsys.readouterr().err
+    ok = tmp_path / "hub.yaml"
+    ok.write_text(f"base: {params}\ngrpo: {{allow_hub_upload: true, extra: {{push_to_hub: true, "
+                  f"hub_model_id: me/model}}}}\n", encoding="utf-8")
+    assert main(["check", "01_corver", "--params", str(ok)]) == 0, capsys.readouterr().err
 
 
 def test_klcf_count_limit_below_tau_2(tmp_path):

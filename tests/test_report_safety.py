@@ -63,6 +63,48 @@ SVG_FIGURE = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w
               '<text x="5" y="20">svg figure link</text></a></svg>')
 
 
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAAAAAA6fptVAAAACklEQVR4nGNgAAAAAgABSK+kcQAAAABJRU5ErkJggg=="
+JPEG_1PX = ("/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAgGBgcGBQgHBwcJCQgKDBQNDAsLDBkSEw8UHRofHh0aHBwgJC4nICIsIxwcKDcpLDAx"
+            "NDQ0Hyc5PTgyPC4zNDL/2wBDAQkJCQwLDBgNDRgyIRwhMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIy"
+            "MjIyMjIyMjL/wAARCAABAAEDASIAAhEBAxEB/8QAHwAAAQUBAQEBAQEAAAAAAAAAAAECAwQFBgcICQoL/8QAtRAAAgEDAwIEAwUF"
+            "BAQAAAF9AQIDAAQRBRIhMUEGE1FhByJxFDKBkaEII0KxwRVS0fAkM2JyggkKFhcYGRolJicoKSo0NTY3ODk6Q0RFRkdISUpTVFVW"
+            "V1hZWmNkZWZnaGlqc3R1dnd4eXqDhIWGh4iJipKTlJWWl5iZmqKjpKWmp6ipqrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uHi"
+            "4+Tl5ufo6erx8vP09fb3+Pn6/8QAHwEAAwEBAQEBAQEBAQAAAAAAAAECAwQFBgcICQoL/8QAtREAAgECBAQDBAcFBAQAAQJ3AAEC"
+            "AxEEBSExBhJBUQdhcRMiMoEIFEKRobHBCSMzUvAVYnLRChYkNOEl8RcYGRomJygpKjU2Nzg5OkNERUZHSElKU1RVVldYWVpjZGVm"
+            "Z2hpanN0dXZ3eHl6goOEhYaHiImKkpOUlZaXmJmaoqOkpaanqKmqsrO0tba3uLm6wsPExcbHyMnK0tPU1dbX2Nna4uPk5ebn6Onq"
+            "8vP09fb3+Pn6/9oADAMBAAIRAxEAPwD5/ooooA//2Q==")
+
+
+def image_payloads(tag: str) -> list[tuple[str, str, dict]]:
+    """PNG and JPEG outputs (a real 1-pixel image, so ``onload`` fires) whose output metadata
+    carries markup: nbconvert's lab template writes width and height unquoted into the
+    ``<img>`` tag, outside the sanitizer; per mime type and at the top level."""
+    out = []
+    for mime, data in (("image/png", PNG_1PX), ("image/jpeg", JPEG_1PX)):
+        short = mime.split("/")[1]
+        out += [(mime, data, {mime: {"width": f"1 onload={js(f'{tag}-{short}-width')}"}}),
+                (mime, data, {mime: {"height": f"1 onload={js(f'{tag}-{short}-height')}"}}),
+                (mime, data, {"width": f"1 onload={js(f'{tag}-{short}-top-width')}"}),
+                (mime, data, {mime: {"width": f'1" onload="{js(f"{tag}-{short}-quoted")}"'},
+                              "unconfined": "x onload=1", "needs_background": "<b>"})]
+    return out
+
+
+def test_image_metadata_reaches_the_report_as_numbers_only(tmp_path):
+    nb = new_notebook()
+    cell = new_code_cell("")
+    cell.outputs = [new_output("display_data", data={mime: data}, metadata=meta)
+                    for mime, data, meta in image_payloads("m")]
+    cell.outputs.append(new_output("display_data", data={"image/png": PNG_1PX},
+                                   metadata={"image/png": {"width": 320, "height": 240.5, "unconfined": True}}))
+    nb.cells = [cell]
+    body, _ = runner.report_exporter().from_notebook_node(runner.reader_notebook(nb))
+    images = re.findall(r"<img\b[^>]*>", body, re.S)
+    assert len(images) == 9
+    assert "onload" not in body and "PWNED" not in body, images
+    assert all(a in images[-1] for a in ('width="320"', 'height="240.5"', 'class="unconfined"')), images[-1]
+
+
 def test_table_escapes_every_cell_and_label_and_shows_counts_as_integers():
     hostile = html_payloads("t")[6]  # an onerror handler
     df = pd.DataFrame({"n": [64.0, 32.0], "accuracy": [0.5, 0.25], "completion": [hostile, "ok"]},
@@ -177,6 +219,8 @@ display(report.table(df))
 display({{"image/svg+xml": svg_figure}}, raw=True)
 display(Javascript({script_js!r}))
 display({{"text/vnd.mermaid": {mermaid!r}, "text/plain": "mermaid"}}, raw=True)
+for mime, data, meta in {images!r}:
+    display({{mime: data}}, metadata=meta, raw=True)
 fig, ax = plt.subplots(figsize=(2, 1.5)); ax.plot([0, 1], [0, 1]); ax.set_title("factlab figure"); plt.show()
 runner.save_headline({run_dir!r}, {{"accuracy": 0.5}})
 """
@@ -186,8 +230,9 @@ runner.save_headline({run_dir!r}, {{"accuracy": 0.5}})
 def hostile_report(tmp_path_factory):
     """One real kernel run (papermill) of a notebook that shows every payload the ways notebooks
     can: HTML and Markdown outputs, ``show_text``, a ``report.table`` whose index and column
-    names carry markup, an SVG figure, a JavaScript output, a Mermaid output, a Markdown cell
-    and a raw HTML cell; exported by the runner's reader-facing exporter."""
+    names carry markup, an SVG figure, a JavaScript output, a Mermaid output, PNG / JPEG images
+    whose metadata carries markup, a Markdown cell and a raw HTML cell; exported by the
+    runner's reader-facing exporter."""
     d = tmp_path_factory.mktemp("hostile")
     nb = new_notebook()
     nb.cells = [new_markdown_cell("# Hostile completion\n\n" + "\n\n".join(markdown_payloads("cell"))),
@@ -196,7 +241,8 @@ def hostile_report(tmp_path_factory):
                     html=html_payloads("html"), markdown=markdown_payloads("markdown"), svg=SVG_FIGURE,
                     index_name=f'<img src=x onerror="{js("index-name")}">',
                     columns_name=f'<img src=x onerror="{js("columns-name")}">', script_js=js("javascript-output"),
-                    mermaid=f'<img src=x onerror="{js("mermaid")}">', run_dir=str(d)))]
+                    mermaid=f'<img src=x onerror="{js("mermaid")}">', images=image_payloads("metadata"),
+                    run_dir=str(d)))]
     nbformat.write(nb, d / "hostile.ipynb")
     pm.execute_notebook(str(d / "hostile.ipynb"), str(d / "notebook.ipynb"), kernel_name="python3", progress_bar=False)
     return runner.html_report(d / "notebook.ipynb", d / "report.html")
@@ -216,6 +262,7 @@ def test_every_payload_reaches_the_report_sanitized(hostile_report):
     assert "&lt;img src=x onerror" in body  # the table's index and column names, escaped
     assert 'src="data:image/png;base64,' in body  # factlab's figure
     assert 'src="data:image/svg+xml;base64,' in body  # an SVG figure is an image, never inline markup
+    assert body.count('src="data:image/jpeg;base64,') == 4 and "onload" not in body  # image metadata: numbers only
     assert "import pandas" not in body  # no code cells in the reader report
     assert "<h2>Headline</h2>" in body and "accuracy" in body
 

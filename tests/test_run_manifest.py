@@ -318,3 +318,40 @@ def test_run_all_only_without_names_is_refused(tmp_path, fake_pm, capsys):
         cli.main(["run-all", "--only", "--out", str(tmp_path / "runs")])
     assert e.value.code == 2 and "--only" in capsys.readouterr().err
     assert fake_pm.calls == []  # nothing ran
+
+
+@pytest.mark.parametrize("planted", [".run.lock", "notebook.ipynb", "figures/accuracy.png"])
+def test_a_symlink_planted_in_a_run_folder_is_refused_and_its_target_untouched(tmp_path, fake_pm, planted):
+    """A link in a run folder would have a resume write its pid, the executed notebook or a
+    figure into whatever it points to (issue 43: ``--resume`` truncated the lock's target)."""
+    from factlab.paths import SymlinkRefused
+
+    run_dir = _interrupted_run(tmp_path, fake_pm)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = run_dir / planted
+    link.parent.mkdir(exist_ok=True)
+    link.unlink(missing_ok=True)
+    link.symlink_to(victim)
+    with pytest.raises(SymlinkRefused, match=rf"{re.escape(str(link))} is a symbolic link \(to {re.escape(str(victim))}\)"):
+        runner.run_notebook("00_quickstart", resume=run_dir, progress=False)
+    assert len(fake_pm.calls) == 1 and victim.read_text() == "precious\n"  # nothing ran, nothing written
+    assert cli.main(["run", "00_quickstart", "--resume", str(run_dir)]) == 2  # one clear error on the command line
+    assert victim.read_text() == "precious\n"
+    if planted.startswith("figures/"):  # a notebook saving a figure outside the runner's lock
+        import matplotlib.pyplot as plt
+        with pytest.raises(SymlinkRefused):
+            runner.save_figure(plt.figure(), run_dir, "accuracy")
+        assert victim.read_text() == "precious\n"
+
+
+def test_a_cache_lock_file_is_never_opened_through_a_symlink(tmp_path):
+    from factlab.paths import SymlinkRefused, build_lock
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "index.lock").symlink_to(victim)
+    with pytest.raises(SymlinkRefused, match="index.lock is a symbolic link"):
+        with build_lock(tmp_path / "index"):
+            pass
+    assert victim.read_text() == "precious\n"

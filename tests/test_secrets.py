@@ -1,6 +1,7 @@
 """Secrets stay out of files and logs; a key never travels unencrypted to another machine
 unless params say so; the judge cache never hands one server's or setting's answers to another."""
 
+import json
 import logging
 
 import pytest
@@ -22,6 +23,13 @@ from factlab.judges import JudgeError, OpenAIJudge, TransformersJudge
     ("https://h/v1?expires=9&signature=s3cret", "https://h/v1?expires=9&signature=***"),
     ("https://b.s3.example.com/o?X-Amz-Credential=AKIA1&X-Amz-Signature=s3cret",
      "https://b.s3.example.com/o?X-Amz-Credential=***&X-Amz-Signature=***"),
+    ("https://h/v1?authorization=Bearer%20s3cret&n=1", "https://h/v1?authorization=***&n=1"),
+    ("https://h/v1?client_secret=s3cret&client_id=c", "https://h/v1?client_secret=***&client_id=c"),
+    ("https://h/v1?credentials=s3cret", "https://h/v1?credentials=***"),
+    ("https://h/v1?api%5Fkey=s3cret&API%2Dkey=s3cret", "https://h/v1?api%5Fkey=***&API%2Dkey=***"),
+    ("https://h/v1#access_token=s3cret&token_type=bearer", "https://h/v1#access_token=***&token_type=bearer"),
+    ("https://h/v1?apiKey=s3cret;accessToken=s3cret", "https://h/v1?apiKey=***;accessToken=***"),
+    ("http://[::1/v1?key=s3cret", "http://***"),  # does not parse: nothing but its scheme
     ("http://h/v1?monkey=banana&model=x", "http://h/v1?monkey=banana&model=x"),  # not a secret's name
     ("http://localhost:8000/v1", "http://localhost:8000/v1"),
     (None, None),
@@ -40,6 +48,84 @@ def test_config_dump_and_judge_messages_never_show_url_credentials(tmp_path, cap
         OpenAIJudge("m", "http://user:s3cret@127.0.0.1:9/v1", max_retries=1, backoff_s=0.0, cache=None).judge(["q"])
     assert "s3cret" not in str(e.value) and "***@127.0.0.1" in str(e.value)
     assert "s3cret" not in caplog.text and "retrying" in caplog.text
+
+
+SECRET_URL = "https://alice:hunter2pw@judge.example.com/v1?api_key=k3yk3y#access_token=t0k3n"
+SECRETS = ("hunter2pw", "k3yk3y", "t0k3n")
+
+
+def test_every_url_field_of_every_section_is_written_redacted_and_handed_on_as_given(tmp_path):
+    """One function (``redact_value``, from ``Section``'s serializer) for every URL-valued field:
+    the judge's endpoints, TRL's vLLM server, Ray's cluster address, and a URL in ``extra``."""
+    from factlab.config import UNREDACTED, GRPOSection, SweepRaySection
+    from factlab.manifest import finish_manifest, read_manifest, start_manifest
+    from factlab.recipes.rar import RARConfig
+
+    cfg = config.load_config(config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_smoke.yaml"),
+                             RARConfig, overrides={"judge": {"backend": "openai", "base_url": [SECRET_URL],
+                                                             "health_check": False},
+                                                   "grpo": {"vllm_server_base_url": SECRET_URL.replace("/v1", "")}})
+    sections = [cfg, GRPOSection(vllm_server_base_url=SECRET_URL), SweepRaySection(address=SECRET_URL.replace(
+        "https", "ray")), GRPOSection(allow_hub_upload=True, extra={"hub_revision": SECRET_URL}), JudgeSection(base_url=SECRET_URL)]
+    for section in sections:
+        for written in (dump_config(section), str(section.model_dump()), section.model_dump_json()):
+            assert not any(x in written for x in SECRETS), written
+    assert "***@judge.example.com" in dump_config(cfg) and "api_key=***" in dump_config(cfg)
+    start_manifest(tmp_path, notebook="02_binary_rar", params="p.yaml", config={"raw": {"url": SECRET_URL}},
+                   project=tmp_path)
+    finish_manifest(tmp_path, "failed", f"ConnectError: cannot reach {SECRET_URL}")
+    assert not any(x in json.dumps(read_manifest(tmp_path)) for x in SECRETS)
+    # what is handed on (TRL's config, an evidence arm's section) keeps the URL as given
+    assert cfg.grpo.model_dump(context=UNREDACTED)["vllm_server_base_url"] == SECRET_URL.replace("/v1", "")
+    assert cfg.judge.base_url == [SECRET_URL]
+
+
+@pytest.mark.parametrize("bad", [[[SECRET_URL]], {"first": SECRET_URL}, [SECRET_URL, {"k": SECRET_URL}], 7])
+def test_a_malformed_base_url_never_echoes_its_credentials(tmp_path, bad):
+    import yaml
+
+    p = tmp_path / "p.yaml"
+    p.write_text("base: {}\n".format(config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_smoke.yaml"))
+                 + yaml.safe_dump({"judge": {"backend": "openai", "base_url": bad}}))
+    from factlab.recipes.rar import RARConfig
+    with pytest.raises(ConfigError, match=r"judge.base_url") as e:
+        config.load_config(p, RARConfig)
+    assert not any(x in str(e.value) for x in SECRETS), str(e.value)
+    with pytest.raises(ValueError) as direct:  # pydantic's own message, where a section is built in code
+        JudgeSection(backend="openai", base_url=bad)
+    assert not any(x in str(direct.value) for x in SECRETS), str(direct.value)
+    with pytest.raises(ValueError) as grpo:
+        config.GRPOSection(vllm_server_base_url=f"ftp{SECRET_URL[5:]}")
+    assert not any(x in str(grpo.value) for x in SECRETS), str(grpo.value)
+
+
+@pytest.mark.parametrize("name, url, ok", [
+    ("ANTHROPIC_API_KEY", "https://judge.example.com/v1", False),  # another provider's key
+    ("STRIPE_API_KEY", "https://judge.example.com/v1", False),  # a key for another service
+    ("OPENAI_API_KEY", "https://judge.example.com/v1", False),
+    ("HF_TOKEN", "https://judge.example.com/v1", False),
+    ("OPENAI_API_KEY", "https://api.openai.com/v1", True),
+    ("ANTHROPIC_API_KEY", "https://api.anthropic.com/v1", True),
+    ("HF_TOKEN", "https://router.huggingface.co/v1", True),
+    ("OPENAI_API_KEY", "https://api.openai.com.evil.example/v1", False),  # a look-alike host
+    ("STRIPE_API_KEY", "http://127.0.0.1:8000/v1", True),  # this machine
+    ("VLLM_API_KEY", "https://judge.example.com/v1", True),  # made for a self-hosted server
+    ("FACTLAB_TEST_API_KEY", "https://judge.example.com/v1", True),
+])
+def test_a_key_goes_only_to_the_provider_its_name_says(monkeypatch, name, url, ok):
+    monkeypatch.setenv(name, "sk-provider-secret")
+    if ok:
+        JudgeSection(backend="openai", base_url=url, api_key_env=name)
+        assert OpenAIJudge("m", url, api_key_env=name, cache=None)._headers()["Authorization"].endswith("secret")
+        return
+    with pytest.raises(ValueError, match=rf"\${name} .*judge.allowed_key_envs"):
+        JudgeSection(backend="openai", base_url=url, api_key_env=name)
+    with pytest.raises(JudgeError, match="judge.allowed_key_envs"):  # at request time too: nothing is sent
+        OpenAIJudge("m", url, api_key_env=name, cache=None)._headers()
+    JudgeSection(backend="openai", base_url=url, api_key_env=name, allowed_key_envs=[name])  # the params' allow-list
+    assert OpenAIJudge("m", url, api_key_env=name, allowed_key_envs=[name], cache=None)._headers()["Authorization"]
+    monkeypatch.delenv(name)
+    JudgeSection(backend="openai", base_url=url, api_key_env=name)  # unset: nothing would be sent
 
 
 def test_a_key_is_refused_over_plain_http_to_another_host(monkeypatch):
@@ -107,12 +193,14 @@ def test_httpx_request_log_never_shows_url_credentials(caplog, monkeypatch):
     def answer(request):
         return httpx.Response(200, json={"choices": [{"message": {"content": "yes"}}]})
 
-    j = OpenAIJudge("m", "http://alice:hunter2pw@127.0.0.1:9/v1?api_key=k3yk3y", max_retries=0, cache=None)
+    j = OpenAIJudge("m", "http://alice:hunter2pw@127.0.0.1:9/v1?api_key=k3yk3y&client_secret=c5ecr5t", max_retries=0,
+                    cache=None)
     monkeypatch.setattr(j, "_http", httpx.Client(transport=httpx.MockTransport(answer)))
     with caplog.at_level(logging.INFO, logger="httpx"):
         assert j.judge(["q"]) == ["yes"]
     assert "HTTP Request: POST" in caplog.text  # logged, with the URL redacted
     assert "hunter2pw" not in caplog.text and "k3yk3y" not in caplog.text and "***@127.0.0.1" in caplog.text
+    assert "c5ecr5t" not in caplog.text
 
 
 def test_the_command_line_quiets_the_http_request_log(caplog):

@@ -93,6 +93,25 @@ def test_bad_requests_get_400_and_the_server_keeps_serving(server):
     assert 1 <= ok["usage"]["completion_tokens"] <= 3
 
 
+@pytest.mark.parametrize("length", ["-1", "+5", " 12abc", "99999999999999999999", str(8 * 1024 * 1024 + 1)])
+def test_a_body_length_that_is_not_a_bounded_count_is_refused_at_once(server, length):
+    """``Content-Length: -1`` made the server read to the end of the stream, past its 8 MB
+    limit: a client that keeps sending held it forever. It answers 400 without reading on."""
+    import socket
+
+    host, port = server.url.split("//")[1].split("/")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n"
+                     f"Content-Type: application/json\r\n\r\n{{\"messages\": ".encode())  # and more, never ending
+        sock.settimeout(5)
+        head = b""
+        while chunk := sock.recv(65536):  # the server answers and closes the connection
+            head += chunk
+        head = head.decode("latin-1")
+    assert head.startswith("HTTP/1.0 400") or head.startswith("HTTP/1.1 400"), head
+    assert "Content-Length must be" in head or "over the 8388608-byte limit" in head, head
+
+
 def test_a_failing_generation_answers_500_not_a_hang(tiny_model_and_tokenizer, monkeypatch):
     model, tok = tiny_model_and_tokenizer
     with JudgeServer("m", model_obj=model, tokenizer=tok, wait_s=0.0) as s:

@@ -252,7 +252,8 @@ import signal  # noqa: E402
 import time  # noqa: E402
 
 from factlab import parsing  # noqa: E402
-from factlab.eval import alarms, winrate  # noqa: E402
+from factlab.data import kb  # noqa: E402
+from factlab.eval import alarms, truth, winrate  # noqa: E402
 from factlab.rewards import corver, k2v, klcf, rar, seva, triplets  # noqa: E402
 from factlab.synth import kg, klcf as klcf_synth  # noqa: E402
 
@@ -281,11 +282,14 @@ MODEL_TEXT_READERS = {
     "kg.parse_records": kg.parse_records, "klcf.parse_claim_list": klcf_synth.parse_claim_list,
     "klcf.parse_verification_label": klcf_synth.parse_verification_label,
     "alarms.completion_health": lambda s: alarms.completion_health([s]),
+    # the exact-truth oracle: every sentence of a completion, its clauses and relation patterns (issue 43)
+    "truth.label_sentences": lambda s: truth.label_sentences(s, context="What is the capital of France?"),
 }
 
 
 # A reader that cuts its input reads no more than that: compare below the cut.
-SIZES = {"parsing.parse_json": (5_000, parsing.MAX_PARSE_CHARS), "parsing.parse_score": (5_000, parsing.MAX_PARSE_CHARS)}
+SIZES = {"parsing.parse_json": (5_000, parsing.MAX_PARSE_CHARS), "parsing.parse_score": (5_000, parsing.MAX_PARSE_CHARS),
+         "truth.label_sentences": (2_000, 20_000)}  # every sentence checked against the world: 10x fewer characters
 
 
 def _battery(size: int) -> list[str]:
@@ -356,6 +360,8 @@ OLD_EDGE_PUNCT = re.compile(r"^[\s\"'`<>\[\]{}.,;:*#-]+|[\s\"'`<>\[\]{}.,;:*-]+$
 OLD_TRAILING_DELIM = re.compile(r"(?:\s|##|\*{2,})+\Z")
 OLD_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 OLD_RECORD = re.compile(r"\(\s*[\"'`]?\s*([a-z_]+)\s*[\"'`]?\s*<\|>", re.IGNORECASE)
+OLD_CLAUSE = re.compile(r",?\s+(?:and|but|while|whereas)\s+(?=(?:it|its|this|they|their|there)\b|the\s+(?:capital|"
+                        r"currenc|official|population|area|demonym|country|nation|people)\w*\b)|;\s+", re.I)
 
 PIECES = st.lists(st.sampled_from(["<think>", "</think>", "<answer>", "a", "Paris", " ", "\n", ".", "!", ",", "but",
                                    "however", "##", "**", "*", "#", "```", "json", "(", '"', "entity", "<|>", "-", "é"]),
@@ -375,3 +381,5 @@ def test_linear_readers_answer_as_the_patterns_they_replaced(s):
     assert kg._without_trailing_delimiters(s) == OLD_TRAILING_DELIM.sub("", s)
     assert parsing.fenced_blocks(s) == [x.group(1).strip() for x in OLD_FENCE.finditer(s)]
     assert [x.group(1) for x in kg._RECORD.finditer(s)] == [x.group(1) for x in OLD_RECORD.finditer(s)]
+    clauses = s.replace("*", " and ").replace("#", "; ").replace("json", " the capital ")  # the clause words
+    assert kb._CLAUSE.split(clauses) == OLD_CLAUSE.split(clauses)

@@ -29,11 +29,11 @@ import types
 import typing
 from pathlib import Path
 from typing import Any, Literal, Sequence, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_serializer,
-                      field_validator, model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler,
+                      ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -66,11 +66,15 @@ def _numeric(annotation: Any) -> bool:
     return annotation in (int, float)
 
 
+UNREDACTED = {"unredacted": True}  # model_dump(context=UNREDACTED): the URLs as given, credentials included
+
+
 class Section(BaseModel):
     """Base of every config block: unknown keys are errors, values are validated on set, numbers
     are finite (no ``.inf`` / ``.nan``) and never booleans (``max_new_tokens: true`` is not 1)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=(), allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=(), allow_inf_nan=False,
+                              hide_input_in_errors=True)  # pydantic's own message would print a URL unredacted
 
     @field_validator("*", mode="before")
     @classmethod
@@ -78,6 +82,16 @@ class Section(BaseModel):
         if isinstance(value, bool) and info.field_name and _numeric(cls.model_fields[info.field_name].annotation):
             raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
         return value
+
+    @model_serializer(mode="wrap")
+    def _urls_redacted(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        """Every section is written with the credentials of every URL in it hidden
+        (``redact_value``): ``config.yaml``, ``manifest.json``, sweep files, whatever dumps it.
+        Code that hands the values on (TRL's config) dumps with ``context=UNREDACTED``."""
+        data = handler(self)
+        if (info.context or {}).get("unredacted"):
+            return data
+        return redact_value(data)
 
 
 def known_optimizers() -> list[str]:
@@ -109,10 +123,23 @@ def _one_of(value: str, known: list[str], what: str) -> str:
     return value
 
 
-def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated: set[str]) -> dict[str, Any]:
+# TRL fields factlab sets itself when it builds the trainer's config (``train.grpo.grpo_args``,
+# ``train.sft.sft_args``): where checkpoints go, how they are saved, the reward weights, the device
+FACTLAB_SET_FIELDS: dict[str, frozenset[str]] = {
+    "grpo": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "reward_weights",
+                       "gradient_checkpointing_kwargs", "logging_dir"}),
+    "sft": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "logging_dir"})}
+# TRL fields that upload the model (or its completions) to the Hugging Face Hub with the user's token
+_HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub)")
+
+
+def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated: set[str],
+                  allow_hub_upload: bool = False) -> dict[str, Any]:
     """``extra``: TRL config fields passed through unchanged; unknown ones are refused, and so are
     those the section validates itself (``validated``: its fields, and ``warmup_steps``, which
-    ``warmup_ratio`` fills), since a value there would replace the validated one unchecked."""
+    ``warmup_ratio`` fills), since a value there would replace the validated one unchecked; those
+    factlab sets itself (``FACTLAB_SET_FIELDS``); and every Hub upload field (``push_to_hub``,
+    ``hub_*``) unless the section's ``allow_hub_upload`` is true."""
     unknown = sorted(set(extra) - config_fields(kind))
     if unknown:
         cls = "GRPOConfig" if kind == "grpo" else "SFTConfig"
@@ -123,6 +150,14 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
         field = "warmup_ratio" if name == "warmup_steps" else name
         raise ParamError(name, f"{kind}.{field} is a validated setting of its own: set it there, not in "
                                f"{kind}.extra (extra would pass it to TRL unchecked)")
+    own = sorted(set(extra) & FACTLAB_SET_FIELDS[kind])
+    if own:
+        raise ParamError(own[0], f"factlab sets {own[0]} itself (the run folder's layout, checkpoints, reward "
+                                 f"weights and device follow from it); it cannot be given in {kind}.extra")
+    hub = sorted(k for k in extra if _HUB_FIELD.match(k))
+    if hub and not allow_hub_upload:
+        raise ParamError(hub[0], f"{hub[0]} uploads to the Hugging Face Hub with your token; factlab never uploads "
+                                 f"unless {kind}.allow_hub_upload: true is set too")
     return extra
 
 
@@ -261,6 +296,7 @@ class GRPOSection(Section):
     save_steps: int = Field(50, ge=1)
     save_total_limit: int | None = 4
     seed: int = 42
+    allow_hub_upload: bool = False  # let extra: set push_to_hub / hub_* (an upload with your HF token)
     extra: dict[str, Any] = {}
 
     @field_validator("report_to")
@@ -280,8 +316,8 @@ class GRPOSection(Section):
 
     @field_validator("extra")
     @classmethod
-    def _grpo_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
-        return _extra_fields(extra, "grpo", set(cls.model_fields))
+    def _grpo_fields(cls, extra: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        return _extra_fields(extra, "grpo", set(cls.model_fields), bool(info.data.get("allow_hub_upload")))
 
     @model_validator(mode="before")
     @classmethod
@@ -346,6 +382,7 @@ class SFTSection(Section):
     save_steps: int = Field(200, ge=1)
     save_total_limit: int | None = 2
     seed: int = 42
+    allow_hub_upload: bool = False  # as grpo.allow_hub_upload
     extra: dict[str, Any] = {}
 
     @field_validator("report_to")
@@ -360,8 +397,8 @@ class SFTSection(Section):
 
     @field_validator("extra")
     @classmethod
-    def _sft_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
-        extra = _extra_fields(extra, "sft", set(cls.model_fields))
+    def _sft_fields(cls, extra: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        extra = _extra_fields(extra, "sft", set(cls.model_fields), bool(info.data.get("allow_hub_upload")))
         if "optim" in extra and extra["optim"] not in known_optimizers():
             raise ParamError("optim", f"unknown optimizer {extra['optim']!r}; known: {', '.join(known_optimizers())}")
         return extra
@@ -374,26 +411,59 @@ class SFTSection(Section):
         return self
 
 
-# a query parameter whose name is, or ends in (after - or _), one of these words carries a secret:
-# api_key, key, token, access_token, secret, password, sig, signature, X-Amz-Signature, X-Amz-Credential
-_URL_SECRET_PARAMS = re.compile(r"(?i)([?&](?:[\w.-]*[_-])?(?:api[_-]?key|key|token|secret|password|passwd|pwd|sig|"
-                                r"signature|credential|auth)=)[^&#]*")
-_URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
+# A query or fragment parameter carries a secret when its name (percent-decoded) is, or ends in
+# after a non-letter, one of these words (api_key, client_secret, X-Amz-Credential, access_token,
+# authorization, ...), or ends in one of them in camelCase (apiKey, accessToken, clientSecret).
+_SECRET_NAME = re.compile(r"(?:^|[^a-z0-9])(?:api[_-]?key|apikey|key|token|secret|password|passwd|passphrase|pwd|pass|"
+                          r"sig|signature|credentials?|auth|authorization|bearer|session|sessionid|cookie|jwt)$")
+_CAMEL_SECRET_NAME = re.compile(r"[a-z0-9](?:Key|Token|Secret|Password|Signature|Sig|Credentials?|Auth|Authorization)$")
+_PARAM_SEPARATORS = re.compile(r"([&;])")
+# a URL in free text; the look-behind makes each scheme start once, so a scan is linear in the text
+_URL_IN_TEXT = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
+def _secret_param(name: str) -> bool:
+    name = unquote_plus(name).strip()
+    return bool(_SECRET_NAME.search(name.lower()) or _CAMEL_SECRET_NAME.search(name))
+
+
+def _redact_params(text: str) -> str:
+    """A query string or fragment with the values of secret-named parameters as ``***``."""
+    items = _PARAM_SEPARATORS.split(text)
+    return "".join(f"{item.partition('=')[0]}=***" if "=" in item and _secret_param(item.partition("=")[0])
+                   else item for item in items)
+
+
 def redact_url(url: str | None) -> str | None:
-    """``url`` with credentials hidden: ``user:password@`` and secret-looking query values
-    (``api_key=``, ``key=``, ``token=``, ``password=``, ``sig=``, ``signature=``, ...) become
-    ``***``. For config dumps, logs, reports."""
+    """``url`` with credentials hidden, the one redaction of factlab (config dumps, manifests,
+    logs, errors, reports): ``user:password@`` and the values of secret-named query and
+    fragment parameters (``_SECRET_NAME``: ``api_key=``, ``key=``, ``token=``, ``password=``,
+    ``sig=``, ``authorization=``, ``client_secret=``, ``credentials=``, percent-encoded names
+    such as ``api%5Fkey``, ``#access_token=``, ...) become ``***``. A URL that does not parse is
+    shown as its scheme only."""
     if not url:
         return url
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("://", 1)[0][:20] + "://***" if "://" in url else "***"
     netloc = parts.netloc
     if "@" in netloc:
         netloc = "***@" + netloc.rsplit("@", 1)[1]
-    query = _URL_SECRET_PARAMS.sub(lambda m: m.group(1) + "***", "?" + parts.query)[1:] if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, _redact_params(parts.query), _redact_params(parts.fragment)))
+
+
+def redact_value(value: Any) -> Any:
+    """``value`` with every URL in its strings redacted (``redact_text``), through lists, tuples
+    and mappings: what every params section is written as (``Section``'s serializer)."""
+    if isinstance(value, str):
+        return redact_text(value) if "://" in value else value
+    if isinstance(value, dict):
+        return {k: redact_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_value(v) for v in value)
+    return value
 
 
 def redact_text(text: str) -> str:
@@ -442,6 +512,56 @@ def api_key_env_problem(name: str, allowed: Sequence[str] = ()) -> str | None:
             f"{', '.join(sorted(PROVIDER_TOKEN_ENVS))}, or list {name} in judge.allowed_key_envs to send it anyway")
 
 
+# Where a provider's key may go: the hosts (and their subdomains) of the provider the variable
+# names. A key made for a self-hosted judge server (``VLLM_API_KEY``, ``JUDGE_API_KEY``,
+# ``FACTLAB_*API_KEY``) may go to any host; any other variable (``STRIPE_API_KEY``) only to
+# this machine, or where judge.allowed_key_envs lists it.
+PROVIDER_KEY_HOSTS: dict[str, tuple[str, ...]] = {
+    "OPENAI_API_KEY": ("openai.com",), "AZURE_OPENAI_API_KEY": ("openai.azure.com", "azure.com"),
+    "ANTHROPIC_API_KEY": ("anthropic.com",), "GEMINI_API_KEY": ("googleapis.com",),
+    "GOOGLE_API_KEY": ("googleapis.com",), "MISTRAL_API_KEY": ("mistral.ai",),
+    "TOGETHER_API_KEY": ("together.xyz", "together.ai"), "GROQ_API_KEY": ("groq.com",),
+    "DEEPSEEK_API_KEY": ("deepseek.com",), "FIREWORKS_API_KEY": ("fireworks.ai",),
+    "OPENROUTER_API_KEY": ("openrouter.ai",), "OPENROUTER_API_TOKEN": ("openrouter.ai",),
+    "DEEPINFRA_API_KEY": ("deepinfra.com",), "DEEPINFRA_TOKEN": ("deepinfra.com",),
+    "DEEPINFRA_API_TOKEN": ("deepinfra.com",), "COHERE_API_KEY": ("cohere.com", "cohere.ai"),
+    "XAI_API_KEY": ("x.ai",), "PERPLEXITY_API_KEY": ("perplexity.ai",), "CEREBRAS_API_KEY": ("cerebras.ai",),
+    "NVIDIA_API_KEY": ("nvidia.com",), "HF_TOKEN": ("huggingface.co", "hf.space"),
+    "HUGGING_FACE_HUB_TOKEN": ("huggingface.co", "hf.space"), "HUGGINGFACEHUB_API_TOKEN": ("huggingface.co", "hf.space"),
+    "REPLICATE_API_TOKEN": ("replicate.com",), "CLOUDFLARE_API_TOKEN": ("cloudflare.com",)}
+SELF_HOSTED_KEY_ENV = re.compile(r"^(?:VLLM_API_KEY|JUDGE_API_KEY|FACTLAB_[A-Z0-9_]*API_KEY)$")
+
+
+def key_destination_problem(name: str, url: str | None, allowed: Sequence[str] = ()) -> str | None:
+    """Why the key in ``$name`` may not be sent to ``url``, or ``None`` when it may: the host is
+    this machine, the variable is listed in ``allowed``, names the provider that serves
+    ``url`` (``PROVIDER_KEY_HOSTS``), or is made for a self-hosted judge (``SELF_HOSTED_KEY_ENV``)."""
+    try:
+        host = (urlsplit(url or "").hostname or "").lower().rstrip(".")
+    except ValueError:
+        host = ""
+    if name in allowed or host in LOOPBACK_HOSTS or SELF_HOSTED_KEY_ENV.match(name):
+        return None
+    hosts = PROVIDER_KEY_HOSTS.get(name)
+    if hosts and any(host == h or host.endswith("." + h) for h in hosts):
+        return None
+    whose = (f"is the key of {', '.join(hosts)}, and {host or 'that URL'} is not" if hosts else
+             f"names no judge provider (its key may be for another service)")
+    return (f"${name} {whose}: its value would be sent to {redact_url(url)}; for a self-hosted server use "
+            f"VLLM_API_KEY, JUDGE_API_KEY or FACTLAB_*_API_KEY, or list {name} in judge.allowed_key_envs to send "
+            f"it there anyway")
+
+
+MAX_JUDGE_BACKOFF_S = 3600.0  # one request's retry sleeps, together (judges.MAX_TOTAL_BACKOFF_S at run time)
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600)):
+        if seconds >= size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:,.0f} s"
+
+
 def sends_key_in_clear(url: str | None) -> bool:
     """Whether a request to ``url`` would carry an API key over plain HTTP to another machine."""
     if not url:
@@ -486,8 +606,8 @@ class JudgeSection(Section):
     allow_key_over_http: bool = False  # send the key over plain http:// to a host that is not this machine
     concurrency: int = Field(8, ge=1)
     timeout_s: float = Field(120.0, gt=0.0)
-    max_retries: int = Field(4, ge=0)
-    backoff_s: float = Field(1.0, ge=0.0)
+    max_retries: int = Field(4, ge=0, le=100)
+    backoff_s: float = Field(1.0, ge=0.0)  # sleeps backoff_s * 2**attempt; at most MAX_JUDGE_BACKOFF_S in all
     max_retry_after_s: float = Field(60.0, gt=0.0)  # a longer Retry-After fails the request instead of sleeping
     health_check: bool = True  # GET {base_url}/models on every endpoint when the judge is built
     prefill_mode: Literal["continue", "completions", "none"] = "continue"
@@ -507,6 +627,15 @@ class JudgeSection(Section):
         if not self.base_url:
             return []
         return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+
+    @model_validator(mode="after")
+    def _backoff_is_bounded(self) -> "JudgeSection":
+        total = self.backoff_s * (2.0 ** self.max_retries - 1)
+        if total > MAX_JUDGE_BACKOFF_S:
+            raise ParamError("max_retries", f"max_retries: {self.max_retries} with backoff_s: {self.backoff_s:g} "
+                                            f"schedules {_duration(total)} of sleeps for one failing request; at most "
+                                            f"{MAX_JUDGE_BACKOFF_S:,.0f} s: lower max_retries or backoff_s")
+        return self
 
     @model_validator(mode="after")
     def _key_variable_looks_like_a_key(self) -> "JudgeSection":
@@ -530,16 +659,15 @@ class JudgeSection(Section):
             if url.rstrip("/") in seen:
                 raise ParamError(where, f"{redact_url(url)} is listed twice")
             seen.add(url.rstrip("/"))
-            if (self.backend == "openai" and sends_key_in_clear(url) and os.environ.get(self.api_key_env)
-                    and not self.allow_key_over_http):
+            key_set = self.backend == "openai" and bool(os.environ.get(self.api_key_env))
+            problem = key_destination_problem(self.api_key_env, url, self.allowed_key_envs) if key_set else None
+            if problem:
+                raise ParamError(where, problem)
+            if key_set and sends_key_in_clear(url) and not self.allow_key_over_http:
                 raise ParamError(where, f"${self.api_key_env} is set and {redact_url(url)} is plain http:// "
                                         "to another machine: the key would travel unencrypted; use https://, or "
                                         "set judge.allow_key_over_http: true")
         return self
-
-    @field_serializer("base_url")
-    def _dump_base_url_redacted(self, url: str | list[str] | None) -> str | list[str] | None:
-        return [redact_url(u) for u in url] if isinstance(url, list) else redact_url(url)
 
 
 class SweepRaySection(Section):
@@ -687,7 +815,17 @@ def read_params(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any
     return data
 
 
-_SHORT = reprlib.Repr()
+class _RedactedRepr(reprlib.Repr):
+    """``reprlib``'s bounded repr with every URL in a string redacted before it is cut, so an
+    error message never shows a password or key, whatever shape the bad value has."""
+
+    def repr_str(self, x: str, level: int) -> str:
+        if "://" in x:
+            x = redact_text(x[:100_000])
+        return super().repr_str(x, level)
+
+
+_SHORT = _RedactedRepr()
 _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 60, 60
 _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
 

@@ -35,17 +35,18 @@ import resource
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from .eval.bootstrap import Effect, paired_bootstrap, verdict
 from .manifest import git_state, hardware, package_versions
+from .paths import atomic_write_text
 from .plots import plot_dose_response, plot_evidence_curves
 from .runner import project_root, run_notebook, save_figure, save_headline, save_metrics
+from .experiment import EVIDENCE_HYPOTHESES, HYPOTHESES, Comparison, Hypothesis
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
 __all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "EVIDENCE_HYPOTHESES", "write_rows", "read_rows", "recompute",
@@ -53,164 +54,9 @@ __all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "EVIDENCE_HYPOTHESES", "wri
            "run",
            "write_table", "main"]
 
-Direction = Literal["higher", "lower", "not lower"]
 NO_DATA = "no data"  # the verdict of a comparison nothing was measured for on both sides
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One effect: ``metric`` of ``treatment`` minus ``control`` (``base``: the untrained start),
-    expected ``direction``; ``per``: ``question`` (evaluation rows) or ``step`` (training curves,
-    paired on the step: a per-step training statistic); ``scale``: ``cpu_minutes`` divides the
-    effect by the treatment's mean training CPU minutes (truth gain per CPU-minute)."""
-
-    metric: str
-    treatment: str
-    control: str
-    direction: Direction
-    per: Literal["question", "step"] = "question"
-    scale: Literal["none", "cpu_minutes"] = "none"
-    primary: bool = True
-    # the questions it is measured on: an exposure bucket of the organism's countries (``known``,
-    # ``unknown``, ``rare`` = every ``rare-<dose>``, or one ``rare-<dose>``); None = every question
-    subset: str | None = None
-    # a "not lower" guard's non-inferiority margin: held when the interval's low end is above
-    # -margin, not held when its high end is below -margin, else null (not shown). None: the
-    # first round's rule (not held only when the whole interval is below 0)
-    margin: float | None = None
-
-    def label(self) -> str:
-        unit = " per CPU-minute" if self.scale == "cpu_minutes" else ""
-        where = f" on {self.subset}" if self.subset else ""
-        bound = f" (margin {self.margin:g})" if self.margin is not None else ""
-        return f"{self.metric}{where}{unit}: {self.treatment} - {self.control}{bound}"
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    name: str
-    notebook: str
-    claim: str  # the hypothesis as written in README before the runs
-    comparisons: tuple[Comparison, ...]
-    paper: str = ""
-    model: str = "smollm2-135m-instruct"  # the policy it is tested on (the organism's hypotheses: organism)
-    # ``evidence``: a pre-registered claim, run by ``factlab evidence`` into ``results/``; ``smoke``:
-    # the main job's before -> after check of a notebook's smoke params (its headline, with an
-    # interval), never a result (``factlab evidence`` runs it only when named)
-    kind: Literal["evidence", "smoke"] = "evidence"
-
-    @property
-    def params(self) -> str:
-        if self.kind == "smoke":
-            return f"params/{self.notebook}_smoke.yaml"
-        suffix = "_organism_evidence" if self.model.startswith("organism") else "_evidence"
-        return f"params/{self.notebook}{suffix}.yaml"
-
-
-HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
-    Hypothesis("corver", "01_corver",
-               "The full CorVer reward (judge + format + co-occurrence) leaves fewer contradicted sentences in "
-               "held-out answers than A1 (no co-occurrence term), with held-out accuracy not lower.",
-               (Comparison("contradicted", "full", "A1", "lower"),
-                Comparison("correct", "full", "A1", "not lower", primary=False)),
-               "000 §3.4, Table 4 (A1)"),
-    Hypothesis("binary_rar", "02_binary_rar",
-               "Binary RAR on short-form questions gives fewer wrong answers and more abstentions than the base "
-               "model and than rating RAR (001 reports 44% fewer incorrect answers on PopQA).",
-               (Comparison("wrong", "binary", BASE_ARM, "lower"),
-                Comparison("abstain", "binary", BASE_ARM, "higher", primary=False),
-                Comparison("wrong", "binary", "rating", "lower", primary=False),
-                Comparison("abstain", "binary", "rating", "higher", primary=False)),
-               "001 §5, Table 2"),
-    Hypothesis("seva", "03_seva",
-               "SEVA's process reward gives a higher share of groups with a nonzero advantage than the binary "
-               "control, a higher format rate, and a held-out verifier accuracy not lower.",
-               (Comparison("nonzero_advantage", "process", "binary", "higher", per="step"),
-                Comparison("format_ok", "process", "binary", "higher", primary=False),
-                Comparison("correct", "process", "binary", "not lower", primary=False)),
-               "002 §2.3, Table 5, Figures 4-5"),
-    Hypothesis("k2v", "04_k2v",
-               "The answer-gated K2V reward gives a higher held-out fill-in-blank exact accuracy than no_gate "
-               "and than the base model.",
-               (Comparison("correct", "gated", "no_gate", "higher"),
-                Comparison("correct", "gated", BASE_ARM, "higher", primary=False)),
-               "003 §4.3, Table 3"),
-    Hypothesis("klcf", "05_klcf",
-               "KLCF training raises the KB precision of long-form answers over the base model, with not fewer "
-               "supported claims per answer.",
-               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
-                Comparison("supported", "klcf", BASE_ARM, "not lower", primary=False)),
-               "004 §4, Table 1"),
-    Hypothesis("compare", "06_compare",
-               "On one budget, every reward family raises the held-out truth score per CPU-minute of training "
-               "more with verdict: kb (a perfect judge) than with the 135M judge.",
-               tuple(Comparison("truth", f"{fam} kb", f"{fam} judge", "higher", scale="cpu_minutes",
-                                primary=(fam == "Binary RAR"))
-                     for fam in ("Binary RAR", "K2V", "KLCF", "SEVA claims")),
-               "all five papers"),
-    # ---- round 2, on the knowledge organism (README "Evidence on the organism"; issue 41). Held-out
-    # questions are about countries no RL run trained on, in exposure buckets (``organism.qa_items``).
-    Hypothesis("organism_binary_rar", "02_binary_rar",
-               "On the organism, Binary RAR lowers the wrong-answer rate on unknown countries against the base "
-               "organism and against rating RAR, while correct answers on known countries fall by less than the "
-               "margin (0.03).",
-               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
-                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False),
-                Comparison("wrong", "binary", "rating", "lower", subset="unknown", primary=False),
-                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False)),
-               "001 §5, Table 2", model="organism"),
-    Hypothesis("organism_corver", "01_corver",
-               "On the organism, the full CorVer reward leaves fewer contradicted sentences per held-out answer "
-               "than A1 (no co-occurrence term), while held-out correct answers fall by less than the margin (0.03).",
-               (Comparison("contradicted", "full", "A1", "lower"),
-                Comparison("correct", "full", "A1", "not lower", margin=0.03, primary=False)),
-               "000 §3.4, Table 4 (A1)", model="organism"),
-    Hypothesis("organism_seva", "03_seva",
-               "On the organism, SEVA's process reward gives a higher held-out verifier accuracy than the binary "
-               "reward; the share of groups with a nonzero advantage is reported as a mechanism check.",
-               (Comparison("correct", "process", "binary", "higher"),
-                Comparison("format_ok", "process", "binary", "higher", primary=False),
-                Comparison("nonzero_advantage", "process", "binary", "higher", per="step", primary=False)),
-               "002 §2.3, §3, Tables 5, 15", model="organism"),
-    Hypothesis("organism_k2v", "04_k2v",
-               "On the organism, the answer-gated K2V reward raises exact fill-in-blank accuracy on rare countries "
-               "over no_gate and over the base organism.",
-               (Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
-                Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False)),
-               "003 §4.3, Table 3", model="organism"),
-    Hypothesis("organism_klcf", "05_klcf",
-               "On the organism, KLCF training raises the KB precision of long-form answers over the base "
-               "organism, while supported facts per answer fall by less than the margin (0.1).",
-               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
-                Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
-               "004 §4, Table 1", model="organism"),
-    # ---- the main job's smoke checks (make run): each training notebook's treatment arm against the
-    # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)
-    Hypothesis("smoke_corver", "01_corver", "CorVer training lowers contradicted sentences per held-out answer.",
-               (Comparison("contradicted", "full", BASE_ARM, "lower"),
-                Comparison("correct", "full", BASE_ARM, "not lower", margin=0.03, primary=False)),
-               "000 §3.4", model="organism", kind="smoke"),
-    Hypothesis("smoke_binary_rar", "02_binary_rar",
-               "Binary RAR lowers the wrong-answer rate on unknown countries.",
-               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
-                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False),
-                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False)),
-               "001 §5", model="organism", kind="smoke"),
-    Hypothesis("smoke_seva", "03_seva", "SEVA's process reward raises held-out verifier accuracy.",
-               (Comparison("correct", "process", BASE_ARM, "higher"),
-                Comparison("format_ok", "process", BASE_ARM, "higher", primary=False)),
-               "002 §3", model="organism", kind="smoke"),
-    Hypothesis("smoke_k2v", "04_k2v", "The answer-gated K2V reward raises exact fill-in-blank accuracy on rare countries.",
-               (Comparison("correct", "gated", BASE_ARM, "higher", subset="rare"),),
-               "003 §4.3", model="organism", kind="smoke"),
-    Hypothesis("smoke_klcf", "05_klcf", "KLCF training raises the KB precision of long-form answers.",
-               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
-                Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
-               "004 §4", model="organism", kind="smoke"),
-)}
-EVIDENCE_HYPOTHESES = [n for n, h in HYPOTHESES.items() if h.kind == "evidence"]  # what `factlab evidence` runs
 
 
 # ---------------------------------------------------------------- analysis
@@ -499,16 +345,45 @@ def recompute(names: Sequence[str] | None = None, root: Path | None = None, repl
         path = folder / name / "effects.json"
         summary = json.loads(path.read_text()) if path.is_file() else {"hypothesis": name}
         summary.update(effects=effects, verdict=overall(effects), seeds=record.get("seeds"))
-        path.write_text(json.dumps(summary, indent=1, default=float))
+        write_effects(folder / name, summary)
         out.append(summary)
     write_table(folder)
     return out
 
 
-def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) -> None:
+EFFECTS_FILE = "effects.json"
+EFFECTS_KEYS = ("hypothesis", "effects", "verdict", "cpu_minutes")  # what write_table reads of one
+
+
+def write_effects(folder: Path, summary: dict) -> Path:
+    """``<folder>/effects.json``, written atomically: a crash or a full disk leaves the earlier
+    one whole (a truncated one broke every later ``factlab evidence``)."""
     folder.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(folder / EFFECTS_FILE, json.dumps(summary, indent=1, default=float))
+
+
+def read_effects(path: Path) -> dict:
+    """One hypothesis's ``effects.json``; ``ValueError`` naming the file when it is not JSON,
+    or lacks a key ``write_table`` needs (``EFFECTS_KEYS``, and each effect's own)."""
+    try:
+        s = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+    missing = [k for k in EFFECTS_KEYS if not isinstance(s, dict) or k not in s]
+    if not missing and not isinstance(s["effects"], list):
+        missing = ["effects (a list)"]
+    need = ("comparison", "direction", "mean", "lo", "hi", "seeds", "verdict", "primary")
+    if not missing:
+        missing = [f"effects.{i}.{k}" for i, e in enumerate(s["effects"]) for k in need
+                   if not isinstance(e, dict) or k not in e][:3]
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}; rerun: factlab evidence {path.parent.name}")
+    return s
+
+
+def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) -> None:
     write_rows(folder, record)
-    (folder / "effects.json").write_text(json.dumps(summary, indent=1, default=float))
+    write_effects(folder, summary)
     (folder / "command.txt").write_text(summary["command"] + "\n" + f"# params: {summary['params']}\n")
     manifest = run_dir / "manifest.json"
     if manifest.exists():
@@ -591,8 +466,13 @@ def _minutes(wall: float | None) -> str:
 def write_table(folder: Path) -> Path:
     """``results/README.md``: one row per comparison of every hypothesis with results."""
     rows = []
-    for f in sorted(folder.glob("*/effects.json")):
-        s = json.loads(f.read_text())
+    for f in sorted(folder.glob(f"*/{EFFECTS_FILE}")):
+        try:
+            s = read_effects(f)
+        except ValueError as e:  # one damaged folder does not stop the table
+            log.warning("%s", e)
+            rows.append(f"| {f.parent.name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | unreadable: {e} |")
+            continue
         for e in s["effects"]:
             role = "" if e["primary"] else (" (guard)" if e["direction"] == "not lower" else " (secondary)")
             overall_note = f" (hypothesis: {s['verdict']})" if e["primary"] else ""

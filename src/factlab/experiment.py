@@ -12,12 +12,14 @@ notebook -> config map lives in ``factlab.runner``.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import (MAX_TOKENS, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError,
-                     Section, SFTSection, SweepSection)
+from .config import (MAX_TOKENS, UNREDACTED, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig,
+                     ParamError, Section, SFTSection, SweepSection)
 from .corpus.infinigram import IndexSection
 from .corpus.retrieval import DatastoreSection
 from .data import EvalDataConfig, TrainDataConfig
@@ -28,6 +30,7 @@ from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
 
 __all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig", "EvidenceArm", "EvidenceSection", "BASE_ARM",
+           "Comparison", "Hypothesis", "HYPOTHESES", "arm_folder_name",
            "WarmStartSection", "WarmStartSFTSection"]
 
 LENGTH_REWARDS = ("overlong", "length_penalty")  # rewards whose args.max_len is a completion length in tokens
@@ -44,6 +47,177 @@ class ExperimentConfig(Section):
 
 
 BASE_ARM = "base"  # the untrained start of an evidence run (factlab.evidence)
+_PATH_CHARACTERS = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+def arm_folder_name(name: str) -> str:
+    """The folder of an evidence arm under ``evidence/``: its name with whitespace as ``_``.
+    ``ValueError`` for a name that is not one plain folder name (a ``/``, ``\\``, a control
+    character, ``.`` or ``..``, a leading dot): it would write outside its folder."""
+    if not name.strip() or _PATH_CHARACTERS.search(name) or name.strip().startswith("."):
+        raise ValueError(f"arm name {name!r} is not a plain folder name (no /, \\, control characters or "
+                         f"leading dot)")
+    return re.sub(r"\s", "_", name)
+
+
+# Each paper's claim as a pre-registered hypothesis (``factlab.evidence`` runs and reads them); here, below
+# the params, so that ``evidence.hypothesis`` and its arms are checked when params load.
+Direction = Literal["higher", "lower", "not lower"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One effect: ``metric`` of ``treatment`` minus ``control`` (``base``: the untrained start),
+    expected ``direction``; ``per``: ``question`` (evaluation rows) or ``step`` (training curves,
+    paired on the step: a per-step training statistic); ``scale``: ``cpu_minutes`` divides the
+    effect by the treatment's mean training CPU minutes (truth gain per CPU-minute)."""
+
+    metric: str
+    treatment: str
+    control: str
+    direction: Direction
+    per: Literal["question", "step"] = "question"
+    scale: Literal["none", "cpu_minutes"] = "none"
+    primary: bool = True
+    # the questions it is measured on: an exposure bucket of the organism's countries (``known``,
+    # ``unknown``, ``rare`` = every ``rare-<dose>``, or one ``rare-<dose>``); None = every question
+    subset: str | None = None
+    # a "not lower" guard's non-inferiority margin: held when the interval's low end is above
+    # -margin, not held when its high end is below -margin, else null (not shown). None: the
+    # first round's rule (not held only when the whole interval is below 0)
+    margin: float | None = None
+
+    def label(self) -> str:
+        unit = " per CPU-minute" if self.scale == "cpu_minutes" else ""
+        where = f" on {self.subset}" if self.subset else ""
+        bound = f" (margin {self.margin:g})" if self.margin is not None else ""
+        return f"{self.metric}{where}{unit}: {self.treatment} - {self.control}{bound}"
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    name: str
+    notebook: str
+    claim: str  # the hypothesis as written in README before the runs
+    comparisons: tuple[Comparison, ...]
+    paper: str = ""
+    model: str = "smollm2-135m-instruct"  # the policy it is tested on (the organism's hypotheses: organism)
+    # ``evidence``: a pre-registered claim, run by ``factlab evidence`` into ``results/``; ``smoke``:
+    # the main job's before -> after check of a notebook's smoke params (its headline, with an
+    # interval), never a result (``factlab evidence`` runs it only when named)
+    kind: Literal["evidence", "smoke"] = "evidence"
+
+    @property
+    def params(self) -> str:
+        if self.kind == "smoke":
+            return f"params/{self.notebook}_smoke.yaml"
+        suffix = "_organism_evidence" if self.model.startswith("organism") else "_evidence"
+        return f"params/{self.notebook}{suffix}.yaml"
+
+
+HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
+    Hypothesis("corver", "01_corver",
+               "The full CorVer reward (judge + format + co-occurrence) leaves fewer contradicted sentences in "
+               "held-out answers than A1 (no co-occurrence term), with held-out accuracy not lower.",
+               (Comparison("contradicted", "full", "A1", "lower"),
+                Comparison("correct", "full", "A1", "not lower", primary=False)),
+               "000 §3.4, Table 4 (A1)"),
+    Hypothesis("binary_rar", "02_binary_rar",
+               "Binary RAR on short-form questions gives fewer wrong answers and more abstentions than the base "
+               "model and than rating RAR (001 reports 44% fewer incorrect answers on PopQA).",
+               (Comparison("wrong", "binary", BASE_ARM, "lower"),
+                Comparison("abstain", "binary", BASE_ARM, "higher", primary=False),
+                Comparison("wrong", "binary", "rating", "lower", primary=False),
+                Comparison("abstain", "binary", "rating", "higher", primary=False)),
+               "001 §5, Table 2"),
+    Hypothesis("seva", "03_seva",
+               "SEVA's process reward gives a higher share of groups with a nonzero advantage than the binary "
+               "control, a higher format rate, and a held-out verifier accuracy not lower.",
+               (Comparison("nonzero_advantage", "process", "binary", "higher", per="step"),
+                Comparison("format_ok", "process", "binary", "higher", primary=False),
+                Comparison("correct", "process", "binary", "not lower", primary=False)),
+               "002 §2.3, Table 5, Figures 4-5"),
+    Hypothesis("k2v", "04_k2v",
+               "The answer-gated K2V reward gives a higher held-out fill-in-blank exact accuracy than no_gate "
+               "and than the base model.",
+               (Comparison("correct", "gated", "no_gate", "higher"),
+                Comparison("correct", "gated", BASE_ARM, "higher", primary=False)),
+               "003 §4.3, Table 3"),
+    Hypothesis("klcf", "05_klcf",
+               "KLCF training raises the KB precision of long-form answers over the base model, with not fewer "
+               "supported claims per answer.",
+               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
+                Comparison("supported", "klcf", BASE_ARM, "not lower", primary=False)),
+               "004 §4, Table 1"),
+    Hypothesis("compare", "06_compare",
+               "On one budget, every reward family raises the held-out truth score per CPU-minute of training "
+               "more with verdict: kb (a perfect judge) than with the 135M judge.",
+               tuple(Comparison("truth", f"{fam} kb", f"{fam} judge", "higher", scale="cpu_minutes",
+                                primary=(fam == "Binary RAR"))
+                     for fam in ("Binary RAR", "K2V", "KLCF", "SEVA claims")),
+               "all five papers"),
+    # ---- round 2, on the knowledge organism (README "Evidence on the organism"; issue 41). Held-out
+    # questions are about countries no RL run trained on, in exposure buckets (``organism.qa_items``).
+    Hypothesis("organism_binary_rar", "02_binary_rar",
+               "On the organism, Binary RAR lowers the wrong-answer rate on unknown countries against the base "
+               "organism and against rating RAR, while correct answers on known countries fall by less than the "
+               "margin (0.03).",
+               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
+                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False),
+                Comparison("wrong", "binary", "rating", "lower", subset="unknown", primary=False),
+                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False)),
+               "001 §5, Table 2", model="organism"),
+    Hypothesis("organism_corver", "01_corver",
+               "On the organism, the full CorVer reward leaves fewer contradicted sentences per held-out answer "
+               "than A1 (no co-occurrence term), while held-out correct answers fall by less than the margin (0.03).",
+               (Comparison("contradicted", "full", "A1", "lower"),
+                Comparison("correct", "full", "A1", "not lower", margin=0.03, primary=False)),
+               "000 §3.4, Table 4 (A1)", model="organism"),
+    Hypothesis("organism_seva", "03_seva",
+               "On the organism, SEVA's process reward gives a higher held-out verifier accuracy than the binary "
+               "reward; the share of groups with a nonzero advantage is reported as a mechanism check.",
+               (Comparison("correct", "process", "binary", "higher"),
+                Comparison("format_ok", "process", "binary", "higher", primary=False),
+                Comparison("nonzero_advantage", "process", "binary", "higher", per="step", primary=False)),
+               "002 §2.3, §3, Tables 5, 15", model="organism"),
+    Hypothesis("organism_k2v", "04_k2v",
+               "On the organism, the answer-gated K2V reward raises exact fill-in-blank accuracy on rare countries "
+               "over no_gate and over the base organism.",
+               (Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
+                Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False)),
+               "003 §4.3, Table 3", model="organism"),
+    Hypothesis("organism_klcf", "05_klcf",
+               "On the organism, KLCF training raises the KB precision of long-form answers over the base "
+               "organism, while supported facts per answer fall by less than the margin (0.1).",
+               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
+                Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
+               "004 §4, Table 1", model="organism"),
+    # ---- the main job's smoke checks (make run): each training notebook's treatment arm against the
+    # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)
+    Hypothesis("smoke_corver", "01_corver", "CorVer training lowers contradicted sentences per held-out answer.",
+               (Comparison("contradicted", "full", BASE_ARM, "lower"),
+                Comparison("correct", "full", BASE_ARM, "not lower", margin=0.03, primary=False)),
+               "000 §3.4", model="organism", kind="smoke"),
+    Hypothesis("smoke_binary_rar", "02_binary_rar",
+               "Binary RAR lowers the wrong-answer rate on unknown countries.",
+               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
+                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False),
+                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False)),
+               "001 §5", model="organism", kind="smoke"),
+    Hypothesis("smoke_seva", "03_seva", "SEVA's process reward raises held-out verifier accuracy.",
+               (Comparison("correct", "process", BASE_ARM, "higher"),
+                Comparison("format_ok", "process", BASE_ARM, "higher", primary=False)),
+               "002 §3", model="organism", kind="smoke"),
+    Hypothesis("smoke_k2v", "04_k2v", "The answer-gated K2V reward raises exact fill-in-blank accuracy on rare countries.",
+               (Comparison("correct", "gated", BASE_ARM, "higher", subset="rare"),),
+               "003 §4.3", model="organism", kind="smoke"),
+    Hypothesis("smoke_klcf", "05_klcf", "KLCF training raises the KB precision of long-form answers.",
+               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
+                Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
+               "004 §4", model="organism", kind="smoke"),
+)}
+EVIDENCE_HYPOTHESES = [n for n, h in HYPOTHESES.items() if h.kind == "evidence"]  # what `factlab evidence` runs
+
 
 
 class EvidenceArm(Section):
@@ -99,13 +273,37 @@ class EvidenceSection(Section):
             raise ValueError(f"an evidence run needs 3 or more distinct seeds, got {seeds}")
         return seeds
 
+    @field_validator("hypothesis")
+    @classmethod
+    def _known_hypothesis(cls, name: str) -> str:
+        if name not in HYPOTHESES:
+            raise ValueError(f"unknown hypothesis {name!r}; known: {', '.join(HYPOTHESES)}")
+        return name
+
     @field_validator("arms")
     @classmethod
     def _named_arms(cls, arms: list[EvidenceArm]) -> list[EvidenceArm]:
         names = [a.name for a in arms]
         if not arms or len(set(names)) < len(names) or BASE_ARM in names:
             raise ValueError(f"arm names must be unique, non-empty and not '{BASE_ARM}': {names}")
+        folders: dict[str, str] = {arm_folder_name(BASE_ARM): BASE_ARM}
+        for i, name in enumerate(names):
+            folder = arm_folder_name(name)  # ValueError for path characters
+            if folder in folders:
+                raise ParamError(f"{i}.name", f"arm {name!r} and arm {folders[folder]!r} would share the folder "
+                                              f"{folder!r} (spaces become _); rename one")
+            folders[folder] = name
         return arms
+
+    @model_validator(mode="after")
+    def _arms_of_the_hypothesis(self) -> "EvidenceSection":
+        arms = {a.name for a in self.arms} | {BASE_ARM}
+        for c in HYPOTHESES[self.hypothesis].comparisons:
+            for arm in (c.treatment, c.control):
+                if arm not in arms:
+                    raise ParamError("arms", f"hypothesis {self.hypothesis!r} compares arm {arm!r} ({c.label()}), "
+                                             f"which is not among the arms {sorted(arms - {BASE_ARM})}")
+        return self
 
 
 class WarmStartSFTSection(SFTSection):
@@ -228,7 +426,7 @@ class TrainingConfig(ExperimentConfig):
             unknown = sorted(set(overrides) - set(GRPOSection.model_fields))
             if unknown:
                 raise ParamError(where, f"unknown GRPO keys {unknown}")
-            merged = {**self.grpo.model_dump(), **self.evidence.grpo, **(overrides if where != "evidence.grpo" else {})}
+            merged = {**self.grpo.model_dump(context=UNREDACTED), **self.evidence.grpo, **(overrides if where != "evidence.grpo" else {})}
             try:
                 GRPOSection.model_validate(merged)
             except ValueError as e:
@@ -238,7 +436,7 @@ class TrainingConfig(ExperimentConfig):
     def evidence_grpo(self, arm: EvidenceArm, seed: int) -> GRPOSection:
         """The GRPO section an evidence arm trains with: ``grpo:``, ``evidence.grpo``, the arm's own, the seed."""
         assert self.evidence is not None
-        return GRPOSection.model_validate({**self.grpo.model_dump(), **self.evidence.grpo, **arm.grpo, "seed": seed})
+        return GRPOSection.model_validate({**self.grpo.model_dump(context=UNREDACTED), **self.evidence.grpo, **arm.grpo, "seed": seed})
 
 
 class QuickstartConfig(ExperimentConfig):

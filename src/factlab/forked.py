@@ -21,6 +21,7 @@ Jupyter kernel's sockets are never touched twice). A job that fails stops the ot
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -93,11 +94,34 @@ def _child(job: Job) -> None:
         out.flush()
 
 
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (SIGSTOP, Ctrl-Z, a debugger): ``T`` or ``t`` in
+    ``/proc/<pid>/stat`` (Linux; elsewhere never seen as stopped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] in (b"T", b"t")
+
+
+def _end(proc) -> None:
+    """Stop a worker: SIGTERM, then SIGCONT (a stopped process acts on no signal but SIGKILL
+    until continued), then SIGKILL if it has not ended in 10 s."""
+    import signal
+
+    proc.terminate()
+    with contextlib.suppress(OSError):
+        os.kill(proc.pid, signal.SIGCONT)
+
+
 def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progress: bool = True,
-             poll_s: float = 0.5) -> None:
+             poll_s: float = 0.5, stopped_s: float = 60.0) -> None:
     """Run ``jobs``: in this process one after the other when ``workers`` is 1 (or there is one
     job), else in up to ``workers`` forked processes at once (module docstring). Returns when
-    all have finished; raises :class:`JobFailed` at the first that fails, the others stopped."""
+    all have finished; raises :class:`JobFailed` at the first that fails, the others stopped.
+    A worker seen stopped (SIGSTOP, a debugger) for ``stopped_s`` seconds counts as failed: it
+    would never finish, and the run would wait for it forever."""
     from tqdm.auto import tqdm
 
     if workers < 1:
@@ -115,6 +139,7 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
     ctx = mp.get_context("fork")
     pending = list(jobs)
     running: dict = {}
+    stopped_since: dict = {}
     bar = tqdm(total=len(jobs), desc=desc, disable=not progress)
     try:
         while pending or running:
@@ -125,6 +150,13 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
                 log.info("%s: started %s (pid %d), log %s", desc, job.name, proc.pid, job.log)
                 running[proc] = job
             time.sleep(poll_s)
+            now = time.monotonic()
+            for proc, job in running.items():
+                if not _stopped(proc.pid):
+                    stopped_since.pop(proc, None)
+                elif now - stopped_since.setdefault(proc, now) >= stopped_s:
+                    raise JobFailed(f"{desc}: {job.name} (pid {proc.pid}) has been stopped for {stopped_s:g} s "
+                                    f"(SIGSTOP or a debugger) and would never finish; its log is {job.log}")
             for proc in [p for p in running if not p.is_alive()]:
                 proc.join()
                 job = running.pop(proc)
@@ -134,7 +166,10 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
                 bar.update(1)
     finally:
         for proc in running:
-            proc.terminate()
+            _end(proc)
         for proc in running:
             proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
         bar.close()

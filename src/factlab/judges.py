@@ -40,6 +40,7 @@ import sqlite3
 import sys
 import threading
 import time
+import zlib
 from abc import ABC, abstractmethod
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -49,11 +50,12 @@ from typing import Any, Sequence
 
 import httpx
 
-from .config import JudgeSection, api_key_env_problem, redact_http_logs, redact_url, sends_key_in_clear
+from .config import (MAX_JUDGE_BACKOFF_S, JudgeSection, api_key_env_problem, key_destination_problem, redact_http_logs, redact_text,
+                     redact_url, sends_key_in_clear)
 from .decoding import next_token_logits
 from .parsing import loads_bounded, parse_json, parse_score  # noqa: F401  (parse_*: the public API names them here)
 from .models import chat_prompt, generate, load_frozen_model, load_tokenizer, model_fingerprint, resolve_model
-from .paths import cache_dir
+from .paths import cache_dir, no_symlink
 
 log = logging.getLogger(__name__)
 redact_http_logs()  # httpx logs each request's URL at INFO, credentials included
@@ -69,12 +71,20 @@ class JudgeUnavailable(ImportError):
 
 # ---------------------------------------------------------------- cache
 
+_CORRUPT_SQLITE = {"SQLITE_NOTADB", "SQLITE_CORRUPT"}  # what a damaged file answers; BUSY / LOCKED is another process
+
+
 class JudgeCache:
     """Judge answers on disk (sqlite, one file), keyed by a hash of everything that
-    determines the answer. Safe across threads; a corrupt file is set aside, not fatal."""
+    determines the answer. Safe across threads. A corrupt file (not a database, malformed) is
+    set aside as ``<name>.corrupt`` (``-2``, ``-3``, ... beside earlier ones), not fatal; a file
+    another process holds locked is waited for ``lock_wait_s`` seconds, then refused with a
+    ``JudgeError``, never set aside: its answers are valid. A symbolic link is refused."""
+
+    lock_wait_s = 30.0
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = no_symlink(Path(path), "factlab's judge cache")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._connect()
 
@@ -83,16 +93,30 @@ class JudgeCache:
         self._lock = threading.Lock()
         try:
             self._db = self._open()
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as e:
+            if getattr(e, "sqlite_errorname", None) not in _CORRUPT_SQLITE:
+                raise self._busy(e) from None
             bad = self.path.with_suffix(".corrupt")
-            log.warning("judge cache %s is unreadable; moved to %s and starting empty", self.path, bad)
+            n = 1
+            while bad.exists() or bad.is_symlink():
+                n += 1
+                bad = self.path.with_suffix(f".corrupt-{n}")
+            log.warning("judge cache %s is unreadable (%s); moved to %s and starting empty", self.path, e, bad)
             self.path.replace(bad)
             self._db = self._open()
 
+    def _busy(self, e: sqlite3.Error) -> JudgeError:
+        return JudgeError(f"judge cache {self.path} is locked by another process ({e}; waited {self.lock_wait_s:g} s): "
+                          "wait for it to finish, or set judge.cache_dir to another folder")
+
     def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, text TEXT NOT NULL)")
-        db.commit()
+        db = sqlite3.connect(self.path, check_same_thread=False, timeout=self.lock_wait_s)
+        try:
+            db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, text TEXT NOT NULL)")
+            db.commit()
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def _forked(self) -> None:
@@ -112,14 +136,21 @@ class JudgeCache:
             for b in range(0, len(keys), 500):
                 chunk = list(keys[b:b + 500])
                 q = f"SELECT key, text FROM answers WHERE key IN ({','.join('?' * len(chunk))})"
-                out.update(dict(self._db.execute(q, chunk).fetchall()))
+                try:
+                    out.update(dict(self._db.execute(q, chunk).fetchall()))
+                except sqlite3.OperationalError as e:
+                    raise self._busy(e) from None
         return out
 
     def put_many(self, items: dict[str, str]) -> None:
         self._forked()
         with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", list(items.items()))
-            self._db.commit()
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", list(items.items()))
+                self._db.commit()
+            except sqlite3.OperationalError as e:
+                self._db.rollback()
+                raise self._busy(e) from None
 
     def __len__(self) -> int:
         self._forked()
@@ -427,6 +458,40 @@ class VLLMJudge(Judge):
 
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a judge's answer, decompressed; a longer body is refused as it arrives
+MAX_TOTAL_BACKOFF_S = MAX_JUDGE_BACKOFF_S  # the sleeps between one request's retries, together
+
+
+class _Oversized(Exception):
+    """A body over its size limit, or past its whole-request deadline."""
+
+
+def read_bounded(resp: httpx.Response, deadline: float, limit: int) -> bytes:
+    """The body of a streamed response, decompressed (gzip / deflate), at most ``limit`` bytes
+    and read before ``deadline`` (``time.monotonic()``); ``_Oversized`` saying which bound it
+    crossed. httpx's timeout is per read: a server that sends a byte every half second, or an
+    endless chunked body, or a small gzip bomb, would otherwise hold or fill the process."""
+    if resp.is_stream_consumed:  # a response built in memory (a test transport): nothing left to stream
+        if len(resp.content) > limit:
+            raise _Oversized(f"the answer is larger than {limit:,} bytes")
+        return resp.content
+    encoding = resp.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+        raise _Oversized(f"a body in an encoding not asked for ({encoding[:40]})")
+    inflate = zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding not in ("", "identity") else None
+    out = bytearray()
+    for raw in resp.iter_raw():  # as it arrives (a chunk size would wait to fill it)
+        if time.monotonic() > deadline:
+            raise _Oversized("the whole answer took longer than judge.timeout_s")
+        data = inflate.decompress(raw, limit + 1 - len(out)) if inflate is not None else raw
+        out += data
+        if len(out) > limit:
+            raise _Oversized(f"the answer is larger than {limit:,} bytes{' decompressed' if inflate else ''}")
+    if inflate is not None:
+        out += inflate.flush(limit + 1 - len(out))
+        if len(out) > limit:
+            raise _Oversized(f"the answer is larger than {limit:,} bytes decompressed")
+    return bytes(out)
 _DOWN_STATUS = {502, 503, 504}  # a health check answered so is a server not (yet) serving
 PREFILL_MODES = ("continue", "completions", "none")
 
@@ -549,8 +614,10 @@ class OpenAIJudge(Judge):
         if problem:
             raise JudgeError(f"judge.api_key_env: {problem}")
         self.api_key_env, self.allow_key_over_http = api_key_env, allow_key_over_http
+        self.allowed_key_envs = tuple(allowed_key_envs)
         self.concurrency, self.timeout_s = concurrency, timeout_s
         self.max_retries, self.backoff_s, self.max_retry_after_s = max_retries, backoff_s, max_retry_after_s
+        self.max_response_bytes, self.max_total_backoff_s = MAX_RESPONSE_BYTES, MAX_TOTAL_BACKOFF_S
         self._stats_lock = threading.Lock()  # stats and endpoint load
         self._http: httpx.Client | None = None
         self._estimated = self._warned_prefill = False
@@ -615,6 +682,9 @@ class OpenAIJudge(Judge):
         key = os.environ.get(self.api_key_env)
         if key:
             for ep in [endpoint] if endpoint is not None else self.endpoints:
+                problem = key_destination_problem(self.api_key_env, ep.base, self.allowed_key_envs)
+                if problem:
+                    raise JudgeError(f"judge.api_key_env: {problem}")
                 if sends_key_in_clear(ep.base) and not self.allow_key_over_http:
                     raise JudgeError(f"${self.api_key_env} would be sent unencrypted to {ep.shown} (plain http:// to "
                                      "another machine); use https://, or set judge.allow_key_over_http: true")
@@ -698,15 +768,17 @@ class OpenAIJudge(Judge):
 
         def probe(ep: Endpoint) -> tuple[str | None, list[str]]:
             try:
-                resp = self._client().get(ep.base + "/models", headers=self._headers(ep), timeout=timeout)
+                status, _, content = self._request("GET", ep.base + "/models", ep, timeout)
             except httpx.HTTPError as e:
-                return f"{type(e).__name__}: {e}", []
-            if resp.status_code in (401, 403):
-                return f"refused the API key (HTTP {resp.status_code}); set it in ${self.api_key_env}", []
-            if resp.status_code in _DOWN_STATUS:
-                return f"HTTP {resp.status_code}: {resp.content[:200].decode('utf-8', 'replace')}", []
+                return f"{type(e).__name__}: {redact_text(str(e))}", []
+            except _Oversized as e:
+                return str(e), []
+            if status in (401, 403):
+                return f"refused the API key (HTTP {status}); set it in ${self.api_key_env}", []
+            if status in _DOWN_STATUS:
+                return f"HTTP {status}: {content[:200].decode('utf-8', 'replace')}", []
             try:
-                data = resp.json().get("data") or []
+                data = loads_bounded(content.decode("utf-8")).get("data") or []
                 return None, [str(m.get("id")) for m in data if isinstance(m, dict)]
             except (ValueError, AttributeError):
                 return None, []
@@ -749,30 +821,40 @@ class OpenAIJudge(Judge):
             print(msg, file=sys.stderr)
 
     # -- one request, then a batch -----------------------------------------------------------
+    def _request(self, method: str, url: str, ep: Endpoint, timeout_s: float,
+                 body: bytes | None = None) -> tuple[int, httpx.Headers, bytes]:
+        """(status, headers, body) of one request, the body read by ``read_bounded``: within ``timeout_s``
+        as a whole (not per read) and at most ``max_response_bytes`` decompressed."""
+        deadline = time.monotonic() + timeout_s
+        headers = {**self._headers(ep), "Accept-Encoding": "gzip, deflate"}
+        with self._client().stream(method, url, content=body, headers=headers, timeout=timeout_s) as resp:
+            return resp.status_code, resp.headers, read_bounded(resp, deadline, self.max_response_bytes)
+
     def _send_once(self, ep: Endpoint, body: bytes) -> str:
         """One attempt at ``ep``: the answer text, ``_AttemptFailed`` to retry, or ``JudgeError``."""
         try:
-            resp = self._client().post(ep.base + self._path, content=body, headers=self._headers(ep))
+            status, headers, content = self._request("POST", ep.base + self._path, ep, self.timeout_s, body)
+        except _Oversized as e:  # alive, but sending too much or too slowly: retry, do not set it aside
+            raise _AttemptFailed(str(e)) from None
         except httpx.ConnectTimeout as e:  # nothing answers at that address
-            raise _AttemptFailed(f"{type(e).__name__}: {e or 'timed out'}", dead=True) from None
+            raise _AttemptFailed(f"{type(e).__name__}: {redact_text(str(e)) or 'timed out'}", dead=True) from None
         except httpx.TimeoutException as e:  # alive but slow: retry, do not set it aside
-            raise _AttemptFailed(f"{type(e).__name__}: {e or 'timed out'}") from None
+            raise _AttemptFailed(f"{type(e).__name__}: {redact_text(str(e)) or 'timed out'}") from None
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
-            raise _AttemptFailed(f"{type(e).__name__}: {e}", dead=True) from None
+            raise _AttemptFailed(f"{type(e).__name__}: {redact_text(str(e))}", dead=True) from None
         except httpx.TransportError as e:
-            raise _AttemptFailed(f"{type(e).__name__}: {e}") from None
-        if not resp.is_success:
-            detail = resp.content[:300].decode("utf-8", "replace")
-            if resp.status_code in (401, 403):
-                raise JudgeError(f"{ep.shown + self._path} refused the request (HTTP {resp.status_code}); set the API "
+            raise _AttemptFailed(f"{type(e).__name__}: {redact_text(str(e))}") from None
+        if not 200 <= status < 300:
+            detail = content[:300].decode("utf-8", "replace")
+            if status in (401, 403):
+                raise JudgeError(f"{ep.shown + self._path} refused the request (HTTP {status}); set the API "
                                  f"key in ${self.api_key_env}: {detail}")
-            if resp.status_code not in _RETRYABLE_STATUS:
-                raise JudgeError(f"{ep.shown + self._path} answered HTTP {resp.status_code}: {detail}")
-            raise _AttemptFailed(f"HTTP {resp.status_code}: {detail}",
-                                 retry_after=_retry_after(resp.headers.get("Retry-After")))
+            if status not in _RETRYABLE_STATUS:
+                raise JudgeError(f"{ep.shown + self._path} answered HTTP {status}: {detail}")
+            raise _AttemptFailed(f"HTTP {status}: {detail}", retry_after=_retry_after(headers.get("Retry-After")))
         try:
             text, prompt_tokens, completion_tokens = read_completion(
-                resp.content, completions=self.prefill_mode == "completions")
+                content, completions=self.prefill_mode == "completions")
         except MalformedAnswer as e:  # a garbled body is usually transient (a proxy, an overloaded server)
             self._count(malformed=1)
             raise _AttemptFailed(f"malformed answer: {e}") from None
@@ -781,7 +863,7 @@ class OpenAIJudge(Judge):
 
     def _post(self, prompt: str, prefix: str = "") -> str:
         body = self._body(prompt, prefix)
-        last, avoid = "no attempt made", None
+        last, avoid, slept = "no attempt made", None, 0.0
         for attempt in range(self.max_retries + 1):
             retry_after = None
             for _hop in range(len(self.endpoints)):  # moving off a dead endpoint spends no retry
@@ -805,8 +887,14 @@ class OpenAIJudge(Judge):
                     raise JudgeError(f"judge {self.shown_url} asked to wait {retry_after:,.0f} s before a retry "
                                      f"(Retry-After), more than judge.max_retry_after_s = {self.max_retry_after_s:g} s; "
                                      f"last error: {last}. Retry later, or raise judge.max_retry_after_s to wait")
+                delay = retry_after if retry_after is not None else self.backoff_s * 2.0 ** min(attempt, 60)
+                if slept + delay > self.max_total_backoff_s:
+                    self._count(failures=1)
+                    raise JudgeError(f"judge {self.shown_url}: the next retry would wait {delay:,.0f} s, past "
+                                     f"{self.max_total_backoff_s:,.0f} s of backoff for one request "
+                                     f"({attempt + 1} attempts made); last error: {last}")
+                slept += delay
                 self._count(retries=1)
-                delay = retry_after if retry_after is not None else self.backoff_s * 2 ** attempt
                 log.warning("judge %s: attempt %d/%d failed (%s); retrying in %.1fs",
                             self.shown_url, attempt + 1, self.max_retries + 1, last, delay)
                 time.sleep(delay)
@@ -886,7 +974,7 @@ class OpenAIJudge(Judge):
         pool.shutdown(wait=True)
         if error is not None:
             if not isinstance(error, JudgeError):
-                error = JudgeError(f"judge {self.shown_url}: {type(error).__name__}: {error}")
+                error = JudgeError(f"judge {self.shown_url}: {type(error).__name__}: {redact_text(str(error))}")
             error.partial_answers = dict(answers)
             raise error
         return [answers[i] for i in range(len(prompts))]

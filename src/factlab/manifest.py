@@ -26,7 +26,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
-from .paths import atomic_write_text
+from .config import redact_text, redact_value
+from .paths import atomic_write_text, open_nofollow, refuse_symlinks
 
 MANIFEST = "manifest.json"
 LOCK_FILE = ".run.lock"
@@ -133,9 +134,10 @@ class RunInUse(ValueError):
 def run_lock(run_dir: str | Path) -> Iterator[None]:
     """Hold an exclusive lock on ``run_dir`` (``flock`` on ``.run.lock``, released when the
     process ends however it ends) while a run executes there; ``RunInUse`` naming the holder's
-    pid when another process has it."""
+    pid when another process has it; ``paths.SymlinkRefused`` when the lock file, or anything
+    in the folder, is a symbolic link (the lock file is opened with ``O_NOFOLLOW``)."""
     path = Path(run_dir) / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, where="a run folder")
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -143,6 +145,7 @@ def run_lock(run_dir: str | Path) -> Iterator[None]:
             holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
             raise RunInUse(f"{run_dir}: another factlab process (pid {holder}) is running in this run folder; "
                            "wait for it to end or stop it") from None
+        refuse_symlinks(run_dir)  # nothing of the run is written through a link planted in its folder
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
@@ -195,7 +198,7 @@ def start_manifest(run_dir: str | Path, *, notebook: str, params: str | Path, co
     The top-level ``config`` is the latest attempt's."""
     old = read_manifest(run_dir) if resume else None
     started = now()
-    config = _plain(config)
+    config = redact_value(_plain(config))
     attempts = list((old or {}).get("attempts", []))
     if attempts and isinstance(attempts[-1], dict) and "config" not in attempts[-1]:  # written before per-attempt configs
         attempts[-1] = {**attempts[-1], "config": (old or {}).get("config")}
@@ -230,6 +233,7 @@ def finish_manifest(run_dir: str | Path, state: str, error: str | None = None) -
         raise ValueError(f"run state must be one of {STATES[1:]}, got {state!r}")
     manifest = read_manifest(run_dir) or {}
     ended = now()
+    error = redact_text(error) if error else error
     manifest.update(state=state, error=error, ended_at=ended)
     if manifest.get("attempts"):
         manifest["attempts"][-1].update(state=state, error=error, ended_at=ended)

@@ -1,6 +1,8 @@
 """Where factlab keeps what it builds once and reuses: the cache root; and how it writes a
 file that must never be left half-written (``atomic_write_text``); and how two processes that
-want the same cached folder build it once (``build_lock``).
+want the same cached folder build it once (``build_lock``); and how it refuses to write
+through a symbolic link planted in a run folder or a cache (``refuse_symlinks``,
+``open_nofollow``).
 
 ``$FACTLAB_CACHE``, else ``$XDG_CACHE_HOME/factlab``, else ``~/.cache/factlab``. Models
 converted from GGUF, the mini-world, corpus indexes, datastores, judge answers and
@@ -10,6 +12,7 @@ self-filter samples all live below it, each in its own folder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import tempfile
@@ -44,18 +47,64 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
     return path
 
 
+class SymlinkRefused(ValueError):
+    """A symbolic link where factlab writes (a run folder, a cache file): a file written
+    through it would land wherever the link points."""
+
+
+def _link_error(path: Path, where: str) -> SymlinkRefused:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return SymlinkRefused(f"{path} is a symbolic link (to {target}) in {where}: factlab does not write through "
+                          "links there; remove it (or copy the file in its place)")
+
+
+def no_symlink(path: str | os.PathLike, where: str = "a folder factlab writes") -> Path:
+    """``path`` unchanged when it is not a symbolic link; ``SymlinkRefused`` naming it when it is."""
+    path = Path(path)
+    if path.is_symlink():
+        raise _link_error(path, where)
+    return path
+
+
+def refuse_symlinks(folder: str | os.PathLike, where: str = "a run folder") -> None:
+    """``SymlinkRefused`` naming the first symbolic link found in ``folder`` or below it (links
+    to folders are not followed): checked before a run writes there, so that no executed
+    notebook, report, figure or checkpoint is written through a link planted in the folder."""
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs + files):
+            if os.path.islink(os.path.join(root, name)):
+                raise _link_error(Path(root) / name, where)
+
+
+def open_nofollow(path: str | os.PathLike, flags: int, mode: int = 0o644, where: str = "a folder factlab writes") -> int:
+    """``os.open(path, flags | O_NOFOLLOW)``: a descriptor of the file itself, never of what a
+    link there points to (``SymlinkRefused`` naming it instead)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP or Path(path).is_symlink():
+            raise _link_error(Path(path), where) from None
+        raise
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: str | os.PathLike) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created): a second process blocks until the first
-    leaves; the kernel drops the lock of a process that dies."""
+    """An exclusive ``flock`` on ``path`` (created; never through a symbolic link): a second
+    process blocks until the first leaves; the kernel drops the lock of a process that dies."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, where="factlab's cache")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def build_lock(folder: str | os.PathLike) -> contextlib.AbstractContextManager[None]:

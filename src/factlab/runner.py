@@ -24,6 +24,8 @@ import datetime as _dt
 import html
 import json
 import logging
+import math
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +39,7 @@ from .experiment import QuickstartConfig
 from .manifest import (changed_keys, finish_manifest, last_config, read_manifest, resumable, run_lock,
                        start_manifest)
 from .models import DEFAULT_MODEL
-from .paths import atomic_write_text
+from .paths import atomic_write_text, no_symlink
 from .report import sanitize_html
 from .recipes import RECIPES
 
@@ -159,16 +161,44 @@ _REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 """
 
 
+# The output metadata the lab template reads into the page, outside the sanitizer: an image's
+# width and height (written unquoted into its <img> tag), ``unconfined`` and ``needs_background``.
+_IMAGE_MIMES = ("image/png", "image/jpeg")
+_BACKGROUNDS = ("light", "dark")
+
+
+def _pixels(value: Any) -> bool:
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 <= value <= 100_000)
+
+
+def _image_metadata(meta: Any) -> dict:
+    """Of one output's (or one image mime's) metadata, only what an image may carry into the
+    page: a numeric width and height, ``unconfined`` as a boolean, ``needs_background`` as
+    light or dark. A string width such as ``"1 onload=..."`` would become an attribute."""
+    meta = meta if isinstance(meta, dict) else {}
+    kept = {k: meta[k] for k in ("width", "height") if _pixels(meta.get(k))}
+    if isinstance(meta.get("unconfined"), bool):
+        kept["unconfined"] = meta["unconfined"]
+    if meta.get("needs_background") in _BACKGROUNDS:
+        kept["needs_background"] = meta["needs_background"]
+    return kept
+
+
 def report_outputs(outputs: list) -> list:
     """``outputs`` as a report shows them: rich data limited to ``REPORT_MIMES`` (an output
-    left with none is dropped) and no file names from the output metadata."""
+    left with none is dropped) and output metadata limited to ``_image_metadata`` (no file
+    names, no width or height but numbers)."""
     kept = []
     for out in outputs:
         if "data" in out:
             out["data"] = {m: v for m, v in out["data"].items() if m in REPORT_MIMES}
             if not out["data"]:
                 continue
-            out.get("metadata", {}).pop("filenames", None)
+            meta = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}
+            safe = _image_metadata(meta)
+            safe.update({m: _image_metadata(meta.get(m)) for m in _IMAGE_MIMES if m in meta})
+            out["metadata"] = safe
         kept.append(out)
     return kept
 
@@ -441,8 +471,8 @@ def save_figure(fig, run_dir: str | Path | None, name: str) -> Path:
     """Save a matplotlib figure as ``<run_dir>/figures/<name>.png``."""
     run_dir = Path(run_dir) if run_dir else interactive_run_dir()
     path = run_dir / "figures" / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    no_symlink(path.parent, "a run folder").mkdir(parents=True, exist_ok=True)
+    fig.savefig(no_symlink(path, "a run folder"), dpi=120, bbox_inches="tight")
     return path
 
 

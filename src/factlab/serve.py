@@ -46,6 +46,19 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_TOKENS_LIMIT = 8192
 
 
+def body_length(header: str | None) -> int:
+    """The request body's size from its ``Content-Length`` header: decimal digits only, at most
+    ``MAX_BODY_BYTES`` (``RequestError`` otherwise). ``-1`` would read to the end of the stream,
+    past any limit; a missing header is an empty body."""
+    value = (header or "0").strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 12:
+        raise RequestError(f"Content-Length must be a number of bytes from 0 to {MAX_BODY_BYTES}, got {value[:20]!r}")
+    n = int(value)
+    if n > MAX_BODY_BYTES:
+        raise RequestError(f"body of {n} bytes is over the {MAX_BODY_BYTES}-byte limit")
+    return n
+
+
 class RequestError(ValueError):
     """A chat-completions request the server cannot answer (HTTP 400)."""
 
@@ -262,9 +275,7 @@ class JudgeServer:
                     self._error(404, f"no such path {self.path!r}; POST /v1/chat/completions or /v1/completions")
                     return
                 try:
-                    n = int(self.headers.get("Content-Length") or 0)
-                    if n > MAX_BODY_BYTES:
-                        raise RequestError(f"body of {n} bytes is over the {MAX_BODY_BYTES}-byte limit")
+                    n = body_length(self.headers.get("Content-Length"))
                     try:
                         body = loads_bounded(self.rfile.read(n).decode("utf-8"))
                     except (UnicodeDecodeError, ValueError) as e:
@@ -274,6 +285,7 @@ class JudgeServer:
                 except (RequestError, ValueError) as e:
                     with server._lock:
                         server.stats["bad_requests"] += 1
+                    self.close_connection = True  # an unread body must not be taken for the next request
                     self._error(400, str(e))
                     return
                 with server._lock:

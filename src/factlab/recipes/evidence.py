@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from functools import partial
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any, Callable, Sequence
 from ..forked import Job, run_jobs
 from ..eval.truth import completion_truth, label_sentences, question_of
 from ..models import generate, load_model, release_memory
-from ..experiment import BASE_ARM, EvidenceArm, EvidenceSection
+from ..experiment import BASE_ARM, EvidenceArm, EvidenceSection, arm_folder_name
 from ..rewards import build_rewards
 from ..rewards.registry import RewardSpec
 from ..paths import atomic_write_text
@@ -50,10 +51,11 @@ __all__ = ["EvidenceArm", "EvidenceSection", "BASE_ARM", "run_arms", "EVIDENCE_F
            "generate_for_rows"]
 
 EVIDENCE_FILE = "evidence.json"
+log = logging.getLogger(__name__)
 
 
 def _folder(out: Path, arm: str, seed: int | None) -> Path:
-    return out / arm.replace("/", "_").replace(" ", "_") / ("once" if seed is None else f"seed{seed}")
+    return out / arm_folder_name(arm) / ("once" if seed is None else f"seed{seed}")
 
 
 def _curves(arm: str, seed: int, result: TrainResult) -> list[dict[str, Any]]:
@@ -73,10 +75,26 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
     KLCF's truthfulness RM folder, ``recipes.klcf.with_truth_model``), applied to every arm's."""
     out = Path(out_dir)
     done = out / EVIDENCE_FILE
-    if done.exists():
-        return json.loads(done.read_text())
+
+    def arm_grpo(arm: EvidenceArm, seed: int):
+        return (cfg.evidence_grpo(arm, seed) if getattr(cfg, "evidence", None) is section
+                else cfg.grpo.model_copy(update={**section.grpo, **arm.grpo, "seed": seed}))
+
+    settings = {arm.name: {str(seed): _plain({"grpo": arm_grpo(arm, seed).model_dump(mode="json"),
+                                              "rewards": [r.model_dump(mode="json") for r in arm.rewards],
+                                              "start_model": start_model})
+                           for seed in section.seeds} for arm in section.arms}
     record: dict[str, Any] = {"hypothesis": section.hypothesis, "seeds": list(section.seeds),
-                              "arms": [a.name for a in section.arms], "rows": [], "curves": [], "cpu_seconds": []}
+                              "arms": [a.name for a in section.arms], "settings": settings,
+                              "rows": [], "curves": [], "cpu_seconds": []}
+    old = _read_json(done) if done.exists() else None
+    if isinstance(old, dict) and all(old.get(k) == record[k] for k in ("hypothesis", "seeds", "arms", "settings")):
+        return old
+    if old is not None:
+        log.info("%s was written for other arms, seeds or settings; rebuilt from the arm folders", done)
+    for arm in section.arms:  # a folder trained with other settings is never mixed into this record
+        for seed in section.seeds:
+            _claim_folder(_folder(out, arm.name, seed), settings[arm.name][str(seed)])
     base_file = _folder(out, BASE_ARM, None) / "eval.json"
 
     def evaluate_base() -> None:
@@ -86,8 +104,7 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
     def train_and_evaluate(arm: EvidenceArm, seed: int, arm_file: Path) -> None:
         specs = adapt_rewards(list(arm.rewards)) if adapt_rewards else list(arm.rewards)
         rewards = build_rewards(specs, resources)
-        grpo = (cfg.evidence_grpo(arm, seed) if getattr(cfg, "evidence", None) is section
-                else cfg.grpo.model_copy(update={**section.grpo, **arm.grpo, "seed": seed}))
+        grpo = arm_grpo(arm, seed)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         snapshots = StepSnapshots(section.dose_steps, arm_file.parent / "snapshots")
         result = run(cfg, (arm_rows or {}).get(arm.name, rows), rewards, arm_file.parent / "train",
@@ -119,8 +136,50 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
             record["curves"] += got["curves"]
             record["cpu_seconds"].append({"arm": arm.name, "seed": seed, "cpu_seconds": got["cpu_seconds"],
                                           "wall_seconds": got["wall_seconds"]})
-    done.write_text(json.dumps(record, indent=1, default=float))
+    atomic_write_text(done, json.dumps(record, indent=1, default=float))
     return record
+
+
+SETTINGS_FILE = "settings.json"  # an (arm, seed) folder's training settings: GRPO section, rewards, start model
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+def _changed(old: Any, new: Any, path: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [k for key in sorted(set(old) | set(new), key=str)
+                for k in _changed(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))]
+    return [] if old == new else [path or "(all)"]
+
+
+def _claim_folder(folder: Path, settings: dict[str, Any]) -> None:
+    """Record the settings an (arm, seed) folder trains with (``settings.json``), or refuse one
+    that trained with others: a resume after ``evidence.grpo.learning_rate`` was edited would
+    otherwise put runs at two learning rates in one ``evidence.json``. A folder from before
+    settings were recorded is adopted with a warning."""
+    path = folder / SETTINGS_FILE
+    if path.exists():
+        before = _read_json(path)
+        changed = _changed(before, settings) if isinstance(before, dict) else ["(unreadable settings.json)"]
+        if changed:
+            shown = ", ".join(changed[:6]) + (f" (+{len(changed) - 6} more)" if len(changed) > 6 else "")
+            raise ValueError(f"{folder} was trained with other settings ({shown}); restore them, or remove that "
+                             f"folder to train this arm and seed again with the new ones")
+        return
+    if folder.exists() and any(folder.iterdir()):
+        log.warning("%s has no %s (written before settings were recorded); its runs are taken as trained with "
+                    "the current settings", folder, SETTINGS_FILE)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(settings, indent=1))
 
 
 

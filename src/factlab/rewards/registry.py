@@ -25,7 +25,7 @@ from typing import Any, Callable, Literal, Sequence
 
 from pydantic import ValidationError, field_validator, model_validator
 
-from ..config import ParamError, Section, error_message
+from ..config import UNREDACTED, ParamError, Section, error_message
 from ..registry import Registry
 from .base import TokenShaping, TokenShapingFn
 
@@ -97,7 +97,7 @@ class RewardSpec(Section):
                 takes = ", ".join(REWARDS.get(self.name).args.model_fields) or "no arguments"
                 raise ParamError(path, f"unknown argument of reward {self.name!r}; it takes: {takes}") from None
             raise ParamError(path, error_message(err)) from None
-        object.__setattr__(self, "args", parsed.model_dump())
+        object.__setattr__(self, "args", parsed.model_dump(context=UNREDACTED))
         return self
 
     def parsed_args(self) -> Section:

@@ -35,7 +35,7 @@ import torch
 from datasets import Dataset
 from trl import GRPOConfig
 
-from ..config import GRPOSection
+from ..config import UNREDACTED, GRPOSection
 from ..models import load_model, lora_config, release_memory
 from ..paths import atomic_write_text
 from ..rewards.registry import RewardSet
@@ -171,7 +171,10 @@ def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = N
     unknown = sorted(set(cfg.extra) - known)
     if unknown:
         raise ValueError(f"grpo.extra: unknown GRPOConfig field(s) {unknown}")
-    kwargs = cfg.model_dump(exclude={"extra", "max_prompt_length", "warmup_ratio", "tf32", "preset", "dynamic_sampling"})
+    kwargs = cfg.model_dump(exclude={"extra", "max_prompt_length", "warmup_ratio", "tf32", "preset", "dynamic_sampling",
+                                    "allow_hub_upload"},
+                           context=UNREDACTED)
+    kwargs.update(cfg.extra)  # first: what factlab sets below is never replaced (config refuses it too)
     if cfg.tf32 and torch.cuda.is_available():
         kwargs["tf32"] = True
     # report_to (cfg's): transformers' tracker callbacks; tensorboard writes <output_dir>/runs/<time>_<host>/
@@ -184,7 +187,6 @@ def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = N
     for key in ("vllm_server_base_url", "vllm_server_host"):  # unset: TRL's own default (host 0.0.0.0)
         if kwargs.get(key) is None:
             kwargs.pop(key, None)
-    kwargs.update(cfg.extra)
     return GRPOConfig(**kwargs)
 
 

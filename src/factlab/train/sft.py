@@ -24,7 +24,7 @@ import torch
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
-from ..config import SFTSection
+from ..config import UNREDACTED, SFTSection
 from ..models import load_model, lora_config, release_memory
 from ..rewards import seva
 from .grpo import TrainResult, resume_checkpoint
@@ -53,11 +53,11 @@ def sft_args(cfg: SFTSection, output_dir: str | Path) -> SFTConfig:
     unknown = sorted(set(cfg.extra) - known)
     if unknown:
         raise ValueError(f"sft.extra: unknown SFTConfig field(s) {unknown}")
-    kw = cfg.model_dump(exclude={"extra", "warmup_ratio"})
+    kw = cfg.model_dump(exclude={"extra", "warmup_ratio", "allow_hub_upload"}, context=UNREDACTED)
+    kw.update(cfg.extra)  # first: what factlab sets below is never replaced (config refuses it too)
     cuda = torch.cuda.is_available()
     kw.update(warmup_steps=cfg.warmup_ratio, output_dir=str(output_dir), project="factlab",  # report_to: cfg's
               save_strategy="steps", use_cpu=not cuda, bf16=cfg.bf16 and cuda)
-    kw.update(cfg.extra)
     return SFTConfig(**kw)
 
 
