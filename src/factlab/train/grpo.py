@@ -181,6 +181,7 @@ def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = N
         kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}  # 000 Table 5
     if reward_weights is not None:
         kwargs["reward_weights"] = list(reward_weights)
+    kwargs["vllm_max_model_length"] = cfg.vllm_context()  # not the model's own context (issue 42)
     for key in ("vllm_server_base_url", "vllm_server_host"):  # unset: TRL's own default (host 0.0.0.0)
         if kwargs.get(key) is None:
             kwargs.pop(key, None)
