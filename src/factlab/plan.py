@@ -52,6 +52,7 @@ GiB = 1 << 30
 CUDA_CONTEXT = 3 * GiB  # CUDA context (~0.5 GiB), NCCL buffers, allocator fragmentation
 VLLM_WORKSPACE = 2 * GiB  # vLLM's profiled activations and CUDA graphs, beside weights and KV cache
 ZERO3_LIVE_PARAMS = 1e9  # DeepSpeed's stage3_max_live_parameters default (parameters gathered at once)
+OFFLOAD_GRAD_BUCKETS = 1e9  # bytes of bf16 gradient buckets ZeRO-Offload keeps on the GPU (reduce + 2 x prefetch)
 # a shipped config under another name: the model it is a fine-tune of (same shape)
 ALIASES = {"QuCo-extractor-0.5B": "Qwen/Qwen2.5-0.5B-Instruct"}  # 000 §3.2: Qwen2.5-0.5B-Instruct fine-tuned
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}  # auto: the checkpoints' bf16
@@ -262,6 +263,7 @@ class StagePlan:
     gpu_bytes: float
     host: list[Term] = field(default_factory=list)
     problem: str | None = None  # a term that fails on its own (vLLM's share too small, ...)
+    one_process: bool = False  # runs in one process whatever the launch
 
     @property
     def total(self) -> float:
@@ -275,9 +277,9 @@ class StagePlan:
         """The term that does not fit, in words; None when the stage fits."""
         why = [self.problem] if self.problem else []
         if self.total > self.gpu_bytes:
-            big = max(self.terms, key=lambda t: t.bytes)
-            why.append(f"{self.total / GB:.1f} GB per rank > {self.gpu_bytes / GB:.0f} GB; the largest term is "
-                       f"{big.name} ({big.bytes / GB:.1f} GB{': ' + big.note if big.note else ''})")
+            big = sorted(self.terms, key=lambda t: -t.bytes)[:2]
+            why.append(f"{self.total / GB:.1f} GB per rank > {self.gpu_bytes / GB:.0f} GB; the largest terms: "
+                       + "; ".join(f"{t.name} {t.bytes / GB:.1f} GB ({t.note})" for t in big))
         return f"{self.stage}: " + "; and ".join(why) if why else None
 
 
@@ -304,7 +306,8 @@ class Plan:
         if len(self.tried) > 1:
             lines.append(f"  tried in order: {', '.join(self.tried)}")
         for s in self.stages:
-            lines.append(f"stage {s.stage}, per rank (each of {self.gpus}): {s.what}")
+            who = "in one process" if s.one_process else f"per rank (each of {self.gpus})"
+            lines.append(f"stage {s.stage}, {who}: {s.what}")
             for t in s.terms:
                 lines.append(f"  {t.name:<26}{t.bytes / GB:8.1f} GB  {t.note}")
             mark = "fits" if s.fits else "DOES NOT FIT"
@@ -429,8 +432,11 @@ def policy_state_terms(shape: ModelShape, lora: Any, optim: str, strategy: Strat
             host.append(Term("weights", w, "ZeRO-3 param offload"))
             w = min(n, ZERO3_LIVE_PARAMS) * 2
             wn = "live parameters only (stage3_max_live_parameters 1e9), the rest on the host"
-        gpu += [Term("weights", w, wn), Term("gradients", g, "bf16" + (f", sharded over {ranks}" if strategy.stage >= 2
-                                                                         else ""))]
+        gn = "bf16" + (f", sharded over {ranks}" if strategy.stage >= 2 else "")
+        if strategy.offload_optimizer:  # ZeRO-Offload: reduced gradients go to the host; reduce buckets stay
+            host.append(Term("gradients", g, "ZeRO-Offload"))
+            g, gn = min(g, OFFLOAD_GRAD_BUCKETS), "reduce buckets only (ZeRO-Offload keeps gradients on the host)"
+        gpu += [Term("weights", w, wn), Term("gradients", g, gn)]
         on = f"fp32 master + {'AdamW (DeepSpeed CPU Adam)' if strategy.offload_optimizer else optim}"
         if strategy.offload_optimizer:
             host.append(Term("optimizer states", o, on))
@@ -510,9 +516,11 @@ def _grpo_stage(cfg: Any, strategy: Strategy, gpus: int, gpu_bytes: float) -> St
     return StagePlan("grpo", what, terms, gpu_bytes, host, problem)
 
 
-def _sft_stages(cfg: Any, strategy: Strategy, gpus: int, gpu_bytes: float) -> list[StagePlan]:
+def _sft_stages(cfg: Any, gpu_bytes: float) -> list[StagePlan]:
     """SFT stages of a params file: SEVA's verifier SFT (``sft``), KLCF's truthfulness RM
-    (``truth_rm.sft`` with ``method: sft``)."""
+    (``truth_rm.sft`` with ``method: sft``). They run in one process whatever the launch
+    (``factlab train`` prepares them alone, before ``accelerate launch``): planned unsharded."""
+    strategy, gpus = STRATEGIES["single"], 1
     found = []
     if getattr(cfg, "sft", None) is not None and hasattr(cfg.sft, "max_length"):
         found.append(("sft", cfg.sft, cfg.model.name, getattr(cfg, "lora", None)))
@@ -531,7 +539,7 @@ def _sft_stages(cfg: Any, strategy: Strategy, gpus: int, gpu_bytes: float) -> li
         terms.append(Term("CUDA context + slack", CUDA_CONTEXT, "context, NCCL buffers, fragmentation"))
         what = (f"SFT of {shape.name} ({'LoRA' if lora is not None else 'full fine-tune'}, {trainable / 1e6:,.0f} M "
                 f"trainable), micro-batch {sft.per_device_train_batch_size} x {sft.max_length} tokens")
-        out.append(StagePlan(stage, what, terms, gpu_bytes, host))
+        out.append(StagePlan(stage, what, terms, gpu_bytes, host, one_process=True))
     return out
 
 
@@ -555,7 +563,7 @@ def plan_with(cfg: Any, notebook: str, strategy: Strategy, gpus: int, gpu_mem_gb
     gpu_bytes = gpu_mem_gb * GB
     stages: list[StagePlan] = []
     if getattr(cfg, "grpo", None) is not None:
-        stages += _sft_stages(cfg, strategy, gpus, gpu_bytes)
+        stages += _sft_stages(cfg, gpu_bytes)
         stages.append(_grpo_stage(cfg, strategy, gpus, gpu_bytes))
     stages.append(_eval_stage(cfg, gpu_bytes))
     return Plan(notebook, gpus, gpu_mem_gb, strategy, stages)
