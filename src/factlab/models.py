@@ -234,6 +234,15 @@ def load_tokenizer(name: str | None = None):
     return tok
 
 
+def training_dtype(dtype: str, full_finetune: bool) -> str:
+    """The dtype to load a model in for training. A full fine-tune keeps fp32 master weights:
+    it loads in float32 and the trainer's ``bf16: true`` runs the forward and backward under bf16
+    autocast. Loaded in bf16 and stepped by AdamW at lr 1e-6, a weight near 0.02 would not move:
+    the update is below half a bf16 ulp there (~6e-5) and rounds away (issue 42). LoRA keeps the
+    frozen base at ``dtype`` (peft keeps the adapters in fp32)."""
+    return "float32" if full_finetune and dtype in ("bfloat16", "float16") else dtype
+
+
 def load_model(name: str | None = None, dtype: str = "float32", device: str = "auto",
                adapter: str | None = None):
     """Load ``(model, tokenizer)`` by alias, HF id or local path, in eval mode.

@@ -36,7 +36,7 @@ from datasets import Dataset
 from trl import GRPOConfig
 
 from ..config import GRPOSection
-from ..models import load_model, lora_config, release_memory
+from ..models import load_model, lora_config, release_memory, training_dtype
 from ..paths import atomic_write_text
 from ..rewards.registry import RewardSet
 from ..eval.alarms import AlarmsSection
@@ -165,8 +165,10 @@ def resume_checkpoint(out: str | Path) -> Path | None:
 
 
 def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = None,
-              reward_weights: Sequence[float] | None = None) -> GRPOConfig:
-    """A TRL ``GRPOConfig`` from the params section (``extra`` passes any other field)."""
+              reward_weights: Sequence[float] | None = None, ref_dtype: str | None = None) -> GRPOConfig:
+    """A TRL ``GRPOConfig`` from the params section (``extra`` passes any other field).
+    ``ref_dtype``: the dtype TRL builds the reference model in (``beta > 0`` without LoRA); TRL's
+    default is the policy's, fp32 for a full fine-tune's master weights: twice the memory."""
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
     unknown = sorted(set(cfg.extra) - known)
     if unknown:
@@ -182,6 +184,8 @@ def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = N
     if reward_weights is not None:
         kwargs["reward_weights"] = list(reward_weights)
     kwargs["vllm_max_model_length"] = cfg.vllm_context()  # not the model's own context (issue 42)
+    if ref_dtype is not None and ref_dtype != "auto" and cfg.beta > 0:
+        kwargs["model_init_kwargs"] = {"dtype": ref_dtype}  # read by TRL for the reference model only
     for key in ("vllm_server_base_url", "vllm_server_host"):  # unset: TRL's own default (host 0.0.0.0)
         if kwargs.get(key) is None:
             kwargs.pop(key, None)
@@ -227,7 +231,10 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
         return done
     grpo = grpo or cfg.grpo
     start = model or cfg.model.name
-    policy, tokenizer = load_model(start, dtype=cfg.model.dtype, device=cfg.model.device,
+    lora = cfg.lora
+    # a full fine-tune trains fp32 master weights under bf16 autocast (models.training_dtype)
+    dtype = training_dtype(cfg.model.dtype, full_finetune=lora is None)
+    policy, tokenizer = load_model(start, dtype=dtype, device=cfg.model.device,
                                    adapter=None if model else cfg.model.adapter)
     policy.train()
     kept, dropped = filter_long_prompts(rows, tokenizer, grpo.max_prompt_length)
@@ -237,8 +244,8 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
     if not kept:
         raise ValueError(f"{name}: no training prompts left (empty input, or every prompt exceeds "
                          f"grpo.max_prompt_length = {grpo.max_prompt_length})")
-    args = grpo_args(grpo, out, run_name=name, reward_weights=rewards.weights)
-    lora = cfg.lora
+    args = grpo_args(grpo, out, run_name=name, reward_weights=rewards.weights,
+                     ref_dtype=cfg.model.dtype if dtype != cfg.model.dtype else None)
     trainer = FactlabGRPOTrainer(
         model=policy, processing_class=tokenizer, reward_funcs=list(rewards.funcs), args=args,
         train_dataset=Dataset.from_list(kept), callbacks=list(callbacks),
