@@ -42,6 +42,7 @@ from ..rewards.registry import RewardSet
 from ..eval.alarms import AlarmsSection
 from .dapo import DynamicSampling
 from .health import CompletionHealth
+from .memory import cuda_memory, release_rollout_engine, reset_peak_memory
 from .stepwise_grpo import TokenLevelAdvantages
 from .trainer import FactlabGRPOTrainer, TrainerExtension
 from .validity import RewardValidity
@@ -254,6 +255,7 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
                     *([RewardValidity()] if _alarms(cfg).truth else []),
                     *([DynamicSampling(grpo.dynamic_sampling)] if grpo.dynamic_sampling.enabled else [])])
     checkpoint = resume_checkpoint(out)
+    reset_peak_memory()
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, checkpoint is not None,
@@ -264,8 +266,17 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
         log.warning("%s: %d of grpo.max_steps = %d steps ran: dynamic sampling's refills consumed the epochs "
                     "(transformers plans epochs from max_steps without them); add prompts or lower max_steps",
                     name, result.steps, grpo.max_steps)
+    # the next run in this kernel starts its own engine: release this one's GPU memory first (issue 42)
+    result.metrics.update(cuda_memory("cuda_train"))
+    main_process = trainer.is_world_process_zero()
+    release_rollout_engine(trainer)
     del trainer, policy
     release_memory()
+    after = cuda_memory("cuda_after_release")
+    if after:
+        result.metrics.update(after)
+        if main_process:
+            result.save()
     return result
 
 
