@@ -40,6 +40,7 @@ from .models import DEFAULT_MODEL
 from .paths import atomic_write_text
 from .report import sanitize_html
 from .recipes import RECIPES
+from .train.runtime import check_runtime
 
 if TYPE_CHECKING:
     from nbconvert import HTMLExporter
@@ -273,6 +274,7 @@ def run_notebook(notebook: str | Path, params: str | Path | None = None,
     else:
         params_path = Path(params) if params else default_params(nb_path, smoke)
         cfg = load_config(params_path, config_for_notebook(nb_path.stem))
+        check_runtime(cfg)  # vLLM / CUDA the params ask for, before a kernel starts (issue 42)
         params_source = params_path
         run_dir = make_run_dir(nb_path, params_path, out)
     with run_lock(run_dir):
