@@ -10,27 +10,10 @@ import torch
 from factlab import models
 from factlab.runner import load_params
 from factlab.train import grpo as grpo_mod
+from factlab.train.precision import weights_moved as weights_changed
 
 ROOT = Path(__file__).resolve().parents[1]
 FULL_FINETUNES = ["02_binary_rar", "03_seva", "04_k2v", "05_klcf", "06_compare"]  # lora: null
-
-
-def weights_changed(dtype: torch.dtype, lr: float, steps: int = 100, n: int = 1000, seed: int = 0) -> int:
-    """How many of ``n`` weights at 0.02, stored in ``dtype``, differ from 0.02 after ``steps``
-    AdamW steps at ``lr`` on random gradients taken under bf16 autocast (what TRL's ``bf16: true``
-    runs) - the update path of a trainer whose model holds weights in ``dtype``."""
-    g = torch.Generator().manual_seed(seed)
-    w = torch.nn.Parameter(torch.full((n,), 0.02, dtype=dtype))
-    start = w.detach().clone()
-    opt = torch.optim.AdamW([w], lr=lr, weight_decay=0.0)
-    for _ in range(steps):
-        x = torch.randn(n, generator=g)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = (w * x.to(dtype)).sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return int((w.detach() != start).sum())
 
 
 def test_pure_bf16_rounds_a_1e6_update_away_and_fp32_master_weights_keep_it():
