@@ -31,6 +31,7 @@ if [[ $MODE != dry ]]; then export FACTLAB_CACHE=${FACTLAB_CACHE:-$SMOKE/cache};
 if [[ $MODE == prepare ]]; then
   mkdir -p "$SMOKE/wheels"
   "$PY" -c "from factlab import models; print(models.resolve_model(models.TINY_MODEL))" || exit 1
+  rm -rf "$FACTLAB_CACHE"/models/smollm2-135m-instruct-hf*  # the tiny model's source: not needed once built
   grep -v '^\s*#' bench/gpu_smoke_wheels.txt | grep . | \
     xargs "$PY" -m pip download -q --no-deps --only-binary=:all: -d "$SMOKE/wheels" || exit 1
   du -sh "$SMOKE/wheels" "$SMOKE/cache"
