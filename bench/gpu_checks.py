@@ -74,10 +74,14 @@ def _grpo_loss(model, ids, completion: int):
     """TRL's per-token log-probabilities of the last ``completion`` tokens (logits_to_keep),
     temperature 1, summed into a loss."""
     logits = model(input_ids=ids, logits_to_keep=completion + 1).logits[:, :-1]
+    logits = logits / 1.0  # TRL divides by the temperature: a second tensor of the logits' size
     target = ids[:, -completion:]
-    logp = torch.log_softmax(logits.float(), dim=-1) if logits.dtype == torch.float32 else \
-        torch.stack([torch.log_softmax(row.float(), -1) for row in logits])  # TRL's row loop for bf16
-    return -logp.gather(-1, target.unsqueeze(-1)).mean()
+    if logits.dtype == torch.float32:
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    else:  # TRL's selective_log_softmax for bf16: one row at a time, only the gathered values kept
+        logp = torch.stack([torch.log_softmax(row.float(), -1).gather(-1, t.unsqueeze(-1)).squeeze(-1)
+                            for row, t in zip(logits, target)])
+    return -logp.mean()
 
 
 def cmd_plan_vs_peak(args) -> int:

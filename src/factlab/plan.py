@@ -43,6 +43,7 @@ import yaml
 from pydantic import BaseModel
 
 from .config import JudgeSection
+from .models import EMBEDDED_MODELS, TINY_MODELS, resolve_model
 
 __all__ = ["GB", "ModelShape", "PlanError", "Strategy", "STRATEGIES", "Term", "StagePlan", "Plan", "model_shape",
            "zero_bytes", "lora_params", "plan_config", "strategy_from_accelerate", "auto_strategies"]
@@ -129,9 +130,11 @@ def _shipped(name: str) -> dict[str, Any] | None:
 def model_shape(name: str) -> ModelShape:
     """The shape of ``name``: its shipped ``config.json`` (``factlab/model_configs``), or the
     ``config.json`` of a local model folder; ``PlanError`` naming the model otherwise."""
-    config = _shipped(name)
+    config, folder = _shipped(name), name
+    if config is None and (name in EMBEDDED_MODELS or name in TINY_MODELS or name == "default"):
+        folder = resolve_model(name)  # factlab's embedded models: their cached folder (built on first use)
     if config is None:
-        local = Path(name).expanduser() / "config.json"
+        local = Path(folder).expanduser() / "config.json"
         if local.is_file():
             config = json.loads(local.read_text(encoding="utf-8"))
     if config is None:
@@ -399,7 +402,7 @@ def reward_model_terms(cfg: Any, gpu_bytes: float) -> list[Term]:
                 try:
                     size = model_shape(j.model).params * DTYPE_BYTES[j.dtype]
                 except PlanError:
-                    continue  # the embedded default judge of a CPU params file: not a GPU plan
+                    continue  # a judge model with no config.json to read: its weights are not counted
                 terms.append(Term(f"judge {j.model}", size, f"transformers backend, {j.dtype}"))
         if sum(t.bytes for t in terms) >= sum(t.bytes for t in best):
             best = terms
@@ -458,12 +461,16 @@ def activation_terms(shape: ModelShape, micro_batch: int, seq: int, completion: 
     """Activations and logits of one micro-batch's forward and backward."""
     tokens = micro_batch * seq
     per_layer = shape.activation_bytes_per_token_layer()
+    full = shape.layers * tokens * per_layer
+    kept = shape.layers * tokens * shape.hidden * 2 + tokens * per_layer
     if checkpointing:
-        act = shape.layers * tokens * shape.hidden * 2 + tokens * per_layer
-        note = f"checkpointed: {shape.layers} layer inputs + 1 layer recomputed, {micro_batch} x {seq} tokens"
+        act = kept
+        note = (f"checkpointed: {shape.layers} layer inputs + 1 layer recomputed, {micro_batch} x {seq} tokens "
+                f"(without checkpointing: {_gb(full)})")
     else:
-        act = shape.layers * tokens * per_layer
-        note = f"no checkpointing: {shape.layers} layers x {per_layer} B a token, {micro_batch} x {seq} tokens"
+        act = full
+        note = (f"no checkpointing: {shape.layers} layers x {per_layer:,} B a token, {micro_batch} x {seq} tokens "
+                f"(with checkpointing: {_gb(kept)})")
     logits = micro_batch * completion * shape.vocab * 2 * 2 if shape.lm_head else 0
     return [Term("activations", act, note),
             Term("logits", logits, f"{micro_batch} x {completion} tokens x {shape.vocab} vocab x 2 B, x2 (copy, grad)")]
