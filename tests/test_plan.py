@@ -92,6 +92,19 @@ def test_check_refuses_the_old_01_batch_naming_the_term(tmp_path, capsys):
     assert "fits 1 x 80 GB" in capsys.readouterr().out
 
 
+def test_plan_prints_every_term_and_exits_1_when_a_named_strategy_does_not_fit(tmp_path, capsys):
+    old = _old_01(tmp_path)
+    assert main(["plan", "01_corver", "--params", str(old), "--gpus", "8", "--strategy", "ddp"]) == 1
+    out = capsys.readouterr().out
+    assert "strategy ddp" in out and "tried in order" not in out and "DOES NOT FIT" in out
+    for term in ("weights", "gradients", "optimizer states", "activations", "logits", "vLLM (colocated)",
+                 "triplet extractor", "CUDA context"):
+        assert f"\n  {term}" in out, term
+    assert "without checkpointing:" in out  # both activation figures, whichever the params choose
+    assert main(["plan", "01_corver", "--params", str(old), "--strategy", "nonsense"]) == 2
+    assert "unknown strategy 'nonsense'" in capsys.readouterr().err
+
+
 def test_vllm_at_the_models_own_context_is_refused(tmp_path):
     """Llama-3.1's 131,072-token context needs 16 GiB of KV cache, more than a 0.4 share leaves."""
     cfg = load_params("01_corver", ROOT / "params" / "01_corver.yaml")

@@ -525,8 +525,9 @@ def _grpo_stage(cfg: Any, strategy: Strategy, gpus: int, gpu_bytes: float) -> St
 
 def _sft_stages(cfg: Any, gpu_bytes: float) -> list[StagePlan]:
     """SFT stages of a params file: SEVA's verifier SFT (``sft``), KLCF's truthfulness RM
-    (``truth_rm.sft`` with ``method: sft``). They run in one process whatever the launch
-    (``factlab train`` prepares them alone, before ``accelerate launch``): planned unsharded."""
+    (``truth_rm.sft`` with ``method: sft``), planned unsharded in one process: KLCF's runs alone
+    before ``accelerate launch`` (``factlab train`` prepares it), and the notebook runs both in its
+    kernel; SEVA's under ``factlab train`` is sharded like GRPO, so this bounds it from above."""
     strategy, gpus = STRATEGIES["single"], 1
     found = []
     if getattr(cfg, "sft", None) is not None and hasattr(cfg.sft, "max_length"):
