@@ -3,6 +3,7 @@ master weights, so AdamW's 1e-6 steps move weights of about 0.02, which pure bf1
 (half a bf16 ulp at 0.02 is ~6e-5). Measured on CPU with the shipped params' learning rates."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -43,11 +44,19 @@ def test_grpo_run_loads_the_policy_in_the_training_dtype_and_the_reference_in_bf
         seen["dtype"] = dtype
         raise RuntimeError("stop after loading")
 
+    real_args = grpo_mod.grpo_args
+
+    def args_first(*a, **k):  # built before the policy loads: ZeRO-3's zero.Init can partition the load
+        assert "dtype" not in seen
+        seen["args"] = real_args(*a, **k)
+        return seen["args"]
+
     monkeypatch.setattr(grpo_mod, "load_model", fake_load)
+    monkeypatch.setattr(grpo_mod, "grpo_args", args_first)
     with pytest.raises(RuntimeError, match="stop after loading"):
-        grpo_mod.run(cfg, [], None, tmp_path / "run")
-    assert seen["dtype"] == "float32"
-    args = grpo_mod.grpo_args(cfg.grpo, tmp_path, ref_dtype="bfloat16")
+        grpo_mod.run(cfg, [], SimpleNamespace(weights=[1.0]), tmp_path / "run")
+    assert seen["dtype"] == "float32" and seen["args"].model_init_kwargs == {"dtype": "bfloat16"}
+    args = real_args(cfg.grpo, tmp_path, ref_dtype="bfloat16")
     assert args.model_init_kwargs == {"dtype": "bfloat16"} and args.vllm_max_model_length == 5120
     # LoRA keeps the frozen base in the params' dtype
     assert models.training_dtype("bfloat16", full_finetune=False) == "bfloat16"

@@ -127,11 +127,12 @@ def _shipped(name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def model_shape(name: str) -> ModelShape:
-    """The shape of ``name``: its shipped ``config.json`` (``factlab/model_configs``), or the
-    ``config.json`` of a local model folder; ``PlanError`` naming the model otherwise."""
+def model_shape(name: str, embedded: bool = True) -> ModelShape:
+    """The shape of ``name``: its shipped ``config.json`` (``factlab/model_configs``), the
+    ``config.json`` of a local model folder, or (``embedded``) of factlab's embedded model's cached
+    folder; ``PlanError`` naming the model otherwise."""
     config, folder = _shipped(name), name
-    if config is None and (name in EMBEDDED_MODELS or name in TINY_MODELS or name == "default"):
+    if config is None and embedded and (name in EMBEDDED_MODELS or name in TINY_MODELS or name == "default"):
         folder = resolve_model(name)  # factlab's embedded models: their cached folder (built on first use)
     if config is None:
         local = Path(folder).expanduser() / "config.json"
@@ -399,8 +400,8 @@ def reward_model_terms(cfg: Any, gpu_bytes: float) -> list[Term]:
                 terms.append(Term(f"judge (vllm) {j.model}", j.gpu_memory_utilization * gpu_bytes,
                                   f"gpu_memory_utilization {j.gpu_memory_utilization}"))
             elif j.backend == "transformers" and _on_gpu(j.device):
-                try:
-                    size = model_shape(j.model).params * DTYPE_BYTES[j.dtype]
+                try:  # not the embedded default judge (every params file has one; most never build it)
+                    size = model_shape(j.model, embedded=False).params * DTYPE_BYTES[j.dtype]
                 except PlanError:
                     continue  # a judge model with no config.json to read: its weights are not counted
                 terms.append(Term(f"judge {j.model}", size, f"transformers backend, {j.dtype}"))

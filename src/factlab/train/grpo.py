@@ -235,6 +235,11 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
     lora = cfg.lora
     # a full fine-tune trains fp32 master weights under bf16 autocast (models.training_dtype)
     dtype = training_dtype(cfg.model.dtype, full_finetune=lora is None)
+    # the GRPOConfig first: under DeepSpeed ZeRO-3 with zero3_init_flag, building it registers the DeepSpeed
+    # config that makes from_pretrained partition the policy as it loads (deepspeed.zero.Init); loaded first,
+    # every process would hold the whole policy before the engine shards it (issue 42)
+    args = grpo_args(grpo, out, run_name=name, reward_weights=rewards.weights,
+                     ref_dtype=cfg.model.dtype if dtype != cfg.model.dtype else None)
     policy, tokenizer = load_model(start, dtype=dtype, device=cfg.model.device,
                                    adapter=None if model else cfg.model.adapter)
     policy.train()
@@ -245,8 +250,6 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
     if not kept:
         raise ValueError(f"{name}: no training prompts left (empty input, or every prompt exceeds "
                          f"grpo.max_prompt_length = {grpo.max_prompt_length})")
-    args = grpo_args(grpo, out, run_name=name, reward_weights=rewards.weights,
-                     ref_dtype=cfg.model.dtype if dtype != cfg.model.dtype else None)
     trainer = FactlabGRPOTrainer(
         model=policy, processing_class=tokenizer, reward_funcs=list(rewards.funcs), args=args,
         train_dataset=Dataset.from_list(kept), callbacks=list(callbacks),
