@@ -149,3 +149,22 @@ def test_judge_shares_beside_the_colocated_engine_are_checked_at_load():
     with pytest.raises(ConfigError, match=r"rewards.0.args.verifier_judge.gpu_memory_utilization 0.7 \+ "
                                           r"grpo.vllm_gpu_memory_utilization 0.3 = 1.00"):
         validate(data, config_for_notebook("05_klcf"))
+
+
+def test_factlab_run_warns_on_a_gpu_the_plan_does_not_fit(tmp_path, monkeypatch, caplog):
+    """On a CUDA machine, `factlab run` plans the params in its one process on this GPU and warns
+    before the kernel starts (here an 80 GB GPU, faked, and the old 01 batch without vLLM)."""
+    import torch
+
+    from factlab import runner
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: type("P", (), {"total_memory": 80e9}))
+    cfg = load_params("01_corver", _old_01(tmp_path))
+    cfg.grpo.use_vllm = False
+    message = runner.warn_unless_it_fits(cfg, "01_corver")
+    assert "does not fit this GPU (80 GB) in one process" in message and "logits" in message
+    assert message in caplog.text
+    assert runner.warn_unless_it_fits(load_params("01_corver", ROOT / "params" / "01_corver.yaml"), "01_corver") is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert runner.warn_unless_it_fits(cfg, "01_corver") is None  # CPU: nothing to plan
