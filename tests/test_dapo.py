@@ -243,10 +243,12 @@ def test_the_full_k2v_schedule_matches_verls_step_count():
     For 19,000 training questions verl takes at most 98 x 2 = 196 generation steps and 392
     updates; factlab's full params give the same bounds (TRL's planned count is the upper line)."""
     cfg = config.load_config("params/04_k2v.yaml", K2VConfig)
-    g, world = cfg.grpo, 8
-    per_update = g.per_device_train_batch_size * g.gradient_accumulation_steps * world // g.num_generations
-    per_generation = g.per_device_train_batch_size * g.steps_per_generation * world // g.num_generations
-    assert (per_update, per_generation) == (32, 64)
+    # the file ships one GPU's values; its comment gives 8 GPUs' (issue 42: the same global batch)
+    eight = cfg.grpo.model_copy(update={"gradient_accumulation_steps": 8, "steps_per_generation": 16})
+    for g, world in ((cfg.grpo, 1), (eight, 8)):
+        per_update = g.per_device_train_batch_size * g.gradient_accumulation_steps * world // g.num_generations
+        per_generation = g.per_device_train_batch_size * g.steps_per_generation * world // g.num_generations
+        assert (per_update, per_generation) == (32, 64), world
     counts = step_counts(19_000, prompts_per_generation=per_generation,
                          updates_per_generation=g.steps_per_generation // g.gradient_accumulation_steps,
                          epochs=g.num_train_epochs, generation_batches=g.dynamic_sampling.generation_batches)

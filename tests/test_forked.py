@@ -101,3 +101,21 @@ def test_a_stopped_worker_fails_the_run_instead_of_hanging_it(tmp_path):
     pid = int((tmp_path / "pid").read_text())
     with pytest.raises(ProcessLookupError):  # ended and reaped, not left stopped
         os.kill(pid, 0)
+
+
+def test_workers_are_refused_once_cuda_is_initialized(tmp_path, monkeypatch):
+    """Issue 42: a process that initialized CUDA cannot fork CUDA users; refused before any fork,
+    while one worker (in this process) still runs the jobs."""
+    import torch
+
+    from factlab import forked
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(forked.mp, "get_context", lambda *a: pytest.fail("forked after CUDA"))
+    ran = []
+    jobs = [Job(f"j{i}", lambda i=i: ran.append(i), tmp_path / f"j{i}.log") for i in range(2)]
+    with pytest.raises(forked.CUDAForkError, match="initialized CUDA.*evidence.workers: 1"):
+        run_jobs(jobs, workers=2, progress=False)
+    assert ran == []
+    run_jobs(jobs, workers=1, progress=False)
+    assert ran == [0, 1]

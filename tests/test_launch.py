@@ -186,7 +186,14 @@ def test_every_training_notebook_dry_runs_on_eight_processes(tmp_path, capsys, n
     assert _after(cmd, "--num_processes") == "8" and Path(_after(cmd, "--config_file")) == ACC / "ddp.yaml"
     assert cmd[cmd.index("-m", 3):] == ["-m", "factlab.launch", "--notebook", notebook, "--params",
                                         str(run_dir / "config.yaml"), "--run-dir", str(run_dir)]
-    # a preparation that trains (warm start, KLCF's reward model SFT) runs once, alone, before the launch
+    # 8 processes: the preparation runs once, alone, before the launch (issue 42: ranks 1..7 would otherwise
+    # wait in a collective while rank 0 self-filters, past NCCL's timeout)
+    assert [c[1:3] + c[-1:] for c in first] == [["-m", "factlab.launch", "--prepare-only"]]
+    assert "prepared first in one process" in out
+    # one process: alone only when the preparation trains (warm start, KLCF's reward model SFT)
+    assert main(["train", notebook, "--params", str(params), "--accelerate-config", "ddp", "--num-processes", "1",
+                 "--run-dir", str(run_dir), "--dry-run"]) == 0
+    *first, cmd = _commands(capsys.readouterr().out)
     alone = recipe.prepare_alone(load_params(notebook, params))
     assert [c[1:3] + c[-1:] for c in first] == ([["-m", "factlab.launch", "--prepare-only"]] if alone else [])
     assert not run_dir.exists()
@@ -225,7 +232,9 @@ def test_the_notebook_calls_the_recipe_stages_that_launch_runs(notebook):
         assert callable(getattr(recipe, stage)), stage
     tree = ast.parse((ROOT / "src" / "factlab" / "launch.py").read_text())
     imported = {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert not {m for m in imported if m.startswith("train") and m != "train.grpo"} and "recipes" in imported
+    # train.grpo for TrainResult, train.runtime for the runtime check every training path shares: no training code
+    assert not {m for m in imported if m.startswith("train") and m not in ("train.grpo", "train.runtime")}
+    assert "recipes" in imported
 
 
 def test_dry_run_without_a_run_dir_names_the_runner_s_folder_and_writes_nothing(tmp_path, capsys, monkeypatch):

@@ -2,7 +2,8 @@
 
     factlab run NOTEBOOK [--params FILE] [--out DIR] [--smoke] [--verify]
     factlab run NOTEBOOK --resume RUN_DIR [--force] [--verify]
-    factlab check NOTEBOOK [--params FILE] [--smoke]
+    factlab check NOTEBOOK [--params FILE] [--smoke] [--gpu-mem GB [--gpus N]]
+    factlab plan NOTEBOOK [--params FILE] [--gpus N] [--gpu-mem GB] [--strategy NAME]
     factlab run-all [--full] [--out DIR] [--only NAME ...] [--verify]
     factlab sweep NOTEBOOK [--params FILE] --grid KEY=V1,V2 ... [--executor local|ray] [--dry-run]
     factlab train NOTEBOOK [--params FILE] --accelerate-config {ddp,zero2,zero3,fsdp2,PATH}
@@ -36,6 +37,7 @@ from .evidence import HYPOTHESES
 from .evidence import recompute as recompute_evidence
 from .evidence import run as run_evidence
 from .launch import add_command as add_train_command
+from .plan import PlanError, load_strategy, plan_config
 from .rewards import available as available_rewards
 from .runner import default_params, find_notebook, load_params, project_root, run_all, run_notebook
 from .serve import JudgeServer
@@ -51,6 +53,17 @@ def _positive_int(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
     return n
+
+
+def _positive_float(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return x
 
 
 def _out_folder(path: str | None) -> None:
@@ -125,13 +138,46 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _plan(args, nb: Path, cfg):
+    """The memory plan of ``cfg`` for the command's --gpus / --gpu-mem / --strategy."""
+    strategy = None
+    if getattr(args, "strategy", None):
+        strategy = load_strategy(args.strategy, nb.parent.parent / "params" / "accelerate")
+    return plan_config(cfg, nb.stem, gpus=args.gpus, gpu_mem_gb=args.gpu_mem, strategy=strategy)
+
+
 def _cmd_check(args) -> int:
     nb = find_notebook(args.notebook)
     params = Path(args.params) if args.params else default_params(nb, args.smoke)
     cfg = load_params(nb.stem, params)
     rewards = ", ".join(f"{s.name} x{s.weight:g}" for s in getattr(cfg, "rewards", [])) or "none"
+    if args.gpu_mem is not None:
+        try:
+            plan = _plan(args, nb, cfg)
+        except PlanError as e:
+            print(f"error: {params}: {e}", file=sys.stderr)
+            return 2
+        if not plan.fits:
+            print(f"error: {params} does not fit {args.gpus} x {args.gpu_mem:g} GB ({plan.strategy.name}, the last "
+                  f"strategy tried): {plan.problem}\n(factlab plan {nb.stem} --params {params} --gpus {args.gpus} "
+                  f"--gpu-mem {args.gpu_mem:g} prints every term)", file=sys.stderr)
+            return 1
+        rewards += f"; fits {args.gpus} x {args.gpu_mem:g} GB with {plan.strategy.name}"
     print(f"ok: {params} is a valid {type(cfg).__name__} for {nb.stem} (model {cfg.model.name}; rewards: {rewards})")
     return 0
+
+
+def _cmd_plan(args) -> int:
+    nb = find_notebook(args.notebook)
+    params = Path(args.params) if args.params else default_params(nb, args.smoke)
+    cfg = load_params(nb.stem, params)
+    try:
+        plan = _plan(args, nb, cfg)
+    except PlanError as e:
+        print(f"error: {params}: {e}", file=sys.stderr)
+        return 2
+    print(f"{params}\n{plan.describe()}")
+    return 0 if plan.fits else 1
 
 
 def _cmd_rewards(args) -> int:
@@ -240,6 +286,20 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("notebook", help="notebook path or stem, e.g. 01_corver")
     c.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
     c.add_argument("--smoke", action="store_true", help="check params/<stem>_smoke.yaml")
+    c.add_argument("--gpu-mem", type=_positive_float, metavar="GB",
+                   help="also refuse params whose memory plan (factlab plan) does not fit GPUs of this size")
+    c.add_argument("--gpus", type=_positive_int, default=1, help="GPUs (ranks) for --gpu-mem (default: 1)")
+    c.add_argument("--strategy", help="ddp, zero2, zero3, zero3_offload, fsdp2, single or an accelerate YAML "
+                                      "(default: the first that fits)")
+    pl = sub.add_parser("plan", help="print the GPU memory plan of a notebook's params, per rank and stage")
+    pl.add_argument("notebook", help="notebook path or stem, e.g. 01_corver")
+    pl.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
+    pl.add_argument("--smoke", action="store_true", help="plan params/<stem>_smoke.yaml")
+    pl.add_argument("--gpus", type=_positive_int, default=1, help="GPUs, one rank each (default: 1)")
+    pl.add_argument("--gpu-mem", type=_positive_float, default=80.0, metavar="GB", help="memory a GPU (default: 80)")
+    pl.add_argument("--strategy", help="ddp, zero2, zero3, zero3_offload, fsdp2, single or an accelerate YAML "
+                                       "(default: the first that fits)")
+    pl.set_defaults(func=_cmd_plan)
     c.set_defaults(func=_cmd_check)
 
     rw = sub.add_parser("rewards", help="list the registered reward names")

@@ -284,6 +284,9 @@ class GRPOSection(Section):
     use_vllm: bool = True
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = Field(0.4, gt=0.0, le=1.0)  # colocate only; a server takes its own flag
+    # vLLM's context (TRL's vllm_max_model_length). None: max_prompt_length + max_completion_length, never the
+    # model's own context (Llama-3.1's 131,072 tokens need 16 GiB of KV cache for one sequence)
+    vllm_max_model_length: int | None = Field(None, ge=1, le=MAX_TOKENS)
     # server mode: where `trl vllm-serve --model ...` runs (other GPUs or another node); base_url wins
     vllm_server_base_url: str | None = None  # e.g. http://10.0.0.5:8000
     vllm_server_host: str | None = None  # e.g. 10.0.0.5 (with vllm_server_port)
@@ -346,6 +349,19 @@ class GRPOSection(Section):
                 f"per_device_train_batch_size x steps_per_generation = {self.per_device_train_batch_size * spg} "
                 f"completions per generation batch is not a multiple of num_generations = {self.num_generations}"))
         return self
+
+    @model_validator(mode="after")
+    def _vllm_context_holds_a_rollout(self) -> "GRPOSection":
+        need = self.max_prompt_length + self.max_completion_length
+        if self.vllm_max_model_length is not None and self.vllm_max_model_length < need:
+            raise ParamError("vllm_max_model_length", (
+                f"{self.vllm_max_model_length} tokens cannot hold a rollout: max_prompt_length + "
+                f"max_completion_length = {need}"))
+        return self
+
+    def vllm_context(self) -> int:
+        """The context vLLM is started with: ``vllm_max_model_length``, else prompt + completion."""
+        return self.vllm_max_model_length or self.max_prompt_length + self.max_completion_length
 
     @model_validator(mode="after")
     def _vllm_server_is_named(self) -> "GRPOSection":

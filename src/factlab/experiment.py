@@ -29,9 +29,44 @@ from .rewards.rar import ClaimVerifierSection
 from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
 
-__all__ = ["ExperimentConfig", "TrainingConfig", "QuickstartConfig", "EvidenceArm", "EvidenceSection", "BASE_ARM",
-           "Comparison", "Hypothesis", "HYPOTHESES", "arm_folder_name",
+__all__ = ["MAX_GPU_SHARE", "vllm_shares", "ExperimentConfig", "TrainingConfig", "QuickstartConfig", "EvidenceArm",
+           "EvidenceSection", "BASE_ARM", "Comparison", "Hypothesis", "HYPOTHESES", "arm_folder_name",
            "WarmStartSection", "WarmStartSFTSection"]
+
+MAX_GPU_SHARE = 0.95  # vLLM shares of one GPU together; the rest is the CUDA context and the trainer's minimum
+
+
+def vllm_shares(cfg: Any) -> list[tuple[str, float]]:
+    """(dotted key, share) of every vLLM engine a training config starts on one GPU: ``backend:
+    vllm`` judges anywhere in it (sections or reward args) and the colocated rollout engine."""
+    found: list[tuple[str, float]] = []
+
+    def visit(node: Any, where: str) -> None:
+        if isinstance(node, JudgeSection):
+            if node.backend == "vllm":
+                found.append((f"{where}.gpu_memory_utilization", node.gpu_memory_utilization))
+            return
+        if isinstance(node, dict) and node.get("backend") == "vllm":
+            found.append((f"{where}.gpu_memory_utilization",
+                          float(node.get("gpu_memory_utilization", JudgeSection.model_fields[
+                              "gpu_memory_utilization"].default))))
+            return
+        if isinstance(node, Section):
+            for name in type(node).model_fields:
+                visit(getattr(node, name), f"{where}.{name}" if where else name)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                visit(v, f"{where}.{k}" if where else str(k))
+        elif isinstance(node, (list, tuple)):
+            for i, v in enumerate(node):
+                visit(v, f"{where}.{i}" if where else str(i))
+
+    visit(cfg, "")
+    grpo = getattr(cfg, "grpo", None)
+    if grpo is not None and grpo.use_vllm and grpo.vllm_mode == "colocate":
+        found.append(("grpo.vllm_gpu_memory_utilization", grpo.vllm_gpu_memory_utilization))
+    return found
+
 
 LENGTH_REWARDS = ("overlong", "length_penalty")  # rewards whose args.max_len is a completion length in tokens
 
@@ -413,6 +448,22 @@ class TrainingConfig(ExperimentConfig):
                                  f"{max_len} is above grpo.max_completion_length = {self.grpo.max_completion_length}: "
                                  f"completions stop before the {spec.name} penalty ends, so it would never reach its "
                                  f"full value (set them equal)")
+        return self
+
+    @model_validator(mode="after")
+    def _gpu_shares_fit(self) -> "TrainingConfig":
+        """The GPU shares vLLM engines take on one GPU: every ``backend: vllm`` judge's
+        ``gpu_memory_utilization`` plus the colocated rollout engine's
+        (``grpo.vllm_gpu_memory_utilization``) may not pass ``MAX_GPU_SHARE``: vLLM reserves its
+        share when it starts, so a sum above the whole GPU fails there (issue 42), after hours of
+        preparation."""
+        shares = vllm_shares(self)
+        total = sum(s for _, s in shares)
+        if shares and total > MAX_GPU_SHARE:
+            parts = " + ".join(f"{where} {share:g}" for where, share in shares)
+            raise ParamError(shares[-1][0], f"vLLM engines would share one GPU past {MAX_GPU_SHARE}: {parts} = "
+                                            f"{total:.2f}; lower a gpu_memory_utilization, or serve the judge "
+                                            f"elsewhere (backend: openai)")
         return self
 
     @model_validator(mode="after")

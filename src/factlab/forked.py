@@ -17,6 +17,12 @@ pool does not survive a fork; a forked child that asks torch for 2 threads after
 to the job's log file, and multiprocessing ends it without running the parent's exit hooks (a
 Jupyter kernel's sockets are never touched twice). A job that fails stops the others and raises
 :class:`JobFailed` naming the job, its exit code and its log, with the log's tail.
+
+Not under CUDA: a process that has initialized CUDA cannot fork a child that uses it ("Cannot
+re-initialize CUDA in forked subprocess"), and ``spawn`` cannot carry the jobs' closures. So
+``run_jobs`` with several workers refuses (:class:`CUDAForkError`, before forking anything) once
+CUDA is initialized in this process: on a GPU the jobs run with ``workers: 1``, one after the other
+on the GPU, which is faster there than CPU workers.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Callable, Sequence
 
 from .threads import usable_cores
 
-__all__ = ["Job", "JobFailed", "run_jobs"]
+__all__ = ["Job", "JobFailed", "CUDAForkError", "cuda_initialized", "run_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,16 @@ class Job:
 
 class JobFailed(RuntimeError):
     """A forked job exited with an error (the message names it, its exit code and its log)."""
+
+
+class CUDAForkError(RuntimeError):
+    """Forked workers were asked for after this process initialized CUDA."""
+
+
+def cuda_initialized() -> bool:
+    """Whether this process has initialized CUDA (torch imported and a CUDA context made)."""
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -132,6 +148,10 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
         return
     if sys.platform == "win32":
         raise RuntimeError("evidence.workers > 1 forks worker processes, which Windows cannot; set workers: 1")
+    if cuda_initialized():
+        raise CUDAForkError(f"{desc}: {workers} workers would fork this process after it initialized CUDA, and a "
+                            f"forked child cannot use CUDA ('Cannot re-initialize CUDA in forked subprocess'); set "
+                            f"evidence.workers: 1 (the jobs then run one after the other on the GPU)")
     cores = usable_cores()
     if workers > cores:
         log.warning("%s: %d workers on %d cores: each worker is one thread, so the extra ones only share "

@@ -34,7 +34,6 @@ The accelerate configs live in ``params/accelerate/`` (``ddp``, ``zero2``, ``zer
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import logging
 import os
@@ -56,6 +55,8 @@ from .rewards import Resources
 from .runner import config_for_notebook, default_params, find_notebook, make_run_dir, project_root
 from .sweep import set_dotted
 from .train.grpo import TrainResult
+from .train.runtime import RuntimeCheckError
+from .train.runtime import check_runtime as check_train_runtime
 
 log = logging.getLogger(__name__)
 
@@ -182,24 +183,12 @@ def check_accelerate_config(path: str | Path) -> dict[str, Any]:
 
 
 def check_runtime(cfg: BaseModel, accelerate: dict[str, Any] | None = None) -> None:
-    """What a params file asks of this machine, checked when a run starts (never at load):
-    vLLM rollouts need vllm and CUDA; DeepSpeed and FSDP need CUDA (and deepspeed installed)."""
-    grpo = getattr(cfg, "grpo", None)
-    if grpo is not None and grpo.use_vllm:
-        if importlib.util.find_spec("vllm") is None:
-            raise LaunchError("grpo.use_vllm is true and vllm is not installed here: pip install 'factlab[gpu]' "
-                              "on the training nodes, or set grpo.use_vllm: false")
-        if not torch.cuda.is_available():
-            raise LaunchError("grpo.use_vllm is true and this machine has no CUDA device: vLLM rollouts need GPUs; "
-                              "set grpo.use_vllm: false to generate with the policy itself")
-    if accelerate is None:
-        return
-    dtype = accelerate["distributed_type"]
-    if dtype in ("DEEPSPEED", "FSDP") and not torch.cuda.is_available():
-        raise LaunchError(f"the {dtype} config needs CUDA GPUs and this machine has none; on CPU use "
-                          f"--accelerate-config ddp")
-    if dtype == "DEEPSPEED" and importlib.util.find_spec("deepspeed") is None:
-        raise LaunchError("the DeepSpeed config needs deepspeed: pip install deepspeed (on every training node)")
+    """``train.check_runtime`` (vLLM, CUDA, DeepSpeed as the params and the accelerate config ask),
+    its refusal as a ``LaunchError``."""
+    try:
+        check_train_runtime(cfg, accelerate)
+    except RuntimeCheckError as e:
+        raise LaunchError(str(e)) from None
 
 
 # ---------------------------------------------------------------- the command line `accelerate launch` gets
@@ -387,12 +376,17 @@ def command(args) -> int:
         nb.stem, config, run_dir, acc_path, num_processes=n, mixed_precision=mixed, num_machines=args.num_machines,
         machine_rank=args.machine_rank, main_process_ip=args.main_process_ip,
         main_process_port=args.main_process_port)
-    alone = not args.prepare_only and recipe.prepare_alone(cfg)
+    # the preparation runs first in one plain process when it trains (warm start, reward model) and whenever
+    # several processes launch: otherwise ranks 1..N-1 wait in a collective while rank 0 self-filters or builds
+    # datastores, past NCCL's timeout (issue 42); the launched processes then find it finished (cached)
+    trains = recipe.prepare_alone(cfg)
+    alone = not args.prepare_only and (trains or n > 1)
     detail = ", ".join(f"{k} {v}" for k, v in acc.items() if k not in ("num_processes", "mixed_precision"))
     steps = f"$ {shlex.join(prepare)}\n" if alone else ""
     print(f"{recipe.NOTEBOOK}: {recipe.WHAT}\naccelerate: {acc_path} ({detail}); {n} processes on {machines} "
           f"machine(s), mixed precision {mixed} (grpo.bf16)\nrun folder: {run_dir}"
-          + ("\nprepared first in one process (its preparation trains: warm start or reward model)" if alone else "")
+          + (f"\nprepared first in one process ({'its preparation trains: warm start or reward model' if trains else f'{n} processes would wait for rank 0 to prepare'})"
+             if alone else "")
           + f"\n{steps}$ {shlex.join(cmd)}", flush=True)
     if args.dry_run:
         return 0

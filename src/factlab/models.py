@@ -245,6 +245,15 @@ def load_tokenizer(name: str | None = None):
     return tok
 
 
+def training_dtype(dtype: str, full_finetune: bool) -> str:
+    """The dtype to load a model in for training. A full fine-tune keeps fp32 master weights:
+    it loads in float32 and the trainer's ``bf16: true`` runs the forward and backward under bf16
+    autocast. Loaded in bf16 and stepped by AdamW at lr 1e-6, a weight near 0.02 would not move:
+    the update is below half a bf16 ulp there (~6e-5) and rounds away (issue 42). LoRA keeps the
+    frozen base at ``dtype`` (peft keeps the adapters in fp32)."""
+    return "float32" if full_finetune and dtype in ("bfloat16", "float16") else dtype
+
+
 def load_model(name: str | None = None, dtype: str = "float32", device: str = "auto",
                adapter: str | None = None):
     """Load ``(model, tokenizer)`` by alias, HF id or local path, in eval mode.
@@ -322,17 +331,22 @@ def adapter_adds_nothing(adapter: str | Path) -> bool:
 
 
 def release_memory() -> None:
-    """Collect garbage and hand freed heap pages back to the operating system (glibc's
-    ``malloc_trim``; a no-op elsewhere). A training run or a model freed inside a long notebook
+    """Collect garbage, hand freed heap pages back to the operating system (glibc's
+    ``malloc_trim``; a no-op elsewhere) and, where CUDA is in use, torch's cached GPU blocks to
+    the driver (``torch.cuda.empty_cache``). A training run or a model freed inside a long notebook
     otherwise keeps its peak resident memory until the kernel exits."""
     import ctypes
     import gc
+    import sys
 
     gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # freed blocks back to the driver, for the next run
+        torch.cuda.empty_cache()
 
 
 def stop_token_ids(tokenizer) -> list[int]:

@@ -42,6 +42,8 @@ from .models import DEFAULT_MODEL
 from .paths import atomic_write_text, no_symlink
 from .report import sanitize_html
 from .recipes import RECIPES
+from .plan import PlanError, STRATEGIES, plan_config
+from .train.runtime import check_runtime
 
 if TYPE_CHECKING:
     from nbconvert import HTMLExporter
@@ -65,6 +67,29 @@ def config_for_notebook(stem: str) -> type[BaseModel]:
         return NOTEBOOK_CONFIGS[stem]
     except KeyError:
         raise ConfigError(f"no config registered for notebook '{stem}'; known: {sorted(NOTEBOOK_CONFIGS)}") from None
+
+
+def warn_unless_it_fits(cfg: BaseModel, notebook: str) -> str | None:
+    """On a CUDA machine, the memory plan (``factlab.plan``) of ``cfg`` in this one process (a
+    notebook run is one process, no DeepSpeed) on this GPU's memory; a warning naming the terms
+    when it does not fit, with the launch that would (returned too). Nothing without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    gb = torch.cuda.get_device_properties(0).total_memory / 1e9
+    try:
+        plan = plan_config(cfg, notebook, gpus=1, gpu_mem_gb=gb, strategy=STRATEGIES["single"])
+    except PlanError as e:
+        log.info("no memory plan for %s: %s", notebook, e)
+        return None
+    if plan.fits:
+        return None
+    message = (f"{notebook}: the memory plan does not fit this GPU ({gb:.0f} GB) in one process: {plan.problem}. "
+               f"`factlab plan {notebook} --params ... --gpu-mem {gb:.0f}` names a launch that fits (factlab train "
+               f"--accelerate-config ...), after which `factlab run --resume` evaluates")
+    log.warning(message)
+    return message
 
 
 def load_params(notebook: str, params: str | Path) -> BaseModel:
@@ -303,6 +328,8 @@ def run_notebook(notebook: str | Path, params: str | Path | None = None,
     else:
         params_path = Path(params) if params else default_params(nb_path, smoke)
         cfg = load_config(params_path, config_for_notebook(nb_path.stem))
+        check_runtime(cfg)  # vLLM / CUDA the params ask for, before a kernel starts (issue 42)
+        warn_unless_it_fits(cfg, nb_path.stem)
         params_source = params_path
         run_dir = make_run_dir(nb_path, params_path, out)
     with run_lock(run_dir):

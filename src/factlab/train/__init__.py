@@ -8,5 +8,6 @@ up, in ``factlab.recipes``.
 """
 
 from .grpo import TrainResult, merge_adapter, run
+from .runtime import RuntimeCheckError, check_runtime
 
-__all__ = ["TrainResult", "merge_adapter", "run"]
+__all__ = ["TrainResult", "merge_adapter", "run", "check_runtime", "RuntimeCheckError"]

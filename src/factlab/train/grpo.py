@@ -36,12 +36,13 @@ from datasets import Dataset
 from trl import GRPOConfig
 
 from ..config import UNREDACTED, GRPOSection
-from ..models import load_model, lora_config, release_memory
+from ..models import load_model, lora_config, release_memory, training_dtype
 from ..paths import atomic_write_text
 from ..rewards.registry import RewardSet
 from ..eval.alarms import AlarmsSection
 from .dapo import DynamicSampling
 from .health import CompletionHealth
+from .memory import cuda_memory, release_rollout_engine, reset_peak_memory
 from .stepwise_grpo import TokenLevelAdvantages
 from .trainer import FactlabGRPOTrainer, TrainerExtension
 from .validity import RewardValidity
@@ -165,8 +166,10 @@ def resume_checkpoint(out: str | Path) -> Path | None:
 
 
 def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = None,
-              reward_weights: Sequence[float] | None = None) -> GRPOConfig:
-    """A TRL ``GRPOConfig`` from the params section (``extra`` passes any other field)."""
+              reward_weights: Sequence[float] | None = None, ref_dtype: str | None = None) -> GRPOConfig:
+    """A TRL ``GRPOConfig`` from the params section (``extra`` passes any other field).
+    ``ref_dtype``: the dtype TRL builds the reference model in (``beta > 0`` without LoRA); TRL's
+    default is the policy's, fp32 for a full fine-tune's master weights: twice the memory."""
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
     unknown = sorted(set(cfg.extra) - known)
     if unknown:
@@ -184,6 +187,9 @@ def grpo_args(cfg: GRPOSection, output_dir: str | Path, run_name: str | None = N
         kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}  # 000 Table 5
     if reward_weights is not None:
         kwargs["reward_weights"] = list(reward_weights)
+    kwargs["vllm_max_model_length"] = cfg.vllm_context()  # not the model's own context (issue 42)
+    if ref_dtype is not None and ref_dtype != "auto" and cfg.beta > 0:
+        kwargs["model_init_kwargs"] = {"dtype": ref_dtype}  # read by TRL for the reference model only
     for key in ("vllm_server_base_url", "vllm_server_host"):  # unset: TRL's own default (host 0.0.0.0)
         if kwargs.get(key) is None:
             kwargs.pop(key, None)
@@ -231,7 +237,15 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
         return done
     grpo = grpo or cfg.grpo
     start = model or cfg.model.name
-    policy, tokenizer = load_model(start, dtype=cfg.model.dtype, device=cfg.model.device,
+    lora = cfg.lora
+    # a full fine-tune trains fp32 master weights under bf16 autocast (models.training_dtype)
+    dtype = training_dtype(cfg.model.dtype, full_finetune=lora is None)
+    # the GRPOConfig first: under DeepSpeed ZeRO-3 with zero3_init_flag, building it registers the DeepSpeed
+    # config that makes from_pretrained partition the policy as it loads (deepspeed.zero.Init); loaded first,
+    # every process would hold the whole policy before the engine shards it (issue 42)
+    args = grpo_args(grpo, out, run_name=name, reward_weights=rewards.weights,
+                     ref_dtype=cfg.model.dtype if dtype != cfg.model.dtype else None)
+    policy, tokenizer = load_model(start, dtype=dtype, device=cfg.model.device,
                                    adapter=None if model else cfg.model.adapter)
     policy.train()
     kept, dropped = filter_long_prompts(rows, tokenizer, grpo.max_prompt_length)
@@ -241,8 +255,6 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
     if not kept:
         raise ValueError(f"{name}: no training prompts left (empty input, or every prompt exceeds "
                          f"grpo.max_prompt_length = {grpo.max_prompt_length})")
-    args = grpo_args(grpo, out, run_name=name, reward_weights=rewards.weights)
-    lora = cfg.lora
     trainer = FactlabGRPOTrainer(
         model=policy, processing_class=tokenizer, reward_funcs=list(rewards.funcs), args=args,
         train_dataset=Dataset.from_list(kept), callbacks=list(callbacks),
@@ -251,6 +263,7 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
                     *([RewardValidity()] if _alarms(cfg).truth else []),
                     *([DynamicSampling(grpo.dynamic_sampling)] if grpo.dynamic_sampling.enabled else [])])
     checkpoint = resume_checkpoint(out)
+    reset_peak_memory()
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     result = TrainResult.finish(trainer, tokenizer, name, start, lora is not None, checkpoint is not None,
@@ -261,8 +274,17 @@ def run(cfg: Any, rows: Sequence[dict], rewards: RewardSet, out_dir: str | Path,
         log.warning("%s: %d of grpo.max_steps = %d steps ran: dynamic sampling's refills consumed the epochs "
                     "(transformers plans epochs from max_steps without them); add prompts or lower max_steps",
                     name, result.steps, grpo.max_steps)
+    # the next run in this kernel starts its own engine: release this one's GPU memory first (issue 42)
+    result.metrics.update(cuda_memory("cuda_train"))
+    main_process = trainer.is_world_process_zero()
+    release_rollout_engine(trainer)
     del trainer, policy
     release_memory()
+    after = cuda_memory("cuda_after_release")
+    if after:
+        result.metrics.update(after)
+        if main_process:
+            result.save()
     return result
 
 

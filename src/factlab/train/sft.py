@@ -25,7 +25,7 @@ from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
 from ..config import UNREDACTED, SFTSection
-from ..models import load_model, lora_config, release_memory
+from ..models import load_model, lora_config, release_memory, training_dtype
 from ..rewards import seva
 from .grpo import TrainResult, resume_checkpoint
 
@@ -91,8 +91,10 @@ def run_sft(cfg: Any, dataset: Dataset, out_dir: str | Path, *, model: str | Non
         log.info("%s: finished run found in %s, not retraining", name, out)
         return done
     start = model or cfg.model.name
-    policy, tokenizer = load_model(start, dtype=cfg.model.dtype, device=cfg.model.device)
     lora = cfg.lora
+    # a full fine-tune trains fp32 master weights under bf16 autocast (models.training_dtype)
+    policy, tokenizer = load_model(start, dtype=training_dtype(cfg.model.dtype, full_finetune=lora is None),
+                                   device=cfg.model.device)
     if train_top_layers is not None:
         if lora:
             raise ValueError("train_top_layers freezes layers of a full fine-tune; with LoRA set lora.target_modules")
