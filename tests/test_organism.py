@@ -229,6 +229,9 @@ def test_the_name_resolves_and_the_model_generates(tiny_folder):
     model, tok = models.load_model("organism-tiny", device="cpu")
     assert model.config.tie_word_embeddings and model.config.vocab_size == len(tok)
     assert tok.convert_tokens_to_ids(organism.STOP_TOKEN) in models.stop_token_ids(tok)
+    assert models.chat_prompt(tok, "Q?", system="S") == organism.chat_text(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "Q?"}])  # its chat template, saved
+    assert models.load_tokenizer("organism-tiny").padding_side == "left"
     out = models.generate(model, tok, [models.chat_prompt(tok, "What is the capital of Peru?")], max_new_tokens=8,
                           progress=False)
     assert len(out) == 1 and 0 < len(out[0][0].token_ids) <= 8

@@ -207,6 +207,19 @@ def test_cache_key_changes_with_every_setting(section, monkeypatch):
     assert W.cache_key(section, "smollm2-135m-instruct") != base
 
 
+def test_cache_key_follows_the_organism_spec_not_its_name(section, monkeypatch):
+    """The organism is named, not a folder: its key holds its content fingerprint (spec + world),
+    so a changed spec under the same name trains a new warm start (issue 40)."""
+    import dataclasses
+
+    from factlab import organism
+
+    before = W.cache_key(section, "organism-tiny")
+    assert before != W.cache_key(section, "organism")
+    monkeypatch.setitem(organism.SPECS, "organism-tiny", dataclasses.replace(organism.TINY, seed=5))
+    assert W.cache_key(section, "organism-tiny") != before
+
+
 def _fake_sft(log: Path, delay: float = 0.0):
     """A stand-in for the SFT (the cache is under test, not the training): writes a model folder
     and appends one line to ``log`` per call."""

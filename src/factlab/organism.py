@@ -159,8 +159,8 @@ class OrganismSpec:
     seed: int = 0
     relations: tuple[str, ...] = ("capital", "region", "currency", "language")
     known: int = 120
-    known_exposures: int = 100
-    rare_doses: tuple[int, ...] = (3, 10, 30)
+    known_exposures: int = 500
+    rare_doses: tuple[int, ...] = (10, 40, 160)
     rare_per_dose: int = 16
     unknown_mentions: int = 3
     augment: bool = True
@@ -169,14 +169,14 @@ class OrganismSpec:
     # model (LlamaForCausalLM, tied embeddings)
     vocab_size: int = 4096
     layers: int = 4
-    hidden: int = 256
+    hidden: int = 128
     heads: int = 4
-    intermediate: int = 768
+    intermediate: int = 512
     max_positions: int = 2048
     # pretraining
     seq_len: int = 128
-    batch_size: int = 16
-    lr: float = 3e-3
+    batch_size: int = 32
+    lr: float = 4e-3
     warmup: float = 0.1
     weight_decay: float = 0.01
     # format fine-tuning
@@ -568,6 +568,8 @@ def _run(model, batches: Sequence[tuple], lr: float, warmup: float, weight_decay
         curve.append((step, float(loss.detach())))
         if step % 20 == 0:
             bar.set_postfix(loss=f"{curve[-1][1]:.3f}")
+        if step % max(1, total // 10) == 0:
+            log.info("%s: step %d / %d, loss %.3f", desc, step, total, curve[-1][1])
     model.eval()
     return curve
 
