@@ -150,6 +150,33 @@ def test_prepare_only_runs_the_entry_point_without_accelerate(tmp_path, capsys):
     assert cmd[1:3] == ["-m", "factlab.launch"] and cmd[-1] == "--prepare-only" and "--config_file" not in cmd
 
 
+def test_the_offload_config_names_its_deepspeed_json(tmp_path, capsys, monkeypatch):
+    """zero3_offload (issue 42: full fine-tunes of 7-8 B on one GPU): ZeRO-3 with optimizer and
+    weights on the host, DeepSpeed's own AdamW ("auto" values from the params; ZeRO-Offload refuses a
+    client optimizer), no key accelerate forbids beside a deepspeed_config_file, and the planner
+    reads the same sharding from it wherever it runs from."""
+    from factlab.plan import load_strategy
+
+    raw = yaml.safe_load((ACC / "zero3_offload.yaml").read_text())
+    ds = json.loads((ROOT / raw["deepspeed_config"]["deepspeed_config_file"]).read_text())
+    zo = ds["zero_optimization"]
+    assert zo["stage"] == 3 and zo["offload_optimizer"]["device"] == zo["offload_param"]["device"] == "cpu"
+    assert ds["optimizer"]["type"] == "AdamW" and set(ds["optimizer"]["params"].values()) == {"auto"}
+    ignored = {"gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
+               "offload_param_device", "zero3_save_16bit_model", "mixed_precision"}
+    assert not ignored & set(raw["deepspeed_config"])  # accelerate refuses these beside a config file
+    assert launch.check_accelerate_config(ACC / "zero3_offload.yaml")["distributed_type"] == "DEEPSPEED"
+    monkeypatch.chdir(tmp_path)
+    s = load_strategy(str(ACC / "zero3_offload.yaml"))
+    assert (s.stage, s.offload_optimizer, s.offload_params) == (3, True, True)
+    monkeypatch.chdir(ROOT)  # factlab train runs from the project root, where the JSON's path resolves
+    assert main(["train", "02_binary_rar", "--params", str(ROOT / "params" / "02_binary_rar.yaml"),
+                 "--accelerate-config", str(ACC / "zero3_offload.yaml"), "--num-processes", "1",
+                 "--run-dir", str(tmp_path / "r"), "--dry-run"]) == 0
+    cmd = _command(capsys.readouterr().out)
+    assert Path(_after(cmd, "--config_file")) == ACC / "zero3_offload.yaml" and _after(cmd, "--mixed_precision") == "bf16"
+
+
 def test_unknown_config_name_exits_2_naming_the_known_ones(capsys):
     assert main(["train", "01_corver", "--smoke", "--accelerate-config", "zero4", "--dry-run"]) == 2
     err = capsys.readouterr().err

@@ -181,14 +181,18 @@ def auto_strategies(gpus: int) -> list[str]:
     return ["single", "zero3_offload"] if gpus == 1 else ["ddp", "zero2", "zero3", "zero3_offload"]
 
 
-def strategy_from_accelerate(acc: dict[str, Any], name: str = "custom") -> Strategy:
+def strategy_from_accelerate(acc: dict[str, Any], name: str = "custom", root: Path | None = None) -> Strategy:
     """A ``Strategy`` from an accelerate config (a ``params/accelerate/*.yaml`` mapping):
-    DeepSpeed's ``zero_stage`` and ``offload_*_device``, FSDP (sharded like stage 3, fp32 master)."""
+    DeepSpeed's ``zero_stage`` and ``offload_*_device``, FSDP (sharded like stage 3, fp32 master).
+    A relative ``deepspeed_config_file`` is read from the working directory, else from ``root``
+    (the project root, where ``factlab train`` runs)."""
     kind = acc.get("distributed_type", "MULTI_GPU")
     if kind == "DEEPSPEED":
         ds = acc.get("deepspeed_config") or {}
         stage = ds.get("zero_stage", 3 if "deepspeed_config_file" in ds else 0)
         file = ds.get("deepspeed_config_file")
+        if file and not Path(file).is_file() and root is not None and (root / file).is_file():
+            file = str(root / file)
         if file and Path(file).is_file():
             zo = json.loads(Path(file).read_text(encoding="utf-8")).get("zero_optimization", {})
             stage = zo.get("stage", stage)
@@ -214,7 +218,8 @@ def load_strategy(name_or_path: str, accelerate_dir: Path | None = None) -> Stra
         path = accelerate_dir / f"{name_or_path}.yaml"
     if not path.is_file():
         raise PlanError(f"unknown strategy {name_or_path!r}; known: {', '.join(STRATEGIES)}, or an accelerate YAML")
-    return strategy_from_accelerate(yaml.safe_load(path.read_text(encoding="utf-8")) or {}, path.stem)
+    return strategy_from_accelerate(yaml.safe_load(path.read_text(encoding="utf-8")) or {}, path.stem,
+                                    root=path.resolve().parent.parent.parent)
 
 
 def zero_bytes(params: float, ranks: int, stage: int, weight_bytes: float = 2, grad_bytes: float = 2,
