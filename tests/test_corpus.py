@@ -495,6 +495,26 @@ def test_cli_index_verify(tiny, tmp_path, capsys):
     assert "offset.0 has" in err and "factlab index build" in err
 
 
+def test_an_unlisted_shard_and_metadata_without_shards_are_one_clear_error(tiny, tmp_path, capsys):
+    """Both were tracebacks (issue 43): an extra ``tokenized.1`` beside the listed files, and a
+    ``factlab_index.json`` without ``shards`` (its manifest rewritten to match)."""
+    from factlab.cli import main
+    from factlab.integrity import IntegrityError, write_file_manifest
+
+    path = _copy_index(tiny[1], tmp_path / "copy")
+    (path / "tokenized.1").write_bytes((path / "tokenized.0").read_bytes())
+    assert main(["index", "verify", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "tokenized.1 is not listed in" in err and "factlab index build" in err and "Traceback" not in err
+    (path / "tokenized.1").unlink()
+    meta = json.loads((path / ig.META_FILE).read_text())
+    del meta["shards"]
+    (path / ig.META_FILE).write_text(json.dumps(meta))
+    write_file_manifest(path)
+    with pytest.raises(IntegrityError, match=r"factlab_index.json: unreadable index metadata \(no 'shards'\); rebuild"):
+        CorpusIndex.load(path)
+
+
 def test_run_verify_flag_checksums_every_load_of_the_run(monkeypatch, tmp_path):
     """``factlab run --verify`` / ``run-all --verify``: the run (and its kernel, which inherits the
     environment) hashes every index and datastore file on every load."""

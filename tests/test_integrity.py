@@ -45,6 +45,69 @@ def test_each_damage_is_one_error_naming_the_file_and_the_rebuild(tmp_path, dama
     assert words in str(e.value)
 
 
+@pytest.mark.parametrize("damage, words", [
+    (lambda d: (d / integrity.MANIFEST_FILE).write_text(json.dumps({"format": "factlab-files", "version": 1,
+                                                                    "files": {}})), "lists no files"),
+    (lambda d: (d / "extra.0").write_bytes(b"unlisted shard"), "extra.0 is not listed in"),
+    (lambda d: (d / integrity.MANIFEST_FILE).write_text(json.dumps({"format": "factlab-files", "version": 1,
+     "files": {"a.bin": json.loads((d / integrity.MANIFEST_FILE).read_text())["files"]["a.bin"]}})),
+     "b.json is not listed in"),
+])
+def test_an_empty_or_partial_manifest_is_a_mismatch(tmp_path, damage, words):
+    """An index whose manifest lists no files, beside a truncated ``tokenized.0``, loaded and
+    counted Spain 2 instead of 18 (issue 43): every file of the folder must be listed."""
+    d = _folder(tmp_path)
+    damage(d)
+    with pytest.raises(IntegrityError, match="rebuild: rebuild-it") as e:
+        verify_files(d, "rebuild-it")
+    assert words in str(e.value)
+
+
+def test_a_cached_model_is_checked_like_an_index(tmp_path):
+    """A model factlab builds into its cache (the GGUF conversion, the tiny random model; both
+    through ``models._cached_model``) gets a file manifest when built and is checked on every
+    use: 4 MB zeroed inside its weights, a truncated weights file or a missing tokenizer is one
+    error naming the file and the rebuild (issue 43)."""
+    from factlab import models
+
+    built = []
+
+    def build(out):
+        built.append(out)
+        with models._published(out) as tmp:
+            (tmp / "config.json").write_text('{"model_type": "llama"}')
+            (tmp / "model.safetensors").write_bytes(bytes(range(256)) * (6 << 12))  # 6 MB
+            (tmp / "tokenizer.json").write_text('{"model": {}}')
+
+    out = tmp_path / "models" / "m"
+    assert models._cached_model(out, build) == str(out) == models._cached_model(out, build) and len(built) == 1
+    assert (out / integrity.MANIFEST_FILE).is_file()
+    weights = out / "model.safetensors"
+    good = weights.read_bytes()
+    weights.write_bytes(good[:1 << 20] + bytes(4 << 20) + good[5 << 20:])  # 4 MB zeroed: same size
+    with pytest.raises(IntegrityError, match=rf"model.safetensors: its content is not what was written.*remove {out}"):
+        models._cached_model(out, build)
+    weights.write_bytes(good[:1000])
+    with pytest.raises(IntegrityError, match=r"model.safetensors has 1,000 bytes where 6,291,456 were written"):
+        models._cached_model(out, build)
+    weights.write_bytes(good)
+    (out / "tokenizer.json").unlink()
+    with pytest.raises(IntegrityError, match=r"tokenizer.json is missing"):
+        models._cached_model(out, build)
+    assert len(built) == 1  # never rebuilt silently over a damaged folder
+
+
+def test_a_cached_model_built_before_manifests_is_listed_as_it_is(tmp_path, caplog):
+    from factlab import models
+
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    with caplog.at_level(logging.WARNING):
+        models._cached_model(out, lambda o: pytest.fail("rebuilt under a reader's feet"))
+    assert "no file manifest" in caplog.text and (out / integrity.MANIFEST_FILE).is_file()
+
+
 def test_a_folder_without_manifest_says_so(tmp_path):
     (tmp_path / "old").mkdir()
     with pytest.raises(MissingManifest, match="older factlab.*rebuild it: make-it"):

@@ -77,6 +77,24 @@ RULES = [
                               "                                     {name: A1, rewards: [{name: format}]}],\n"
                               "           grpo: {extra: {push_to_hub: true}}}",
                  "evidence.grpo", "push_to_hub uploads to the Hugging Face Hub", id="evidence-extra-push-to-hub"),
+    pytest.param("01_corver", "grpo: {seed: 100000000000000000000000000}",
+                 "grpo.seed", "a seed is a whole number from 0 to 4,294,967,295", id="seed-10e26"),
+    pytest.param("00_quickstart", "eval_generation: {seed: -1}",
+                 "eval_generation.seed", "a seed is a whole number from 0", id="seed-negative"),
+    pytest.param("01_corver", "evidence: {hypothesis: corver, seeds: [0, 1, -2],\n"
+                              "           arms: [{name: full, rewards: [{name: format}]}, {name: A1, rewards: [{name: format}]}]}",
+                 "evidence.seeds", "a seed is a whole number from 0", id="evidence-seed-negative"),
+    pytest.param("00_quickstart", "model: {device: 'cuda:99'}", "model.device", "more than 16 GPUs", id="cuda-99"),
+    pytest.param("00_quickstart", "model: {device: 'gpu'}", "model.device", "device must be auto, cpu", id="device-gpu"),
+    pytest.param("02_binary_rar", "judge: {device: 'cuda:x'}", "judge.device", "device must be auto", id="judge-device"),
+    pytest.param("00_quickstart", f"model: {{name: '{ROOT / 'params'}'}}", "model.name",
+                 "is a folder without config.json: not a model folder", id="model-not-a-model-folder"),
+    pytest.param("00_quickstart", f"model: {{adapter: '{ROOT / 'params'}'}}", "model.adapter",
+                 "without adapter_config.json: not a PEFT adapter folder", id="adapter-not-an-adapter-folder"),
+    pytest.param("01_corver", "grpo: {vllm_server_host: 10.0.0.300}", "grpo.vllm_server_host",
+                 "is not an IP address or a host name", id="vllm-host-bad-ip"),
+    pytest.param("01_corver", "grpo: {vllm_server_port: 70000}", "grpo.vllm_server_port",
+                 "less than or equal to 65535", id="vllm-port-70000"),
     pytest.param("03_seva", "sft: {extra: {learning_rate: 1.0}}",
                  "sft.extra.learning_rate", "sft.learning_rate is a validated setting", id="sft-extra-shadows"),
     pytest.param("01_corver", "rewards:\n  - {name: qa_judge, weight: .nan}\n  - {name: format}",
@@ -224,3 +242,91 @@ def test_error_messages_print_a_bounded_repr():
     for _ in range(9):
         shared = [shared] * 9  # 9**10 leaves behind 10 list objects, as an alias bomb builds
     assert len(_short(shared)) <= 60 and len(_short("y" * 10**7)) <= 60
+
+
+# ---------------------------------------------------------------- what hung or failed late (issue 43)
+
+
+@pytest.fixture
+def no_hang():
+    """A test that would block forever without its defence fails after 20 s instead."""
+    import signal
+
+    def stop(*_):
+        raise TimeoutError("blocked: the defence is missing")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_params_that_are_not_regular_files_or_too_big_are_refused(tmp_path, capsys, no_hang):
+    import os
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    via_base = tmp_path / "p.yaml"
+    via_base.write_text(f"base: {fifo}\n")
+    assert main(["check", "01_corver", "--params", str(via_base)]) == 2  # a FIFO blocked forever
+    assert "not a regular file" in capsys.readouterr().err
+    for device in ("/dev/zero", "/dev/urandom"):  # read until MemoryError
+        assert main(["check", "01_corver", "--params", device]) == 2
+        assert f"{device}: not a regular file" in capsys.readouterr().err
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * (2 << 20) + "\n")
+    assert main(["check", "01_corver", "--params", str(big)]) == 2
+    assert "more than a params file's 1,048,576" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body, words", [
+    ("model: {name: \"a\x1bb\"}\n", "not valid YAML: unacceptable character #x001b"),
+    ("model: {name: a\x00b}\n", "not valid YAML: unacceptable character #x0000"),
+    ("grpo: {seed: " + "9" * 5000 + "}\n", "a value YAML cannot read: Exceeds the limit (4300 digits)"),
+])
+def test_unreadable_params_text_is_one_clear_error_naming_the_file(tmp_path, capsys, body, words):
+    params = tmp_path / "bad.yaml"
+    params.write_text(f"base: {ROOT / 'params' / '01_corver_smoke.yaml'}\n{body}", encoding="utf-8")
+    assert main(["check", "01_corver", "--params", str(params)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and str(params) in err and "Traceback" not in err, err
+
+
+def test_a_yaml_date_with_set_is_a_clear_error(tmp_path, capsys):
+    params = tmp_path / "dated.yaml"
+    params.write_text(f"base: {ROOT / 'params' / '01_corver_smoke.yaml'}\nrun_date: 2024-01-01\n")
+    assert main(["train", "01_corver", "--params", str(params), "--set", "grpo.seed=1", "--run-dir",
+                 str(tmp_path / "r"), "--dry-run"]) == 2
+    assert "unknown key 'run_date'" in capsys.readouterr().err
+
+
+def test_too_many_threads_is_refused_before_a_run_folder_is_made(tmp_path, capsys):
+    assert main(["--threads", "99999", "run", "00_quickstart", "--smoke", "--out", str(tmp_path / "runs")]) == 2
+    assert "99999 threads is more than 1024" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--num-processes", "100000"], "more than 256 per machine"),
+    (["--num-machines", "2", "--machine-rank", "2"], "--machine-rank 2 with 2 machine(s): ranks are 0 to 1"),
+    (["--main-process-port", "70000"], "a port is 1 to 65535"),
+    (["--main-process-ip", "10.0.0.300"], "is not an IP address or a host name"),
+    (["--main-process-ip", "not a host"], "is not an IP address or a host name"),
+])
+def test_launch_flags_are_checked_before_anything_is_written(tmp_path, capsys, flags, words):
+    assert main(["train", "01_corver", "--smoke", *flags, "--run-dir", str(tmp_path / "r"), "--dry-run"]) == 2
+    assert words in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_train_never_takes_over_another_notebooks_run_folder(tmp_path, capsys):
+    import json
+
+    other = tmp_path / "quickstart-run"
+    other.mkdir()
+    (other / "manifest.json").write_text(json.dumps({"notebook": "00_quickstart", "state": "ok"}))
+    (other / "config.yaml").write_text("the finished run's config\n")
+    assert main(["train", "01_corver", "--smoke", "--run-dir", str(other), "--dry-run"]) == 2
+    assert "is a run folder of 00_quickstart, not 01_corver" in capsys.readouterr().err
+    assert (other / "config.yaml").read_text() == "the finished run's config\n"

@@ -331,6 +331,19 @@ def test_datastore_save_load_keeps_cache(tmp_path, store):
     assert again.retrieve(q, 3, "de") == store.retrieve(q, 3, "de")
 
 
+@pytest.mark.parametrize("shape", ['["de", "fr"]', '{"de": "chunk-1"}', '{"de": [1, 2]}', '{"de": ["no-such-chunk"]}',
+                                   '{"de": ['])
+def test_a_wrong_shaped_precache_file_is_one_clear_error(tmp_path, store, shape):
+    """A ``precache.json`` of the wrong shape was a traceback (issue 43)."""
+    from factlab.integrity import IntegrityError, write_file_manifest
+
+    store.save(tmp_path / "ds")
+    (tmp_path / "ds" / "precache.json").write_text(shape)
+    write_file_manifest(tmp_path / "ds")  # listed as it is: the shape itself is under test
+    with pytest.raises(IntegrityError, match=r"precache.json: unreadable precomputed retrievals .*rebuild: delete"):
+        Datastore.load(tmp_path / "ds")
+
+
 def test_cache_and_chunk_validation(store):
     with pytest.raises(KeyError, match="unknown chunk ids"):
         store.set_cache({"p": ["no-such#0"]})

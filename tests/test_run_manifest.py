@@ -281,6 +281,16 @@ def test_a_full_disk_leaves_metrics_and_manifest_whole_and_no_temporary_file(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no leftover .tmp
 
 
+@pytest.mark.parametrize("attempts", [[5], "x", [{"state": "failed"}, None]])
+def test_a_manifest_with_malformed_attempts_is_one_clear_error(tmp_path, fake_pm, capsys, attempts):
+    run_dir = _interrupted_run(tmp_path, fake_pm)
+    m = manifest.read_manifest(run_dir)
+    (run_dir / "manifest.json").write_text(json.dumps({**m, "attempts": attempts}))
+    assert cli.main(["run", "00_quickstart", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "manifest.json: unreadable run manifest ('attempts' must be a list of objects" in err, err
+
+
 def test_save_metrics_moves_an_unreadable_file_aside(tmp_path):
     (tmp_path / "metrics.json").write_text('{"a": 1, "b"')
     runner.save_metrics(tmp_path, {"c": 2})

@@ -254,6 +254,25 @@ def test_second_call_loads_without_training(tmp_path, monkeypatch, section):
     assert other.built and other.key != first.key and log.read_text().count("trained") == 2
 
 
+@pytest.mark.parametrize("damage, words", [
+    (lambda f: (f / "warmstart.json").write_text("{trunc"), "warmstart.json has 6 bytes"),
+    (lambda f: (f / "model" / "config.json").write_text('{"x": 1}'), "config.json has 8 bytes"),
+    (lambda f: (f / "demos.jsonl").unlink(), "demos.jsonl is missing"),
+])
+def test_a_damaged_warm_start_is_one_error_naming_the_file_and_the_rebuild(tmp_path, monkeypatch, section,
+                                                                           damage, words):
+    """A corrupt ``warmstart.json`` gave a JSONDecodeError naming no file (issue 43): a warm start
+    is checked against its file manifest like an index."""
+    from factlab.integrity import IntegrityError
+
+    monkeypatch.setattr(W, "run_sft", _fake_sft(tmp_path / "calls.log"))
+    ws = section.model_copy(update={"check_questions": 0})
+    folder = Path(W.build(ws, "smollm2-135m-instruct", root=tmp_path / "ws").folder)
+    damage(folder)
+    with pytest.raises(IntegrityError, match=rf"{words}.*remove {folder} \(the warm start trains again"):
+        W.build(ws, "smollm2-135m-instruct", root=tmp_path / "ws")
+
+
 def _build_in_child(root: str, log: str, out: str) -> None:
     W.run_sft = _fake_sft(Path(log), delay=1.5)
     ws = WarmStartSection(enabled=True, check_questions=0)

@@ -40,6 +40,8 @@ T = TypeVar("T", bound=BaseModel)
 Dtype = Literal["float32", "bfloat16", "float16", "auto"]
 MAX_TOKENS = 1 << 20  # no length in tokens (generation, prompt, completion, model context) goes above this
 MAX_PARAMS_NODES = 100_000  # values a params file may hold once YAML aliases are expanded
+MAX_PARAMS_BYTES = 1 << 20  # a params file is a few KB; a bigger "file" is a mistake (or a device)
+MAX_SEED = 2**32 - 1  # numpy, torch and vLLM seeds are unsigned 32-bit
 
 
 class ConfigError(ValueError):
@@ -81,6 +83,18 @@ class Section(BaseModel):
     def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, bool) and info.field_name and _numeric(cls.model_fields[info.field_name].annotation):
             raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
+        return value
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _seeds_in_range(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every ``seed`` / ``*_seed`` / ``seeds`` field of every section: 0 to 2**32 - 1, the
+        range numpy, torch and vLLM take (10**26 or -1 failed only when a run started)."""
+        name = info.field_name or ""
+        if name == "seed" or name.endswith("_seed") or name == "seeds":
+            for seed in value if isinstance(value, list) else [value]:
+                if isinstance(seed, int) and not 0 <= seed <= MAX_SEED:
+                    raise ValueError(f"a seed is a whole number from 0 to {MAX_SEED:,} (2**32 - 1), got {_short(seed)}")
         return value
 
     @model_serializer(mode="wrap")
@@ -193,6 +207,58 @@ def tracker_available(report_to: str) -> str:
     return report_to
 
 
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?$")
+
+
+def host_name(host: str | None) -> str | None:
+    """``host`` unchanged when it is an IPv4 / IPv6 address or a DNS host name; ``ValueError``
+    otherwise (``10.0.0.300``, ``host name``, ``http://x``), at load rather than at connect."""
+    if host is None:
+        return None
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return host
+    except ValueError:
+        pass
+    if re.fullmatch(r"[\d.]+", host) or not _HOST_NAME.match(host):
+        raise ValueError(f"{_short(host)} is not an IP address or a host name")
+    return host
+
+
+_DEVICE = re.compile(r"^(?:auto|cpu|mps|cuda|cuda:(\d{1,2}))$")
+MAX_GPUS_PER_MACHINE = 16
+
+
+def device_name(value: str) -> str:
+    """``value`` unchanged when it names a torch device factlab can use: ``auto``, ``cpu``,
+    ``mps``, ``cuda`` or ``cuda:N`` (N below the GPUs this machine sees, when it sees any; below
+    16 where it sees none: the same params load on a laptop and run on the cluster);
+    ``ValueError`` otherwise."""
+    m = _DEVICE.match(value)
+    if not m:
+        raise ValueError(f"device must be auto, cpu, mps, cuda or cuda:N, got {_short(value)}")
+    if m.group(1) is not None:
+        import torch  # lazy: only for a numbered GPU
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count and int(m.group(1)) >= count:
+            raise ValueError(f"{value}: this machine has {count} GPU(s), cuda:0 to cuda:{count - 1}")
+        if not count and int(m.group(1)) >= MAX_GPUS_PER_MACHINE:
+            raise ValueError(f"{value}: no machine factlab runs on has more than {MAX_GPUS_PER_MACHINE} GPUs")
+    return value
+
+
+def model_folder(name: str | None, marker: str = "config.json", what: str = "model") -> str | None:
+    """``name`` unchanged unless it is an existing local folder without ``marker`` (a model's
+    ``config.json``, an adapter's ``adapter_config.json``): such a folder fails only when loaded,
+    with an error that names the wrong file."""
+    if name is not None and Path(name).expanduser().is_dir() and not (Path(name).expanduser() / marker).is_file():
+        raise ValueError(f"{name} is a folder without {marker}: not a {what} folder")
+    return name
+
+
 class ModelConfig(Section):
     """Which model to load: the embedded default alias, an HF id, or a local folder."""
 
@@ -200,6 +266,21 @@ class ModelConfig(Section):
     dtype: Dtype = "float32"
     device: str = "auto"  # "auto" picks cuda when available, else cpu
     adapter: str | None = None  # a PEFT adapter folder to load on top
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        return device_name(value)
+
+    @field_validator("name")
+    @classmethod
+    def _model_folder(cls, name: str) -> str:
+        return model_folder(name)
+
+    @field_validator("adapter")
+    @classmethod
+    def _adapter_folder(cls, name: str | None) -> str | None:
+        return model_folder(existing_model(name), "adapter_config.json", "PEFT adapter")
 
 
 class GenerationConfig(Section):
@@ -349,6 +430,11 @@ class GRPOSection(Section):
                 f"per_device_train_batch_size x steps_per_generation = {self.per_device_train_batch_size * spg} "
                 f"completions per generation batch is not a multiple of num_generations = {self.num_generations}"))
         return self
+
+    @field_validator("vllm_server_host")
+    @classmethod
+    def _host(cls, host: str | None) -> str | None:
+        return host_name(host)
 
     @model_validator(mode="after")
     def _vllm_context_holds_a_rollout(self) -> "GRPOSection":
@@ -638,6 +724,16 @@ class JudgeSection(Section):
     cache: bool = True
     cache_dir: str | None = None  # None = <factlab cache>/judge_cache
 
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        return device_name(value)
+
+    @field_validator("model")
+    @classmethod
+    def _model_folder(cls, name: str) -> str:
+        return model_folder(name)
+
     def endpoints(self) -> list[str]:
         """``base_url`` as a list (one URL or several; empty when unset)."""
         if not self.base_url:
@@ -737,6 +833,11 @@ def _read_text(path: Path, named_by: str) -> str:
         raise ConfigError(f"params file not found: {path}{named_by}")
     if path.is_dir():
         raise ConfigError(f"{path}: is a folder, not a params file{named_by}")
+    if not path.is_file():  # a FIFO blocks forever, /dev/zero and /dev/urandom never end
+        raise ConfigError(f"{path}: not a regular file (a pipe, a device, a socket), not a params file{named_by}")
+    if path.stat().st_size > MAX_PARAMS_BYTES:
+        raise ConfigError(f"{path}: {path.stat().st_size:,} bytes, more than a params file's {MAX_PARAMS_BYTES:,}"
+                          f"{named_by}")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -794,8 +895,9 @@ def _nodes_checked(root: yaml.Node, source: str) -> None:
 def load_yaml(text: str, source: str = "<params>") -> Any:
     """Parse one YAML document safely (``yaml.SafeLoader``: no Python objects), after
     ``_nodes_checked``; ``ConfigError`` naming ``source`` for any YAML problem."""
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters (\x1b, \x00) here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -805,8 +907,13 @@ def load_yaml(text: str, source: str = "<params>") -> Any:
         raise ConfigError(f"{source}: not valid YAML: {e}") from None
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply to be a params file") from None
+    except ConfigError:
+        raise
+    except ValueError as e:  # a number of thousands of digits (Python's int conversion limit), a bad date
+        raise ConfigError(f"{source}: a value YAML cannot read: {str(e)[:200]}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_params(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:

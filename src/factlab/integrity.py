@@ -1,4 +1,5 @@
-"""File manifests: what a built folder (a corpus index, a datastore) held when it was built, and
+"""File manifests: what a built folder (a corpus index, a datastore, a converted or random model,
+a warm start) held when it was built, and
 the check that it still holds it before anything reads it.
 
 A builder calls ``write_file_manifest(folder)`` last: ``factlab_files.json`` lists every file
@@ -122,12 +123,21 @@ def _read_manifest(folder: Path, rebuild: str) -> dict[str, dict]:
 
 
 def verify_files(folder: str | os.PathLike, rebuild: str, *, full: bool | None = None) -> None:
-    """Check ``folder`` against its ``factlab_files.json`` before anything reads it: every listed
-    file present with its size; the SHA-256 too when the files changed since they were last
+    """Check ``folder`` against its ``factlab_files.json`` before anything reads it: the manifest
+    lists every file of the folder (an empty or partial one is a mismatch), every listed file is
+    present with its size; the SHA-256 too when the files changed since they were last
     verified, or when ``full`` (default: ``FACTLAB_VERIFY``). ``rebuild``: the command that
     rebuilds the folder, quoted in the error."""
     folder = Path(folder)
     files = _read_manifest(folder, rebuild)
+    if not files:
+        raise IntegrityError(f"{folder / MANIFEST_FILE} lists no files, so nothing of {folder} can be checked; "
+                             f"rebuild: {rebuild}")
+    unlisted = sorted(set(_listed(folder)) - set(files))
+    if unlisted:  # a partial manifest, or a file added since: its content was never checked
+        raise IntegrityError(f"{folder / unlisted[0]} is not listed in {folder / MANIFEST_FILE}"
+                             + (f" (nor {len(unlisted) - 1} more)" if len(unlisted) > 1 else "")
+                             + f": the folder is not what was built; rebuild: {rebuild}")
     for name, entry in files.items():
         path = folder / name
         if not path.is_file():

@@ -49,11 +49,13 @@ import torch
 import yaml
 from pydantic import BaseModel
 
-from .config import ConfigError, dump_config, load_yaml, read_params, validate
+from .config import ConfigError, dump_config, host_name, load_yaml, read_params, validate
+from .manifest import read_manifest
 from .recipes import RECIPES
 from .rewards import Resources
 from .runner import config_for_notebook, default_params, find_notebook, make_run_dir, project_root
 from .sweep import set_dotted
+from .threads import usable_cores
 from .train.grpo import TrainResult
 from .train.runtime import RuntimeCheckError
 from .train.runtime import check_runtime as check_train_runtime
@@ -345,6 +347,43 @@ def _run(cmd: list[str]) -> tuple[int, float]:
     return rc, time.perf_counter() - t0
 
 
+MAX_PROCESSES_PER_MACHINE = 256  # more than any machine's GPUs or useful CPU processes: a typo
+
+
+def _check_launch_flags(args, n: int, machines: int) -> None:
+    """The launch flags that would fail only inside ``accelerate launch`` (or never end), checked
+    before anything is written: processes per machine, the machine rank, the port, the address."""
+    if n // max(machines, 1) > MAX_PROCESSES_PER_MACHINE:
+        raise LaunchError(f"--num-processes {n} on {machines} machine(s) is more than {MAX_PROCESSES_PER_MACHINE} "
+                          "per machine (one process per GPU)")
+    if args.machine_rank is not None and args.machine_rank >= machines:
+        raise LaunchError(f"--machine-rank {args.machine_rank} with {machines} machine(s): ranks are 0 to "
+                          f"{machines - 1}")
+    if args.main_process_port is not None and not 1 <= args.main_process_port <= 65535:
+        raise LaunchError(f"--main-process-port {args.main_process_port}: a port is 1 to 65535")
+    if args.main_process_ip is not None:
+        try:
+            host_name(args.main_process_ip)
+        except ValueError as e:
+            raise LaunchError(f"--main-process-ip: {e}") from None
+
+
+def _own_run_folder(run_dir: Path, notebook: str) -> None:
+    """``LaunchError`` when ``run_dir`` is another notebook's run folder: its ``config.yaml``
+    would be replaced by this notebook's (a finished run's record, overwritten)."""
+    manifest = read_manifest(run_dir) if run_dir.is_dir() else None
+    launched = run_dir / LAUNCH_FILE
+    owner = (manifest or {}).get("notebook")
+    if owner is None and launched.is_file():
+        try:
+            owner = json.loads(launched.read_text(encoding="utf-8")).get("notebook")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            owner = None
+    if owner is not None and owner != notebook:
+        raise LaunchError(f"--run-dir {run_dir} is a run folder of {owner}, not {notebook}: its config.yaml would "
+                          "be replaced; name a new folder, or leave --run-dir out")
+
+
 def command(args) -> int:
     """``factlab train``: 0 when every process finished, 1 when the launch failed, 2 on bad input."""
     nb = find_notebook(args.notebook)
@@ -359,13 +398,18 @@ def command(args) -> int:
             raise LaunchError(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'machine_rank' else 1}")
     n = args.num_processes or acc["num_processes"]
     machines = args.num_machines or acc["num_machines"] or 1
+    _check_launch_flags(args, n, machines)
     if not args.dry_run and not args.prepare_only:
         check_runtime(cfg, acc)
         if torch.cuda.is_available() and n // machines > torch.cuda.device_count():
             raise LaunchError(f"{n // machines} processes per machine and {torch.cuda.device_count()} GPUs here: "
                               f"one process per GPU (--num-processes counts all machines)")
+        if not torch.cuda.is_available() and n // machines > usable_cores():
+            raise LaunchError(f"{n // machines} CPU processes per machine and {usable_cores()} usable cores here "
+                              f"(--num-processes counts all machines)")
     if args.run_dir:
         run_dir = Path(args.run_dir).resolve()
+        _own_run_folder(run_dir, nb.stem)
     else:  # the folder maker of factlab run; a dry run only names it
         run_dir = make_run_dir(nb, params, args.out, tag="train", create=not args.dry_run).resolve()
     grpo = getattr(cfg, "grpo", None)

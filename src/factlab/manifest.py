@@ -187,6 +187,9 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any] | None:
         raise ValueError(f"{path}: unreadable run manifest ({e})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a run manifest is a JSON object, got {type(data).__name__}")
+    attempts = data.get("attempts", [])
+    if not isinstance(attempts, list) or not all(isinstance(a, dict) for a in attempts):
+        raise ValueError(f"{path}: unreadable run manifest ('attempts' must be a list of objects, one per attempt)")
     return data
 
 

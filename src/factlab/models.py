@@ -36,6 +36,7 @@ from typing import Sequence
 
 from . import organism
 from .decoding import decode
+from .integrity import MANIFEST_FILE, STAMP_FILE, MissingManifest, verify_files, write_file_manifest
 from .paths import build_lock, cache_dir
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ def _published(out_dir: str | Path):
     tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
     try:
         yield tmp
+        write_file_manifest(tmp)  # every file with its size and SHA-256, checked on every load
         if out_dir.exists():  # another process finished first
             shutil.rmtree(tmp)
         else:
@@ -188,20 +190,37 @@ def resolve_model(name: str | None = None) -> str:
         return str(organism.build(name))
     if name in TINY_MODELS:
         spec = TINY_MODELS[name]
-        out = cache_dir() / "models" / spec.folder()
-        if not (out / "config.json").exists():
-            with build_lock(out):  # a second process waits, then finds it built
-                if not (out / "config.json").exists():
-                    build_tiny_model(spec, out)
-        return str(out)
+        return _cached_model(cache_dir() / "models" / spec.folder(), lambda out: build_tiny_model(spec, out))
     if name not in EMBEDDED_MODELS:
         return name
     package, filename, folder = EMBEDDED_MODELS[name]
-    out = cache_dir() / "models" / folder
-    if not (out / "config.json").exists():
-        with build_lock(out):  # one conversion, however many processes start at once
-            if not (out / "config.json").exists():
-                convert_gguf_to_hf(gguf_path(package, filename), out)
+    return _cached_model(cache_dir() / "models" / folder,
+                         lambda out: convert_gguf_to_hf(gguf_path(package, filename), out))
+
+
+def _cached_model(out: Path, build) -> str:
+    """``out``, a model folder factlab builds in its cache: built once (under its lock; a second
+    process waits, then finds it built) and checked against its file manifest on every use, like
+    an index (``integrity.verify_files``): a truncated, zeroed or missing file (weights,
+    tokenizer) is an ``IntegrityError`` naming it and the rebuild. A folder built before
+    manifests gets one, listing its files as they are."""
+    rebuild = f"remove {out} (factlab builds it again on next use)"
+    if (out / "config.json").exists():
+        try:
+            verify_files(out, rebuild)
+            return str(out)
+        except MissingManifest:
+            pass
+    with build_lock(out):
+        if (out / "config.json").exists() and not (out / MANIFEST_FILE).exists():
+            # built before manifests, and maybe in use by another process right now: listed as it is
+            # (not rebuilt under a reader's feet); from now on every change to it is caught
+            log.warning("the cached model %s has no file manifest (built by an older factlab); listing its files "
+                        "as they are now", out)
+            write_file_manifest(out)
+        if not (out / "config.json").exists():
+            build(out)
+    verify_files(out, rebuild)
     return str(out)
 
 
@@ -218,7 +237,8 @@ def model_fingerprint(name: str | None) -> str | None:
     path = Path(name).expanduser()
     if not path.exists():
         return None
-    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir()
+                                                  if p.is_file() and p.name not in (MANIFEST_FILE, STAMP_FILE))
     h = hashlib.sha256()
     for f in files:
         st = f.stat()

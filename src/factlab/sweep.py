@@ -29,6 +29,7 @@ another in this process), and ``ray``, one Ray task per point with the resources
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import itertools
@@ -107,7 +108,7 @@ def set_dotted(data: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     """A copy of ``data`` with ``value`` at the dotted ``key`` (list items by index; missing
     mapping keys are created, so an unknown key is left for validation to name; a mapping
     value is merged into an existing mapping)."""
-    root = json.loads(json.dumps(data))
+    root = copy.deepcopy(data)  # (a JSON round trip failed on a YAML date, with a traceback)
     parts = key.split(".")
     node: Any = root
     for i, part in enumerate(parts):

@@ -27,6 +27,7 @@ from typing import Any, MutableMapping
 
 ENV_THREADS = "FACTLAB_THREADS"
 WAIT_POLICY = "PASSIVE"
+MAX_THREADS = 1024  # far above any core count: a bigger number is a typo, and OpenMP's pool would exhaust memory
 
 
 def thread_count(value: int | str | None = None) -> int | None:
@@ -41,6 +42,9 @@ def thread_count(value: int | str | None = None) -> int | None:
         n = 0
     if n < 1:
         raise ValueError(f"{ENV_THREADS} must be a positive integer or 'auto', got {raw!r}")
+    if n > MAX_THREADS:  # 99999 threads died with MemoryError, after a run folder was made
+        raise ValueError(f"{ENV_THREADS} / --threads: {n} threads is more than {MAX_THREADS}; this machine has "
+                         f"{usable_cores()} usable cores")
     return n
 
 

@@ -145,7 +145,7 @@ import numpy as np
 from pydantic import Field
 
 from ..config import Section
-from ..integrity import MissingManifest, verify_files, write_file_manifest
+from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
 from ..models import load_tokenizer
 from ..paths import build_lock, cache_dir
 
@@ -733,14 +733,21 @@ class CorpusIndex:
         if not meta_path.is_file():
             raise FileNotFoundError(f"{path} holds no {META_FILE}, so it is not a factlab corpus index: {BUILD_HINT}")
         verify_files(path, rebuild_command(path), full=verify)
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{meta_path}: unsupported index format {meta.get('format')!r} "
-                             f"v{meta.get('version')}; rebuild it with `factlab index build`")
-        width = int(meta["token_width"])
-        dtype = _dtype(width)
-        # the engine orders shards by the string order of their file paths
-        ids = sorted((s["id"] for s in meta["shards"]), key=lambda i: f"tokenized.{i}")
+        try:
+            meta = json.loads(meta_path.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError(f"a JSON object is expected, got {type(meta).__name__}")
+            if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
+                raise ValueError(f"unsupported index format {meta.get('format')!r} v{meta.get('version')}")
+            width = int(meta["token_width"])
+            dtype = _dtype(width)
+            str(meta["token_dtype"])
+            # the engine orders shards by the string order of their file paths
+            ids = sorted((int(s["id"]) for s in meta["shards"]), key=lambda i: f"tokenized.{i}")
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            what = f"no {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+            raise IntegrityError(f"{meta_path}: unreadable index metadata ({what}); rebuild: "
+                                 f"{rebuild_command(path)}") from None
         for i in ids:
             for name in (f"tokenized.{i}", f"table.{i}", f"offset.{i}"):
                 if not (path / name).is_file():

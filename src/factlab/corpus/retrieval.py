@@ -48,7 +48,7 @@ from pydantic import Field, model_validator
 from ..config import ParamError, Section
 from ..data.types import read_jsonl
 from ..models import load_tokenizer
-from ..integrity import MissingManifest, verify_files, write_file_manifest
+from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
 from ..paths import build_lock, cache_dir
 
 log = logging.getLogger(__name__)
@@ -509,7 +509,15 @@ class Datastore:
         ds = cls(retriever=BM25Retriever.load(directory, stemmer=stemmer))
         cache_file = Path(directory) / _CACHE_FILE
         if cache_file.exists():
-            ds.set_cache(json.loads(cache_file.read_text(encoding="utf-8")))
+            try:
+                cache = json.loads(cache_file.read_text(encoding="utf-8"))
+                if not isinstance(cache, dict) or not all(isinstance(v, list) and all(isinstance(c, str) for c in v)
+                                                          for v in cache.values()):
+                    raise ValueError("expected {prompt id: [chunk id, ...]}")
+                ds.set_cache(cache)
+            except (OSError, UnicodeDecodeError, ValueError, KeyError, RecursionError) as e:
+                raise IntegrityError(f"{cache_file}: unreadable precomputed retrievals ({type(e).__name__}: "
+                                     f"{str(e)[:200]}); rebuild: {rebuild_hint(Path(directory))}") from None
         return ds
 
 

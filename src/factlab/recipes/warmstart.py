@@ -86,6 +86,7 @@ from ..data.types import QAItem, read_jsonl, write_jsonl
 from ..eval.abstention import ABSTAIN_SYSTEM, FORCED_SYSTEM
 from ..eval.truth import answer_truth, sentence_truth
 from ..experiment import WarmStartSection
+from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
 from ..models import chat_prompt, generate, load_model, model_fingerprint, release_memory
 from ..paths import cache_dir, exclusive_lock
 from ..synth import kg as kgmod
@@ -417,7 +418,22 @@ class WarmStart:
 
 
 def _load(folder: Path, raw: str, key: str, built: bool) -> WarmStart:
-    report = json.loads((folder / _DONE).read_text())
+    """A finished warm start, checked first against its file manifest like an index (weights,
+    tokenizer, demos and ``warmstart.json``: sizes always, checksums after a change): a
+    damaged one is an ``IntegrityError`` naming the file and the rebuild."""
+    rebuild = f"remove {folder} (the warm start trains again on next use)"
+    try:
+        verify_files(folder, rebuild)
+    except MissingManifest:  # finished before manifests: listed as it is now
+        log.warning("warm start %s has no file manifest (built by an older factlab); listing its files as they are",
+                    folder)
+        write_file_manifest(folder)
+    try:
+        report = json.loads((folder / _DONE).read_text(encoding="utf-8"))
+        if not isinstance(report, dict):
+            raise ValueError(f"a JSON object is expected, got {type(report).__name__}")
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise IntegrityError(f"{folder / _DONE}: unreadable ({type(e).__name__}: {e}); {rebuild}") from None
     return WarmStart(True, raw, str(folder / "model"), key, str(folder), built, report)
 
 
@@ -463,6 +479,7 @@ def build(ws: WarmStartSection, model_name: str, *, world: WorldConfig | None = 
         shutil.copytree(model_dir, stage / "model")
         shutil.copy2(work / "demos.jsonl", stage / "demos.jsonl")
         (stage / _DONE).write_text(json.dumps(report, indent=1, default=float))
+        write_file_manifest(stage)  # checked on every load (``_load``)
         os.replace(stage, folder)  # one rename: readers see no folder or a finished one
         shutil.rmtree(work, ignore_errors=True)
         return _load(folder, model_name, key, True)
@@ -481,8 +498,9 @@ def prepare(cfg: Any) -> WarmStart:
                          "warm start off")
     root = cache_dir() / "warmstart"
     if Path(raw).resolve().parent.parent == root.resolve():  # cfg already points at a warm start
-        return _load(Path(raw).parent, json.loads((Path(raw).parent / _DONE).read_text())["base_model"],
-                     Path(raw).parent.name, False)
+        here = _load(Path(raw).parent, raw, Path(raw).parent.name, False)
+        here.raw = str(here.report.get("base_model", raw))
+        return here
     out = build(ws, raw, world=cfg.world, dtype=cfg.model.dtype, device=cfg.model.device)
     index = getattr(cfg, "index", None)
     if index is not None and index.tokenizer is None:
