@@ -644,3 +644,39 @@ def test_an_empty_corpus_is_a_clear_error(tmp_path):
                                                                              "corpus": str(empty)}})
     with pytest.raises(ValueError, match=r"kg.corpus: .*corpus.jsonl has no documents"):
         knowledge_graph(cfg, Resources(cfg), tmp_path)
+
+
+def test_restrict_relations_keeps_only_those_edges(gold):
+    graph, _ = gold
+    kept = kg.restrict_relations(graph, ["has capital", "uses the currency"])
+    assert {d["relation"] for _, _, d in kept.edges(data=True)} == {"has capital", "uses the currency"}
+    assert all(kept.degree(v) > 0 for v in kept.nodes) and kept.has_edge("france", "paris")
+    assert graph.has_edge("france", "germany") and not kept.has_node("english")  # the original is untouched
+    assert kg.restrict_relations(graph, None) is graph
+
+
+def test_organism_split_by_country_with_buckets(gold):
+    """On the organism, held-out questions name only held-out countries (none excluded), train
+    ones only train countries, and each carries its exposure bucket into its GRPO row."""
+    from factlab import organism
+
+    graph = kg.restrict_relations(gold[0], ["has capital", "uses the currency", "has the official language"])
+    qs, _ = synthesize_questions(graph, SynthesisSection(questions=400, rephraser="template"))
+    split = organism.qa_split("organism")
+    ex = organism.exposures("organism")
+    excluded = sorted(split["heldout"])[:5]
+    train, held, report = k2v_train.organism_split(qs, graph, "organism", exclude=excluded)
+    assert train and held and report["heldout"] == len(held) and report["train"] == len(train)
+    assert report["dropped"] and len(train) + len(held) < len(qs)
+    for q in held:
+        names = k2v_train.question_countries(graph, q)
+        assert set(names) <= set(split["heldout"]) and not set(names) & set(excluded)
+        hidden = graph.nodes[q.quintuple[q.masked]]
+        n = ex[hidden["name"]] if hidden["kind"] == "country" else max(ex[c] for c in names)
+        assert q.meta["bucket"] == organism.exposure_bucket(n)
+    assert all(set(k2v_train.question_countries(graph, q)) <= set(split["train"]) for q in train)
+    assert {q.meta["bucket"] for q in held} >= {"known", "unknown"} and any(q.meta["bucket"].startswith("rare-")
+                                                                            for q in held)
+    rows = k2v_rows(held)
+    assert [r["bucket"] for r in rows] == [q.meta["bucket"] for q in held]
+    assert "bucket" not in k2v_rows([K2VQuestion("x", "q", "a", ["a"], {}, "e1")])[0]

@@ -195,3 +195,21 @@ def test_probe_filter_drops_bad_perturbations_with_their_twins():
     test_set = [x for f in faults for x in (twins[f.meta["base_id"]], f)]
     kept, rep = probe_filter(test_set)
     assert kept == [] and (rep["not_detectable"], rep["not_fluent"], rep["wrong_error_type"]) == (1, 1, 1)
+
+
+def test_teacher_limit_zero_builds_no_teacher_and_references_every_pair(monkeypatch):
+    """``teacher.limit: 0`` (the organism's smoke): no teacher is made or called; every mini-world
+    pair gets its reference annotation."""
+    from factlab.data.miniworld import ensure_world
+    from factlab.synth.perturbations import miniworld_pairs
+
+    def no_teacher(*a, **k):
+        raise AssertionError("limit 0 must not build a teacher")
+
+    monkeypatch.setattr(S, "make_judge", no_teacher)
+    pairs = miniworld_pairs(ensure_world(), per_strategy=1)
+    annotations, report = S.annotate_training_pairs(S.TeacherSection(limit=0, reference_fallback=True), pairs)
+    assert report["attempts"] == 0 and report["reference_annotations"] == len(pairs) == report["sft_examples"]
+    assert annotations == [S.reference_annotation(p) for p in pairs]
+    none, report = S.annotate_training_pairs(S.TeacherSection(limit=0), pairs)
+    assert none == [None] * len(pairs) and report["sft_examples"] == 0

@@ -38,12 +38,14 @@ import json
 import logging
 import random
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
 import networkx as nx
 from pydantic import Field, model_validator
 
+from .. import organism
 from .. import prompts as P
 from .. import text
 from ..config import ParamError, Section
@@ -61,12 +63,14 @@ from ..synth.k2v import (ChecklistSection, K2VQuestion, SynthesisSection, Templa
                          make_checklists, score_checklists, synthesize_questions)
 from ..train.grpo import TrainResult, run
 from .stages import main_process_first, start, warm_start_trains
+from .warmstart import unseen
 
 log = logging.getLogger(__name__)
 
 __all__ = ["K2VConfig", "ExtractionCheckSection", "knowledge_graph", "extraction_check", "synthesize",
            "split_questions", "k2v_rows", "constructed_responses", "reward_ablation", "answer_accuracy",
-           "train_run", "synthesis_cost", "leakage", "TemplateChecklistJudge"]
+           "train_run", "synthesis_cost", "leakage", "TemplateChecklistJudge", "question_countries", "organism_split",
+           "train_heldout"]
 
 
 class ExtractionCheckSection(Section):
@@ -130,6 +134,9 @@ def knowledge_graph(cfg: K2VConfig, resources: Resources, run_dir: str | Path) -
         report.update(kgmod.quality(merged, graph), chunks=len(ex.results), calls=ex.calls,
                       parse_failure_rate=ex.parse_failure_rate, dropped=dict(ex.dropped()),
                       prompt_tokens=ex.prompt_tokens, completion_tokens=ex.completion_tokens)
+    if cfg.kg.relations is not None:
+        graph = kgmod.restrict_relations(graph, cfg.kg.relations)
+        report["kept_relations"] = list(cfg.kg.relations)
     report.update(entities=graph.number_of_nodes(), relations=graph.number_of_edges(),
                   seconds=time.perf_counter() - t0)
     if cfg.kg.source == "gold":
@@ -201,10 +208,52 @@ def split_questions(questions: Sequence[K2VQuestion], heldout_fraction: float, s
 
 def k2v_rows(questions: Sequence[K2VQuestion], system: str = P.K2V_SYSTEM) -> list[dict[str, Any]]:
     """GRPO rows: the chat prompt and the columns the K2V rewards read (``golds``,
-    ``question``, ``checklist``)."""
+    ``question``, ``checklist``), and the question's exposure ``bucket`` where it has one
+    (``organism_split``; the evidence truth evaluator copies it)."""
     return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": q.question}],
-             "golds": list(q.golds), "question": q.question, "checklist": list(q.checklist), "id": q.id}
+             "golds": list(q.golds), "question": q.question, "checklist": list(q.checklist), "id": q.id,
+             **({"bucket": q.meta["bucket"]} if q.meta.get("bucket") else {})}
             for q in questions]
+
+
+def question_countries(graph: nx.DiGraph, q: K2VQuestion) -> list[str]:
+    """The names of the countries among a question's quintuple entities (masked one included)."""
+    keys = [q.quintuple[k] for k in ("e1", "e2", "e3")]
+    return [graph.nodes[k]["name"] for k in keys if k in graph and graph.nodes[k].get("kind") == "country"]
+
+
+def organism_split(questions: Sequence[K2VQuestion], graph: nx.DiGraph, organism_name: str,
+                   exclude: Sequence[str] = ()) -> tuple[list[K2VQuestion], list[K2VQuestion], dict[str, Any]]:
+    """(train, held-out, report) for a knowledge organism (``factlab.organism``): a question
+    trains when every country it names is in the organism's RL train split (``organism.qa_split``)
+    and is held out when every one is in the held-out split and none is in ``exclude`` (e.g. the
+    countries a warm start's demonstrations state facts of); the others are dropped (counted).
+    Each kept question gets ``meta['bucket']``: the exposure bucket (``organism.exposure_bucket``)
+    of the masked entity when it is a country, else of the best-exposed country it names (the
+    fact a model can answer from), and ``meta['relations']`` (its two relation labels)."""
+    spec = organism.spec_of(organism_name)
+    split = organism.qa_split(spec)
+    train_c, held_c, ex = set(split["train"]), set(split["heldout"]) - set(exclude), organism.exposures(spec)
+    train, held, dropped = [], [], Counter()
+    for q in questions:
+        names = question_countries(graph, q)
+        if not names:
+            dropped["no country"] += 1
+            continue
+        hidden = graph.nodes[q.quintuple[q.masked]]
+        n = ex.get(hidden["name"], 0) if hidden.get("kind") == "country" else max(ex.get(c, 0) for c in names)
+        q.meta.update(bucket=organism.exposure_bucket(n, spec.known_exposures),
+                      relations=" + ".join(sorted((q.quintuple["r1"], q.quintuple["r2"]))))
+        if all(c in train_c for c in names):
+            train.append(q)
+        elif all(c in held_c for c in names):
+            held.append(q)
+        else:
+            dropped["countries on both sides, or excluded"] += 1
+    report = {"train": len(train), "heldout": len(held), "dropped": dict(dropped),
+              "heldout_by_bucket": dict(sorted(Counter(q.meta["bucket"] for q in held).items())),
+              "train_by_bucket": dict(sorted(Counter(q.meta["bucket"] for q in train).items()))}
+    return train, held, report
 
 
 def synthesis_cost(kg_report: dict[str, Any], synth_report: dict[str, Any],
@@ -233,6 +282,19 @@ def synthesis_cost(kg_report: dict[str, Any], synth_report: dict[str, Any],
                      "prompt_tokens": quality.get("prompt_tokens"), "completion_tokens": quality.get("completion_tokens"),
                      "seconds": quality.get("seconds")})
     return rows
+
+
+def train_heldout(cfg: K2VConfig, questions: Sequence[K2VQuestion], graph: nx.DiGraph, raw_model: str,
+                  demos: Sequence[Any] = ()) -> tuple[list[K2VQuestion], list[K2VQuestion], dict[str, Any]]:
+    """The notebook's (train, held-out, report): for a knowledge organism ``raw_model`` (the
+    policy before any warm start), ``organism_split`` with the countries of the warm start's
+    ``demos`` excluded from the held-out side; otherwise the seeded ``split_questions``, without
+    the held-out questions a demonstration asks (``recipes.warmstart.unseen``)."""
+    if organism.is_organism(raw_model):
+        return organism_split(questions, graph, raw_model, exclude={c for d in demos for c in d.countries})
+    train, held = split_questions(questions, cfg.heldout_fraction, cfg.synthesis.seed)
+    held = unseen(held, demos)
+    return train, held, {"train": len(train), "heldout": len(held)}
 
 
 # ---------------------------------------------------------------- the reward on constructed responses
