@@ -34,15 +34,18 @@ stages (notebook 04, factlab train)      ``start`` (warm start) -> ``prepare`` (
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 import networkx as nx
+from datasets import Dataset
 from pydantic import Field, model_validator
 
 from .. import organism
@@ -60,8 +63,12 @@ from ..rewards.k2v import ABLATIONS, ChecklistJudge, answer_gated_reward, format
 from ..rewards.length import OverlongArgs, OverlongPenalty
 from ..synth import kg as kgmod
 from ..synth.k2v import (ChecklistSection, K2VQuestion, SynthesisSection, TemplateChecklistJudge, leakage,
-                         make_checklists, score_checklists, synthesize_questions)
+                         make_checklists, score_checklists, synthesize_questions, template_checklist)
+from ..experiment import WarmStartSFTSection
+from ..models import model_fingerprint
+from ..paths import build_lock, cache_dir
 from ..train.grpo import TrainResult, run
+from ..train.sft import run_sft
 from .stages import main_process_first, start, warm_start_trains
 from .warmstart import unseen
 
@@ -70,7 +77,7 @@ log = logging.getLogger(__name__)
 __all__ = ["K2VConfig", "ExtractionCheckSection", "knowledge_graph", "extraction_check", "synthesize",
            "split_questions", "k2v_rows", "constructed_responses", "reward_ablation", "answer_accuracy",
            "train_run", "synthesis_cost", "leakage", "TemplateChecklistJudge", "question_countries", "organism_split",
-           "train_heldout"]
+           "train_heldout", "FormatSFTSection", "format_demo", "format_step"]
 
 
 class ExtractionCheckSection(Section):
@@ -79,6 +86,20 @@ class ExtractionCheckSection(Section):
 
     chunks: int = Field(4, ge=0)
     seed: int = 0
+
+
+class FormatSFTSection(Section):
+    """A short SFT of the policy into the fill-in-blank answer format before RL (``format_step``),
+    on the training questions whose exposure bucket is in ``buckets`` (None: every training
+    question; buckets exist on the organism, ``organism_split``): the completion states the
+    quintuple's two facts in ``<think>`` and names the entity in ``<answer>`` (003 §3.3's
+    template, as the warm start's K2V demonstrations). For a policy that never saw a
+    fill-in-blank question (the knowledge organism); cached by the model's fingerprint, the
+    demonstrations and these settings."""
+
+    enabled: bool = False
+    buckets: list[str] | None = ["known"]
+    sft: WarmStartSFTSection = WarmStartSFTSection()
 
 
 class K2VConfig(TrainingConfig):
@@ -96,6 +117,7 @@ class K2VConfig(TrainingConfig):
     mcq: MCQSection = MCQSection()
     general: GeneralSection = GeneralSection()  # 003 §4.1, Tables 2-5: BBH, MATH-500, GSM8K, AIME24, GPQA-D
     leakage_ns: list[int] = [22, 26, 30]  # Appendix E, Table 10
+    format_sft: FormatSFTSection = FormatSFTSection()
 
     @model_validator(mode="after")
     def _known_ablations(self) -> "K2VConfig":
@@ -295,6 +317,40 @@ def train_heldout(cfg: K2VConfig, questions: Sequence[K2VQuestion], graph: nx.Di
     train, held = split_questions(questions, cfg.heldout_fraction, cfg.synthesis.seed)
     held = unseen(held, demos)
     return train, held, {"train": len(train), "heldout": len(held)}
+
+
+def format_demo(graph: nx.DiGraph, q: K2VQuestion) -> str:
+    """The fill-in-blank demonstration of ``q``: ``<think>`` its two facts ``</think>\n<answer>``
+    the entity ``</answer>`` (the facts are the first two items of its template checklist)."""
+    facts = [c.split(": ", 1)[1] for c in template_checklist(graph, q) if c.startswith("States the fact: ")]
+    return f"<think>{' '.join(facts)}</think>\n<answer>{q.answer}</answer>"
+
+
+def format_step(cfg: K2VConfig, train_q: Sequence[K2VQuestion], graph: nx.DiGraph) -> dict[str, Any]:
+    """``cfg.format_sft``: the SFT of ``cfg.model.name`` on ``format_demo`` of the chosen training
+    questions (a full fine-tune), built once under ``<cache>/k2v-format/<key>``; points
+    ``cfg.model.name`` at it (every later stage, the evidence base included, starts there) and
+    returns a report (``enabled``, ``examples``, ``steps``, first / last loss, ``seconds``)."""
+    fs = cfg.format_sft
+    if not fs.enabled:
+        return {"enabled": False}
+    chosen = [q for q in train_q if fs.buckets is None or q.meta.get("bucket") in fs.buckets]
+    if not chosen:
+        raise ValueError(f"format_sft.buckets {fs.buckets}: no training question is in them")
+    rows = [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": format_demo(graph, q)}]}
+            for r, q in zip(k2v_rows(chosen, cfg.system_prompt), chosen)]
+    blob = json.dumps({"model": model_fingerprint(cfg.model.name), "rows": rows, "settings": fs.model_dump()},
+                      sort_keys=True, default=str)
+    folder = cache_dir() / "k2v-format" / hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+    spec = SimpleNamespace(model=cfg.model, lora=None)
+    with build_lock(folder):
+        cached = TrainResult.load(folder) is not None
+        result = run_sft(spec, Dataset.from_list(rows), folder, sft=fs.sft, name="k2v-format")
+    losses = result.losses()
+    cfg.model.name = result.model_dir
+    return {"enabled": True, "examples": len(rows), "buckets": fs.buckets, "steps": result.steps,
+            "first_loss": losses[0][1] if losses else None, "last_loss": losses[-1][1] if losses else None,
+            "seconds": result.runtime_s, "cached": cached, "model": result.model_dir}
 
 
 # ---------------------------------------------------------------- the reward on constructed responses
