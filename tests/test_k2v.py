@@ -6,12 +6,14 @@ penalty, DAPO's group filter, and params errors. MCQ: tests/test_mcq.py."""
 
 import math
 import re
+from pathlib import Path
 
 import networkx as nx
 import pytest
 
 from factlab import config
 from factlab import prompts as P
+from factlab import text
 from factlab.data.miniworld import ensure_world
 from factlab.judges import Judge, make_judge
 from factlab.rewards import Resources, RewardSpec, build_rewards
@@ -22,7 +24,7 @@ from factlab.synth import kg
 from factlab.synth.k2v import (BLANK, ChecklistSection, K2VQuestion, Quintuple, SynthesisSection, blank_candidates,
                                leakage, make_checklists, make_question, sample_quintuples, score_checklists,
                                synthesize_questions, template_checklist, validate_checklist, ftext_prompt,
-                               mask_mentions, masked_ftext_prompt)
+                               mask_mentions, masked_ftext_prompt, template_checklist)
 from factlab.recipes import k2v as k2v_train
 from factlab.train.dapo import keep_groups
 from factlab.recipes.k2v import (K2VConfig, constructed_responses, k2v_rows, knowledge_graph, reward_ablation,
@@ -680,3 +682,36 @@ def test_organism_split_by_country_with_buckets(gold):
     rows = k2v_rows(held)
     assert [r["bucket"] for r in rows] == [q.meta["bucket"] for q in held]
     assert "bucket" not in k2v_rows([K2VQuestion("x", "q", "a", ["a"], {}, "e1")])[0]
+
+
+def test_format_demo_states_the_two_facts_and_names_the_entity(gold):
+    graph = kg.restrict_relations(gold[0], ["has capital", "uses the currency"])
+    (q, *_), _ = synthesize_questions(graph, SynthesisSection(questions=20, rephraser="template"))
+    demo = k2v_train.format_demo(graph, q)
+    facts = [c.split(": ", 1)[1] for c in template_checklist(graph, q)[:2]]
+    assert demo == f"<think>{' '.join(facts)}</think>\n<answer>{q.answer}</answer>"
+    assert text.grade_answer_exact(text.extract_answer(demo), q.golds) == text.GOOD
+
+
+def test_format_step_trains_once_then_reuses_and_points_the_policy(gold, tmp_path, monkeypatch):
+    """``format_sft`` on the tiny organism: the policy name moves to the fine-tuned folder; a
+    second call finds it in the cache; disabled, nothing changes."""
+    monkeypatch.setattr(k2v_train, "cache_dir", lambda: tmp_path / "cache")  # the tiny organism: the shared cache
+    graph = kg.restrict_relations(gold[0], ["has capital", "uses the currency", "has the official language"])
+    qs, _ = synthesize_questions(graph, SynthesisSection(questions=200, rephraser="template"))
+    train, _, _ = k2v_train.organism_split(qs, graph, "organism-tiny")
+
+    def cfg(enabled=True):
+        return K2VConfig.model_validate({"model": {"name": "organism-tiny", "dtype": "float32"}, "lora": None,
+                                         "rewards": [{"name": "k2v", "args": {"verdict": "kb"}}],
+                                         "format_sft": {"enabled": enabled, "buckets": ["known"],
+                                                        "sft": {"max_steps": 1, "report_to": "none"}}})
+    off = cfg(False)
+    assert k2v_train.format_step(off, train, graph) == {"enabled": False} and off.model.name == "organism-tiny"
+    first, c1 = k2v_train.format_step(c := cfg(), train, graph), c
+    assert first["enabled"] and not first["cached"] and first["steps"] == 1
+    assert first["examples"] == sum(q.meta["bucket"] == "known" for q in train) > 0
+    assert c1.model.name == first["model"] != "organism-tiny" and (tmp_path / "cache" / "k2v-format") in \
+        Path(first["model"]).parents
+    again = k2v_train.format_step(cfg(), train, graph)
+    assert again["cached"] and again["model"] == first["model"]
