@@ -715,3 +715,18 @@ def test_format_step_trains_once_then_reuses_and_points_the_policy(gold, tmp_pat
         Path(first["model"]).parents
     again = k2v_train.format_step(cfg(), train, graph)
     assert again["cached"] and again["model"] == first["model"]
+
+
+def test_smoke_params_train_the_organism_without_a_135m_model():
+    """04's smoke (issue 40 item 5): the organism as policy, kb verdicts, no extractor run, the
+    smoke_k2v evidence on held-out questions; its organism evidence file holds both arms."""
+    root = Path(__file__).resolve().parents[1]
+    cfg = config.load_config(root / "params/04_k2v_smoke.yaml", K2VConfig)
+    assert cfg.model.name == "organism" and cfg.lora is None and cfg.format_sft.enabled
+    assert all((s.args or {}).get("verdict") == "kb" for s in cfg.rewards if s.name == "k2v")
+    assert cfg.extraction_check.chunks == 0 and cfg.synthesis.rephraser == "template" and cfg.judge.model == "organism"
+    assert cfg.evidence.hypothesis == "smoke_k2v" and [a.name for a in cfg.evidence.arms] == ["gated"]
+    assert cfg.evidence.seeds == [0, 1, 2] and cfg.evidence.heldout >= 100
+    full = config.load_config(root / "params/04_k2v_organism_evidence.yaml", K2VConfig)
+    assert full.evidence.hypothesis == "organism_k2v" and len(full.evidence.seeds) == 5
+    assert {a.name for a in full.evidence.arms} == {"gated", "no_gate"}

@@ -213,3 +213,22 @@ def test_teacher_limit_zero_builds_no_teacher_and_references_every_pair(monkeypa
     assert annotations == [S.reference_annotation(p) for p in pairs]
     none, report = S.annotate_training_pairs(S.TeacherSection(limit=0), pairs)
     assert none == [None] * len(pairs) and report["sft_examples"] == 0
+
+
+def test_smoke_params_make_the_organism_the_verifier_without_a_teacher():
+    """03's smoke (issue 40 item 5): the organism verifier, no teacher model (limit 0, reference
+    annotations), a full fine-tune, the smoke_seva evidence; its organism evidence file holds both arms."""
+    from pathlib import Path
+
+    from factlab.config import load_config
+    from factlab.recipes.seva import SevaConfig
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / "params/03_seva_smoke.yaml", SevaConfig)
+    assert cfg.model.name == "organism" and cfg.lora is None
+    assert cfg.teacher.limit == 0 and cfg.teacher.reference_fallback
+    assert cfg.evidence.hypothesis == "smoke_seva" and [a.name for a in cfg.evidence.arms] == ["process"]
+    assert cfg.evidence.seeds == [0, 1, 2] and cfg.evidence.max_new_tokens >= 340  # the longest reference verdict
+    full = load_config(root / "params/03_seva_organism_evidence.yaml", SevaConfig)
+    assert full.evidence.hypothesis == "organism_seva" and len(full.evidence.seeds) == 5
+    assert {a.name for a in full.evidence.arms} == {"process", "binary"} and full.evidence.heldout >= 300
