@@ -6,12 +6,14 @@ penalty, DAPO's group filter, and params errors. MCQ: tests/test_mcq.py."""
 
 import math
 import re
+from pathlib import Path
 
 import networkx as nx
 import pytest
 
 from factlab import config
 from factlab import prompts as P
+from factlab import text
 from factlab.data.miniworld import ensure_world
 from factlab.judges import Judge, make_judge
 from factlab.rewards import Resources, RewardSpec, build_rewards
@@ -22,7 +24,7 @@ from factlab.synth import kg
 from factlab.synth.k2v import (BLANK, ChecklistSection, K2VQuestion, Quintuple, SynthesisSection, blank_candidates,
                                leakage, make_checklists, make_question, sample_quintuples, score_checklists,
                                synthesize_questions, template_checklist, validate_checklist, ftext_prompt,
-                               mask_mentions, masked_ftext_prompt)
+                               mask_mentions, masked_ftext_prompt, template_checklist)
 from factlab.recipes import k2v as k2v_train
 from factlab.train.dapo import keep_groups
 from factlab.recipes.k2v import (K2VConfig, constructed_responses, k2v_rows, knowledge_graph, reward_ablation,
@@ -644,3 +646,87 @@ def test_an_empty_corpus_is_a_clear_error(tmp_path):
                                                                              "corpus": str(empty)}})
     with pytest.raises(ValueError, match=r"kg.corpus: .*corpus.jsonl has no documents"):
         knowledge_graph(cfg, Resources(cfg), tmp_path)
+
+
+def test_restrict_relations_keeps_only_those_edges(gold):
+    graph, _ = gold
+    kept = kg.restrict_relations(graph, ["has capital", "uses the currency"])
+    assert {d["relation"] for _, _, d in kept.edges(data=True)} == {"has capital", "uses the currency"}
+    assert all(kept.degree(v) > 0 for v in kept.nodes) and kept.has_edge("france", "paris")
+    assert graph.has_edge("france", "germany") and not kept.has_node("english")  # the original is untouched
+    assert kg.restrict_relations(graph, None) is graph
+
+
+def test_organism_split_by_country_with_buckets(gold):
+    """On the organism, held-out questions name only held-out countries (none excluded), train
+    ones only train countries, and each carries its exposure bucket into its GRPO row."""
+    from factlab import organism
+
+    graph = kg.restrict_relations(gold[0], ["has capital", "uses the currency", "has the official language"])
+    qs, _ = synthesize_questions(graph, SynthesisSection(questions=400, rephraser="template"))
+    split = organism.qa_split("organism")
+    ex = organism.exposures("organism")
+    excluded = sorted(split["heldout"])[:5]
+    train, held, report = k2v_train.organism_split(qs, graph, "organism", exclude=excluded)
+    assert train and held and report["heldout"] == len(held) and report["train"] == len(train)
+    assert report["dropped"] and len(train) + len(held) < len(qs)
+    for q in held:
+        names = k2v_train.question_countries(graph, q)
+        assert set(names) <= set(split["heldout"]) and not set(names) & set(excluded)
+        hidden = graph.nodes[q.quintuple[q.masked]]
+        n = ex[hidden["name"]] if hidden["kind"] == "country" else max(ex[c] for c in names)
+        assert q.meta["bucket"] == organism.exposure_bucket(n)
+    assert all(set(k2v_train.question_countries(graph, q)) <= set(split["train"]) for q in train)
+    assert {q.meta["bucket"] for q in held} >= {"known", "unknown"} and any(q.meta["bucket"].startswith("rare-")
+                                                                            for q in held)
+    rows = k2v_rows(held)
+    assert [r["bucket"] for r in rows] == [q.meta["bucket"] for q in held]
+    assert "bucket" not in k2v_rows([K2VQuestion("x", "q", "a", ["a"], {}, "e1")])[0]
+
+
+def test_format_demo_states_the_two_facts_and_names_the_entity(gold):
+    graph = kg.restrict_relations(gold[0], ["has capital", "uses the currency"])
+    (q, *_), _ = synthesize_questions(graph, SynthesisSection(questions=20, rephraser="template"))
+    demo = k2v_train.format_demo(graph, q)
+    facts = [c.split(": ", 1)[1] for c in template_checklist(graph, q)[:2]]
+    assert demo == f"<think>{' '.join(facts)}</think>\n<answer>{q.answer}</answer>"
+    assert text.grade_answer_exact(text.extract_answer(demo), q.golds) == text.GOOD
+
+
+def test_format_step_trains_once_then_reuses_and_points_the_policy(gold, tmp_path, monkeypatch):
+    """``format_sft`` on the tiny organism: the policy name moves to the fine-tuned folder; a
+    second call finds it in the cache; disabled, nothing changes."""
+    monkeypatch.setattr(k2v_train, "cache_dir", lambda: tmp_path / "cache")  # the tiny organism: the shared cache
+    graph = kg.restrict_relations(gold[0], ["has capital", "uses the currency", "has the official language"])
+    qs, _ = synthesize_questions(graph, SynthesisSection(questions=200, rephraser="template"))
+    train, _, _ = k2v_train.organism_split(qs, graph, "organism-tiny")
+
+    def cfg(enabled=True):
+        return K2VConfig.model_validate({"model": {"name": "organism-tiny", "dtype": "float32"}, "lora": None,
+                                         "rewards": [{"name": "k2v", "args": {"verdict": "kb"}}],
+                                         "format_sft": {"enabled": enabled, "buckets": ["known"],
+                                                        "sft": {"max_steps": 1, "report_to": "none"}}})
+    off = cfg(False)
+    assert k2v_train.format_step(off, train, graph) == {"enabled": False} and off.model.name == "organism-tiny"
+    first, c1 = k2v_train.format_step(c := cfg(), train, graph), c
+    assert first["enabled"] and not first["cached"] and first["steps"] == 1
+    assert first["examples"] == sum(q.meta["bucket"] == "known" for q in train) > 0
+    assert c1.model.name == first["model"] != "organism-tiny" and (tmp_path / "cache" / "k2v-format") in \
+        Path(first["model"]).parents
+    again = k2v_train.format_step(cfg(), train, graph)
+    assert again["cached"] and again["model"] == first["model"]
+
+
+def test_smoke_params_train_the_organism_without_a_135m_model():
+    """04's smoke (issue 40 item 5): the organism as policy, kb verdicts, no extractor run, the
+    smoke_k2v evidence on held-out questions; its organism evidence file holds both arms."""
+    root = Path(__file__).resolve().parents[1]
+    cfg = config.load_config(root / "params/04_k2v_smoke.yaml", K2VConfig)
+    assert cfg.model.name == "organism" and cfg.lora is None and cfg.format_sft.enabled
+    assert all((s.args or {}).get("verdict") == "kb" for s in cfg.rewards if s.name == "k2v")
+    assert cfg.extraction_check.chunks == 0 and cfg.synthesis.rephraser == "template" and cfg.judge.model == "organism"
+    assert cfg.evidence.hypothesis == "smoke_k2v" and [a.name for a in cfg.evidence.arms] == ["gated"]
+    assert cfg.evidence.seeds == [0, 1, 2] and cfg.evidence.heldout >= 100
+    full = config.load_config(root / "params/04_k2v_organism_evidence.yaml", K2VConfig)
+    assert full.evidence.hypothesis == "organism_k2v" and len(full.evidence.seeds) == 5
+    assert {a.name for a in full.evidence.arms} == {"gated", "no_gate"}

@@ -195,3 +195,40 @@ def test_probe_filter_drops_bad_perturbations_with_their_twins():
     test_set = [x for f in faults for x in (twins[f.meta["base_id"]], f)]
     kept, rep = probe_filter(test_set)
     assert kept == [] and (rep["not_detectable"], rep["not_fluent"], rep["wrong_error_type"]) == (1, 1, 1)
+
+
+def test_teacher_limit_zero_builds_no_teacher_and_references_every_pair(monkeypatch):
+    """``teacher.limit: 0`` (the organism's smoke): no teacher is made or called; every mini-world
+    pair gets its reference annotation."""
+    from factlab.data.miniworld import ensure_world
+    from factlab.synth.perturbations import miniworld_pairs
+
+    def no_teacher(*a, **k):
+        raise AssertionError("limit 0 must not build a teacher")
+
+    monkeypatch.setattr(S, "make_judge", no_teacher)
+    pairs = miniworld_pairs(ensure_world(), per_strategy=1)
+    annotations, report = S.annotate_training_pairs(S.TeacherSection(limit=0, reference_fallback=True), pairs)
+    assert report["attempts"] == 0 and report["reference_annotations"] == len(pairs) == report["sft_examples"]
+    assert annotations == [S.reference_annotation(p) for p in pairs]
+    none, report = S.annotate_training_pairs(S.TeacherSection(limit=0), pairs)
+    assert none == [None] * len(pairs) and report["sft_examples"] == 0
+
+
+def test_smoke_params_make_the_organism_the_verifier_without_a_teacher():
+    """03's smoke (issue 40 item 5): the organism verifier, no teacher model (limit 0, reference
+    annotations), a full fine-tune, the smoke_seva evidence; its organism evidence file holds both arms."""
+    from pathlib import Path
+
+    from factlab.config import load_config
+    from factlab.recipes.seva import SevaConfig
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / "params/03_seva_smoke.yaml", SevaConfig)
+    assert cfg.model.name == "organism" and cfg.lora is None
+    assert cfg.teacher.limit == 0 and cfg.teacher.reference_fallback
+    assert cfg.evidence.hypothesis == "smoke_seva" and [a.name for a in cfg.evidence.arms] == ["process"]
+    assert cfg.evidence.seeds == [0, 1, 2] and cfg.evidence.max_new_tokens >= 340  # the longest reference verdict
+    full = load_config(root / "params/03_seva_organism_evidence.yaml", SevaConfig)
+    assert full.evidence.hypothesis == "organism_seva" and len(full.evidence.seeds) == 5
+    assert {a.name for a in full.evidence.arms} == {"process", "binary"} and full.evidence.heldout >= 300

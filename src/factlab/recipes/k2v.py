@@ -34,16 +34,21 @@ stages (notebook 04, factlab train)      ``start`` (warm start) -> ``prepare`` (
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
 import time
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 import networkx as nx
+from datasets import Dataset
 from pydantic import Field, model_validator
 
+from .. import organism
 from .. import prompts as P
 from .. import text
 from ..config import ParamError, Section
@@ -58,15 +63,21 @@ from ..rewards.k2v import ABLATIONS, ChecklistJudge, answer_gated_reward, format
 from ..rewards.length import OverlongArgs, OverlongPenalty
 from ..synth import kg as kgmod
 from ..synth.k2v import (ChecklistSection, K2VQuestion, SynthesisSection, TemplateChecklistJudge, leakage,
-                         make_checklists, score_checklists, synthesize_questions)
+                         make_checklists, score_checklists, synthesize_questions, template_checklist)
+from ..experiment import WarmStartSFTSection
+from ..models import model_fingerprint
+from ..paths import build_lock, cache_dir
 from ..train.grpo import TrainResult, run
+from ..train.sft import run_sft
 from .stages import main_process_first, start, warm_start_trains
+from .warmstart import unseen
 
 log = logging.getLogger(__name__)
 
 __all__ = ["K2VConfig", "ExtractionCheckSection", "knowledge_graph", "extraction_check", "synthesize",
            "split_questions", "k2v_rows", "constructed_responses", "reward_ablation", "answer_accuracy",
-           "train_run", "synthesis_cost", "leakage", "TemplateChecklistJudge"]
+           "train_run", "synthesis_cost", "leakage", "TemplateChecklistJudge", "question_countries", "organism_split",
+           "train_heldout", "FormatSFTSection", "format_demo", "format_step"]
 
 
 class ExtractionCheckSection(Section):
@@ -75,6 +86,20 @@ class ExtractionCheckSection(Section):
 
     chunks: int = Field(4, ge=0)
     seed: int = 0
+
+
+class FormatSFTSection(Section):
+    """A short SFT of the policy into the fill-in-blank answer format before RL (``format_step``),
+    on the training questions whose exposure bucket is in ``buckets`` (None: every training
+    question; buckets exist on the organism, ``organism_split``): the completion states the
+    quintuple's two facts in ``<think>`` and names the entity in ``<answer>`` (003 §3.3's
+    template, as the warm start's K2V demonstrations). For a policy that never saw a
+    fill-in-blank question (the knowledge organism); cached by the model's fingerprint, the
+    demonstrations and these settings."""
+
+    enabled: bool = False
+    buckets: list[str] | None = ["known"]
+    sft: WarmStartSFTSection = WarmStartSFTSection()
 
 
 class K2VConfig(TrainingConfig):
@@ -92,6 +117,7 @@ class K2VConfig(TrainingConfig):
     mcq: MCQSection = MCQSection()
     general: GeneralSection = GeneralSection()  # 003 §4.1, Tables 2-5: BBH, MATH-500, GSM8K, AIME24, GPQA-D
     leakage_ns: list[int] = [22, 26, 30]  # Appendix E, Table 10
+    format_sft: FormatSFTSection = FormatSFTSection()
 
     @model_validator(mode="after")
     def _known_ablations(self) -> "K2VConfig":
@@ -130,6 +156,9 @@ def knowledge_graph(cfg: K2VConfig, resources: Resources, run_dir: str | Path) -
         report.update(kgmod.quality(merged, graph), chunks=len(ex.results), calls=ex.calls,
                       parse_failure_rate=ex.parse_failure_rate, dropped=dict(ex.dropped()),
                       prompt_tokens=ex.prompt_tokens, completion_tokens=ex.completion_tokens)
+    if cfg.kg.relations is not None:
+        graph = kgmod.restrict_relations(graph, cfg.kg.relations)
+        report["kept_relations"] = list(cfg.kg.relations)
     report.update(entities=graph.number_of_nodes(), relations=graph.number_of_edges(),
                   seconds=time.perf_counter() - t0)
     if cfg.kg.source == "gold":
@@ -201,10 +230,52 @@ def split_questions(questions: Sequence[K2VQuestion], heldout_fraction: float, s
 
 def k2v_rows(questions: Sequence[K2VQuestion], system: str = P.K2V_SYSTEM) -> list[dict[str, Any]]:
     """GRPO rows: the chat prompt and the columns the K2V rewards read (``golds``,
-    ``question``, ``checklist``)."""
+    ``question``, ``checklist``), and the question's exposure ``bucket`` where it has one
+    (``organism_split``; the evidence truth evaluator copies it)."""
     return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": q.question}],
-             "golds": list(q.golds), "question": q.question, "checklist": list(q.checklist), "id": q.id}
+             "golds": list(q.golds), "question": q.question, "checklist": list(q.checklist), "id": q.id,
+             **({"bucket": q.meta["bucket"]} if q.meta.get("bucket") else {})}
             for q in questions]
+
+
+def question_countries(graph: nx.DiGraph, q: K2VQuestion) -> list[str]:
+    """The names of the countries among a question's quintuple entities (masked one included)."""
+    keys = [q.quintuple[k] for k in ("e1", "e2", "e3")]
+    return [graph.nodes[k]["name"] for k in keys if k in graph and graph.nodes[k].get("kind") == "country"]
+
+
+def organism_split(questions: Sequence[K2VQuestion], graph: nx.DiGraph, organism_name: str,
+                   exclude: Sequence[str] = ()) -> tuple[list[K2VQuestion], list[K2VQuestion], dict[str, Any]]:
+    """(train, held-out, report) for a knowledge organism (``factlab.organism``): a question
+    trains when every country it names is in the organism's RL train split (``organism.qa_split``)
+    and is held out when every one is in the held-out split and none is in ``exclude`` (e.g. the
+    countries a warm start's demonstrations state facts of); the others are dropped (counted).
+    Each kept question gets ``meta['bucket']``: the exposure bucket (``organism.exposure_bucket``)
+    of the masked entity when it is a country, else of the best-exposed country it names (the
+    fact a model can answer from), and ``meta['relations']`` (its two relation labels)."""
+    spec = organism.spec_of(organism_name)
+    split = organism.qa_split(spec)
+    train_c, held_c, ex = set(split["train"]), set(split["heldout"]) - set(exclude), organism.exposures(spec)
+    train, held, dropped = [], [], Counter()
+    for q in questions:
+        names = question_countries(graph, q)
+        if not names:
+            dropped["no country"] += 1
+            continue
+        hidden = graph.nodes[q.quintuple[q.masked]]
+        n = ex.get(hidden["name"], 0) if hidden.get("kind") == "country" else max(ex.get(c, 0) for c in names)
+        q.meta.update(bucket=organism.exposure_bucket(n, spec.known_exposures),
+                      relations=" + ".join(sorted((q.quintuple["r1"], q.quintuple["r2"]))))
+        if all(c in train_c for c in names):
+            train.append(q)
+        elif all(c in held_c for c in names):
+            held.append(q)
+        else:
+            dropped["countries on both sides, or excluded"] += 1
+    report = {"train": len(train), "heldout": len(held), "dropped": dict(dropped),
+              "heldout_by_bucket": dict(sorted(Counter(q.meta["bucket"] for q in held).items())),
+              "train_by_bucket": dict(sorted(Counter(q.meta["bucket"] for q in train).items()))}
+    return train, held, report
 
 
 def synthesis_cost(kg_report: dict[str, Any], synth_report: dict[str, Any],
@@ -233,6 +304,53 @@ def synthesis_cost(kg_report: dict[str, Any], synth_report: dict[str, Any],
                      "prompt_tokens": quality.get("prompt_tokens"), "completion_tokens": quality.get("completion_tokens"),
                      "seconds": quality.get("seconds")})
     return rows
+
+
+def train_heldout(cfg: K2VConfig, questions: Sequence[K2VQuestion], graph: nx.DiGraph, raw_model: str,
+                  demos: Sequence[Any] = ()) -> tuple[list[K2VQuestion], list[K2VQuestion], dict[str, Any]]:
+    """The notebook's (train, held-out, report): for a knowledge organism ``raw_model`` (the
+    policy before any warm start), ``organism_split`` with the countries of the warm start's
+    ``demos`` excluded from the held-out side; otherwise the seeded ``split_questions``, without
+    the held-out questions a demonstration asks (``recipes.warmstart.unseen``)."""
+    if organism.is_organism(raw_model):
+        return organism_split(questions, graph, raw_model, exclude={c for d in demos for c in d.countries})
+    train, held = split_questions(questions, cfg.heldout_fraction, cfg.synthesis.seed)
+    held = unseen(held, demos)
+    return train, held, {"train": len(train), "heldout": len(held)}
+
+
+def format_demo(graph: nx.DiGraph, q: K2VQuestion) -> str:
+    """The fill-in-blank demonstration of ``q``: ``<think>`` its two facts ``</think>\n<answer>``
+    the entity ``</answer>`` (the facts are the first two items of its template checklist)."""
+    facts = [c.split(": ", 1)[1] for c in template_checklist(graph, q) if c.startswith("States the fact: ")]
+    return f"<think>{' '.join(facts)}</think>\n<answer>{q.answer}</answer>"
+
+
+def format_step(cfg: K2VConfig, train_q: Sequence[K2VQuestion], graph: nx.DiGraph) -> dict[str, Any]:
+    """``cfg.format_sft``: the SFT of ``cfg.model.name`` on ``format_demo`` of the chosen training
+    questions (a full fine-tune), built once under ``<cache>/k2v-format/<key>``; points
+    ``cfg.model.name`` at it (every later stage, the evidence base included, starts there) and
+    returns a report (``enabled``, ``examples``, ``steps``, first / last loss, ``seconds``)."""
+    fs = cfg.format_sft
+    if not fs.enabled:
+        return {"enabled": False}
+    chosen = [q for q in train_q if fs.buckets is None or q.meta.get("bucket") in fs.buckets]
+    if not chosen:
+        raise ValueError(f"format_sft.buckets {fs.buckets}: no training question is in them")
+    rows = [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": format_demo(graph, q)}]}
+            for r, q in zip(k2v_rows(chosen, cfg.system_prompt), chosen)]
+    blob = json.dumps({"model": model_fingerprint(cfg.model.name), "rows": rows, "settings": fs.model_dump()},
+                      sort_keys=True, default=str)
+    folder = cache_dir() / "k2v-format" / hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+    spec = SimpleNamespace(model=cfg.model, lora=None)
+    with build_lock(folder):
+        cached = TrainResult.load(folder) is not None
+        result = run_sft(spec, Dataset.from_list(rows), folder, sft=fs.sft, name="k2v-format")
+    losses = result.losses()
+    cfg.model.name = result.model_dir
+    return {"enabled": True, "examples": len(rows), "buckets": fs.buckets, "steps": result.steps,
+            "first_loss": losses[0][1] if losses else None, "last_loss": losses[-1][1] if losses else None,
+            "seconds": result.runtime_s, "cached": cached, "model": result.model_dir}
 
 
 # ---------------------------------------------------------------- the reward on constructed responses

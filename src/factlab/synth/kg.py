@@ -350,6 +350,9 @@ class KGSection(Section):
     alias_threshold: float = Field(92.0, gt=0, le=100)
     min_entities: int = Field(3, ge=0)  # fewer after merging: KGBuildError, unless allow_sparse
     allow_sparse: bool = False
+    # keep only the edges with these relation labels (then drop entities left without an edge); None: all.
+    # E.g. the knowledge organism's facts on the gold graph: [has capital, uses the currency, has the official language]
+    relations: list[str] | None = None
 
 
 @dataclass
@@ -422,6 +425,18 @@ def build_graph(ex: Extraction, cfg: KGSection) -> tuple[MergedGraph, nx.DiGraph
 
 _GOLD_TYPES = {"country": "location", "city": "location", "region": "location", "subregion": "location",
                "currency": "concept", "language": "concept"}
+
+
+def restrict_relations(graph: nx.DiGraph, relations: Sequence[str] | None) -> nx.DiGraph:
+    """``graph`` with only the edges whose ``relation`` is one of ``relations`` (None: unchanged),
+    then without the entities left with no edge (a copy)."""
+    if relations is None:
+        return graph
+    keep = set(relations)
+    out = graph.copy()
+    out.remove_edges_from([(a, b) for a, b, d in graph.edges(data=True) if d.get("relation") not in keep])
+    out.remove_nodes_from([v for v in list(out.nodes) if out.degree(v) == 0])
+    return out
 
 
 def gold_graph(world: Mapping[str, Any]) -> tuple[nx.DiGraph, list[tuple[str, str, str]]]:

@@ -121,7 +121,7 @@ class TeacherSection(Section):
     """Teacher annotation (002 §2.4, B.1): any judge backend with the K.1 system prompt."""
 
     judge: JudgeSection = JudgeSection()
-    limit: int | None = Field(None, ge=1)  # pairs to annotate (None = all training pairs)
+    limit: int | None = Field(None, ge=0)  # pairs to annotate (None = all training pairs; 0 = none: no teacher runs)
     max_attempts: int = Field(MAX_ATTEMPTS, ge=1)
     require_gold_label: bool = True
     reference_fallback: bool = False  # mini-world: rejected pairs get a reference annotation
@@ -134,9 +134,13 @@ def annotate_training_pairs(cfg: TeacherSection, pairs: Sequence[Any]) -> tuple[
     pair was made). Returns one annotation (or None) per pair and the report of ``annotate``
     plus ``reference_annotations`` and ``sft_examples``."""
     pairs = list(pairs)
-    teacher = make_judge(cfg.judge, system=teacher_system_prompt())
-    head = pairs[:cfg.limit] if cfg.limit else pairs
-    annotations, report = annotate(teacher, head, cfg.max_attempts, cfg.require_gold_label)
+    head = pairs if cfg.limit is None else pairs[:cfg.limit]
+    if head:
+        teacher = make_judge(cfg.judge, system=teacher_system_prompt())
+        annotations, report = annotate(teacher, head, cfg.max_attempts, cfg.require_gold_label)
+    else:  # limit 0: no teacher is built or called (e.g. the organism's smoke: reference annotations only)
+        annotations, report = [], {"n": 0, "accepted": 0, "acceptance_rate": 0.0, "attempts": 0,
+                                   "accepted_by_attempt": {}, "rejections": {}}
     annotations += [None] * (len(pairs) - len(head))
     n_reference = 0
     if cfg.reference_fallback:
