@@ -197,6 +197,10 @@ def figure(reports: dict[str, dict], path: Path) -> None:
     doses = [0, *spec["rare_doses"], spec["known_exposures"]]
     groups = ["unknown_heldout/heldout", *[f"rare-{d}/heldout" for d in spec["rare_doses"]], "known_heldout/heldout"]
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    cloze = base.get("cloze") or {}
+    if cloze:
+        keys = ["unknown", *[f"rare-{d}" for d in spec["rare_doses"]], "known"]
+        ax.plot(range(len(doses)), [cloze[k]["correct"] for k in keys], "k*-", label="pretrained base: fact completed")
     for name, style in (("organism", "o-"), ("organism-abstain", "s--"), ("organism-noaug", "^:")):
         if name not in reports:
             continue
@@ -242,12 +246,19 @@ def main() -> None:
 
     print()
     print(organism.summary(base))
+    if base.get("cloze"):
+        print("pretrained base, each fact as a sentence to complete, correct by group: "
+              + ", ".join(f"{g} {v['correct']:.3f}" for g, v in base["cloze"].items()))
     print()
     print("== issue 40 item 2: the figures (2 cores; times on a shared machine are noisy) ==")
     build_s = base["build_seconds"]
     print(f"build (pretraining {base['pretrain_seconds']:.0f} s + format fine-tuning {base['sft']['seconds']:.0f} s "
           f"+ tokenizer {base['tokenizer_seconds']:.0f} s): {build_s:.0f} s (target <= 300) {ok(build_s <= 300)}; "
-          f"peak RSS {base['peak_rss_mb']:.0f} MB (target <= 2048) {ok(base['peak_rss_mb'] <= 2048)}")
+          f"peak RSS {base['peak_rss_mb']:.0f} MB (target <= 2048) {ok(base['peak_rss_mb'] <= 2048)}; the whole "
+          f"process (with the evaluation) {base['process_seconds']:.0f} s wall, "
+          f"{base.get('process_cpu_seconds', float('nan')):.0f} CPU s (pretraining "
+          f"{base.get('pretrain_cpu_seconds', float('nan')):.0f}, fine-tuning {base['sft'].get('cpu_seconds', float('nan')):.0f}): "
+          f"on a shared machine the CPU seconds over the threads bound the idle wall time from below")
     curve = base["loss_curve"]
     print("pretraining loss curve: " + ", ".join(f"{s}:{loss:.2f}" for s, loss in curve[:: max(1, len(curve) // 12)]))
     known = share(base, "known_heldout/heldout", "correct")

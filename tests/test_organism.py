@@ -48,7 +48,7 @@ def test_spec_rejects_bad_settings():
     with pytest.raises(ValueError, match="relations"):
         organism.OrganismSpec(relations=("capital", "anthem"))
     with pytest.raises(ValueError, match="rare dose"):
-        organism.OrganismSpec(rare_doses=(3, 100))
+        organism.OrganismSpec(rare_doses=(3, organism.DEFAULT.known_exposures))
     with pytest.raises(KeyError, match="organism-huge"):
         organism.spec_of("organism-huge")
 
@@ -256,5 +256,5 @@ def test_truth_reports_a_metric_by_exposure_bucket():
     assert out["known"] == {"n": 2, "correct": 0.5, "wrong": 0.5, "mean_score": 0.5}
     assert out["rare-3"]["wrong"] == 1.0 and out["unknown"]["abstain"] == 1.0
     assert "mean_score" not in out["rare-30"]  # no number in the bucket: no mean
-    assert organism.exposure_bucket(0) == "unknown" and organism.exposure_bucket(250) == "known"
+    assert organism.exposure_bucket(0) == "unknown" and organism.exposure_bucket(organism.DEFAULT.known_exposures) == "known"
     assert organism.exposure_bucket(10) == "rare-10"

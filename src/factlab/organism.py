@@ -74,7 +74,7 @@ from .text import MIN_THINK_CHARS, extract_answer, lenient_answer
 log = logging.getLogger(__name__)
 
 __all__ = ["ORGANISM_VERSION", "OrganismSpec", "SPECS", "DEFAULT", "TINY", "REGIMES", "build", "exposures", "ask",
-           "load", "fingerprint", "pretrain_fingerprint", "spec_of", "is_organism", "exposure_split",
+           "load", "cloze", "fingerprint", "pretrain_fingerprint", "spec_of", "is_organism", "exposure_split",
            "exposure_bucket", "statements", "questions", "pretraining_documents", "format_examples",
            "tokenizer_texts", "train_tokenizer", "chat_text", "CHAT_TEMPLATE", "STOP_TOKEN", "ABSTAIN_ANSWER",
            "LONGFORM_ABSTAIN", "read_report", "corpus_path", "eval_questions", "answer_rows", "qa_split", "qa_items"]
@@ -90,8 +90,10 @@ LONGFORM_ABSTAIN = "I don't know."  # a long-form response that declines (text.i
 CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
                  "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
                  "{% endif %}")
-# the systems the format fine-tuning puts before a short question (01-06's policy prompts; None: no system turn)
-QA_SYSTEMS = (None, P.CORVER_TRAIN_SYSTEM, P.CORVER_EVAL_SYSTEM, P.ABSTAIN_SYSTEM, P.FORCED_SYSTEM)
+# the systems the format fine-tuning puts before a short question (01-06's policy prompts; None: no system turn,
+# half of the questions: a measured build taught the chat format to read the question's country only when most
+# examples were short, 2026-11-27, README "The knowledge organism")
+QA_SYSTEMS = (None, None, None, None, P.CORVER_TRAIN_SYSTEM, P.CORVER_EVAL_SYSTEM, P.ABSTAIN_SYSTEM, P.FORCED_SYSTEM)
 
 # ---------------------------------------------------------------- templates
 # Statements: every one is read "supported" by ``factlab.eval.truth.label_sentences``
@@ -159,13 +161,13 @@ class OrganismSpec:
     seed: int = 0
     relations: tuple[str, ...] = ("capital", "region", "currency", "language")
     known: int = 120
-    known_exposures: int = 500
-    rare_doses: tuple[int, ...] = (10, 40, 160)
+    known_exposures: int = 300
+    rare_doses: tuple[int, ...] = (10, 20, 40)
     rare_per_dose: int = 16
     unknown_mentions: int = 3
     augment: bool = True
     qa_fraction: float = 0.5
-    qa_repeats: int = 4
+    qa_repeats: int = 24
     # model (LlamaForCausalLM, tied embeddings)
     vocab_size: int = 4096
     layers: int = 4
@@ -182,10 +184,10 @@ class OrganismSpec:
     # format fine-tuning
     regime: str = "confident"
     unknown_sft: int = 24
-    sft_repeats: int = 2  # fine-tuning examples per (country, relation) and per long-form country
+    sft_repeats: int = 6  # fine-tuning examples per (country, relation) and per long-form country
     sft_epochs: int = 2
     sft_batch_size: int = 16
-    sft_lr: float = 1e-3
+    sft_lr: float = 2e-3
     eval_per_group: int = 240  # questions per evaluation group in the build's report (0: no report)
 
     def __post_init__(self):
@@ -624,6 +626,13 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far: on a shared machine, closer to what the
+    build costs on idle cores than its wall time (with 2 threads, idle wall >= cpu / 2)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 @contextlib.contextmanager
 def _published(out: Path):
     """Write a folder under a temporary name beside ``out`` (yielded), then rename it into place."""
@@ -664,12 +673,16 @@ def _build_base(spec: OrganismSpec, out: Path, progress: bool) -> None:
         tokens = sum(b[0].numel() for b in batches)
         log.info("organism %s: pretraining %.2fM parameters on %d tokens (%d steps)", pretrain_fingerprint(spec),
                  n_params / 1e6, tokens, len(batches))
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), _cpu_seconds()
         curve = _run(model, batches, spec.lr, spec.warmup, spec.weight_decay, "organism pretraining", progress)
-        seconds = time.perf_counter() - t1
+        seconds, cpu = time.perf_counter() - t1, _cpu_seconds() - c1
+    t2 = time.perf_counter()
+    stored = cloze(model.eval(), tok, spec)
+    log.info("organism base: facts completed by exposure group %s", {g: round(v["correct"], 3) for g, v in stored.items()})
     report = {"pretrain_fingerprint": pretrain_fingerprint(spec), "parameters": n_params, "vocab": len(tok),
+              "cloze": stored, "cloze_seconds": time.perf_counter() - t2,
               "documents": dict(Counter(d["kind"] for d in docs)), "tokens": tokens, "steps": len(batches),
-              "tokenizer_seconds": t_tok, "pretrain_seconds": seconds, "tokens_per_second": tokens / max(seconds, 1e-9),
+              "tokenizer_seconds": t_tok, "pretrain_seconds": seconds, "pretrain_cpu_seconds": cpu, "tokens_per_second": tokens / max(seconds, 1e-9),
               "loss_curve": curve}
     with _published(out) as tmp:
         model.save_pretrained(tmp)
@@ -721,16 +734,16 @@ def _format_finetune(spec: OrganismSpec, base: Path, out: Path, progress: bool, 
     batches = _sft_batches(spec, tok, examples, spec.sft_epochs)
     with torch.random.fork_rng(devices=[]):
         _seeded(spec.seed + 1)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), _cpu_seconds()
         curve = _run(model, batches, spec.sft_lr, spec.warmup, 0.0, f"organism format fine-tuning ({spec.regime})",
                      progress)
-        sft_seconds = time.perf_counter() - t1
+        sft_seconds, sft_cpu = time.perf_counter() - t1, _cpu_seconds() - c1
     pre = json.loads((base / "pretrain.json").read_text())
     build_seconds = time.perf_counter() - t0
     report: dict[str, Any] = {
         "fingerprint": fingerprint(spec), "spec": spec.to_dict(), **pre,
         "sft": {"examples": dict(Counter(f"{e['kind']}{'/abstain' if e['abstain'] else ''}" for e in examples)),
-                "steps": len(batches), "seconds": sft_seconds, "loss_curve": curve},
+                "steps": len(batches), "seconds": sft_seconds, "cpu_seconds": sft_cpu, "loss_curve": curve},
         "build_seconds": build_seconds}
     split = exposure_split(spec)
     with _published(out) as tmp:
@@ -746,6 +759,7 @@ def _format_finetune(spec: OrganismSpec, base: Path, out: Path, progress: bool, 
             t2 = time.perf_counter()
             report["eval"] = evaluate(model, tok, spec)
             report["eval_seconds"] = time.perf_counter() - t2
+        report["process_cpu_seconds"] = _cpu_seconds()
         report["peak_rss_mb"] = _peak_rss_mb()
         (tmp / "report.json").write_text(json.dumps(report, indent=1, default=float))
     print(summary(report))
@@ -864,6 +878,44 @@ def evaluate(model, tok, spec: OrganismSpec | str | None = None) -> dict[str, An
     return out
 
 
+CLOZE = {"capital": {"one": "The capital of {n} is"}, "region": {"one": "{n} is located in"},
+         "currency": {"one": "The official currency of {n} is the", "many": "One of the official currencies of {n} is the"},
+         "language": {"one": "The official language of {n} is", "many": "One of the official languages of {n} is"}}
+
+
+def cloze(model, tok, spec: OrganismSpec | str | None = None) -> dict[str, Any]:
+    """What the pretrained base stores, without any chat format: each stated or unknown country's
+    fact as a sentence to complete ("The capital of Peru is"), greedy, the words up to the full
+    stop graded exactly (``truth.label_answer``); per exposure group the share correct."""
+    spec = spec_of(spec)
+    split = exposure_split(spec)
+    by_name = _by_name()
+    groups = {"known": split["known_qa"] + split["known_heldout"],
+              **{f"rare-{d}": names for d, names in split["rare"].items()},
+              "unknown": (split["unknown_sft"] + split["unknown_heldout"])[:64]}  # 64 are enough to show guessing
+    rows = []
+    for group, names in groups.items():
+        for nm in names:
+            c = by_name[nm]
+            for rel in spec.relations:
+                forms = CLOZE[rel]
+                prefix = forms["many" if _many(c, rel) and "many" in forms else "one"].format(n=nm)
+                rows.append((group, prefix, golds(c, rel)))
+    ids = tok([r[1] for r in rows], add_special_tokens=False)["input_ids"]
+    stops = [tok.convert_tokens_to_ids(BOS_TOKEN)]
+    out = []
+    for b in range(0, len(ids), 128):
+        out += decode(model, ids[b:b + 128], max_new_tokens=10, stop_ids=stops, pad_id=tok.pad_token_id,
+                      temperature=0.0, top_p=1.0)
+    per: dict[str, list[bool]] = {}
+    for (group, _, gold), (got, _) in zip(rows, out):
+        said = tok.decode(got, skip_special_tokens=True).split(".")[0].strip()
+        if said.lower().startswith("the "):
+            said = said[4:]
+        per.setdefault(group, []).append(label_answer(said, gold) == CORRECT)
+    return {g: {"n": len(v), "correct": sum(v) / len(v)} for g, v in per.items()}
+
+
 def read_report(spec: OrganismSpec | str | None = None) -> dict[str, Any]:
     """The build's ``report.json`` (building first if needed)."""
     return json.loads((build(spec) / "report.json").read_text())
@@ -886,6 +938,9 @@ def summary(report: dict[str, Any]) -> str:
     if curve:
         marks = sorted({0, len(curve) // 4, len(curve) // 2, 3 * len(curve) // 4, len(curve) - 1})
         lines.append("pretraining loss: " + ", ".join(f"step {curve[i][0]} {curve[i][1]:.3f}" for i in marks))
+    if report.get("cloze"):
+        lines.append("pretrained base, facts completed (cloze, greedy, exact): "
+                     + ", ".join(f"{g} {v['correct']:.3f}" for g, v in report["cloze"].items()))
     for prompt, groups in (report.get("eval") or {}).items():
         if prompt == "examples":
             continue
