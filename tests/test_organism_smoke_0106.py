@@ -27,7 +27,7 @@ def test_corver_smoke_trains_the_organism_on_its_own_corpus():
     assert cfg.evidence.hypothesis == "smoke_corver" and [a.name for a in cfg.evidence.arms] == ["full"]
     assert cfg.evidence.seeds == [0, 1, 2] and cfg.evidence.heldout >= 100
     assert cfg.evidence.heldout <= cfg.eval[0].limit  # every evidence question is one the notebook loads
-    assert cfg.evidence_grpo(cfg.evidence.arms[0], 0).max_steps >= 100
+    assert cfg.evidence_grpo(cfg.evidence.arms[0], 0).max_steps >= 10 and cfg.train_data.limit
 
 
 def test_compare_smoke_judges_with_the_truth_on_the_organism():
