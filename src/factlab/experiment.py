@@ -25,6 +25,7 @@ from .corpus.retrieval import DatastoreSection
 from .data import EvalDataConfig, TrainDataConfig
 from .data.miniworld import WorldConfig
 from .eval.alarms import AlarmsSection
+from .organism import is_organism
 from .rewards.rar import ClaimVerifierSection
 from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
@@ -69,6 +70,7 @@ def vllm_shares(cfg: Any) -> list[tuple[str, float]]:
 
 
 LENGTH_REWARDS = ("overlong", "length_penalty")  # rewards whose args.max_len is a completion length in tokens
+POLICY_ORGANISM = "organism"  # ``index: {corpus: organism}``: the policy organism's own pretraining corpus
 
 
 class ExperimentConfig(Section):
@@ -464,6 +466,23 @@ class TrainingConfig(ExperimentConfig):
             raise ParamError(shares[-1][0], f"vLLM engines would share one GPU past {MAX_GPU_SHARE}: {parts} = "
                                             f"{total:.2f}; lower a gpu_memory_utilization, or serve the judge "
                                             f"elsewhere (backend: openai)")
+        return self
+
+    @model_validator(mode="after")
+    def _index_on_the_policy_organism(self) -> "TrainingConfig":
+        """``index: {corpus: organism}`` counts co-occurrence in the policy organism's own
+        pretraining corpus (000 §3.2 counts in the corpus the policy was pretrained on; issue 40
+        item 3: CorVer's count tiers then follow exposure). It is resolved here to the policy's
+        organism name (``organism-tiny`` for a tiny policy), so a warm start that renames the
+        policy keeps it; ``rewards.Resources.index`` turns an organism name into its corpus file
+        (``organism.corpus_path``). Any other organism name names that organism's corpus."""
+        if self.index.corpus != POLICY_ORGANISM:
+            return self
+        if not is_organism(self.model.name):
+            raise ParamError("index.corpus", f"'{POLICY_ORGANISM}' means the policy organism's pretraining corpus, "
+                                             f"but model.name {self.model.name!r} is not an organism (name one, "
+                                             f"e.g. organism-tiny, or give a corpus JSONL)")
+        self.index.__dict__["corpus"] = self.model.name
         return self
 
     @model_validator(mode="after")

@@ -59,7 +59,9 @@ from ..config import GenerationConfig, Section
 from ..data import TrainDataConfig
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import QAItem
+from ..eval.bootstrap import paired_bootstrap
 from ..eval.suites import evaluate
+from ..eval.truth import completion_truth
 from ..experiment import TrainingConfig
 from ..models import adapter_adds_nothing, load_model, release_memory
 from ..plots import BASE_RUN, RAW_RUN
@@ -76,7 +78,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_rows", "longform_prompts",
            "train_and_evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
-           "training_rows", "BASE", "RAW", "DATASTORE_REWARDS"]
+           "training_rows", "BASE", "RAW", "DATASTORE_REWARDS", "question_truth", "question_rows", "family_effects",
+           "family_headline", "TRUTH_METRICS"]
 
 BASE = BASE_RUN  # the untrained start, evaluated once (its figures: plots.plot_pareto, plots.plot_reward_curves)
 RAW = RAW_RUN  # the raw model under a warm start (recipes.warmstart), evaluated once beside the base; never trained
@@ -209,7 +212,7 @@ def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets, resources: R
     del model
     release_memory()
     keep = ("accuracy", "strict_accuracy", "na_rate", "format_rate")
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {QUESTIONS_KEY: question_truth(short.records, eval_sets)}
     for label, m in short.metrics.items():
         out.update({f"{label}/{k}": m[k] for k in keep if k in m})
     for key, m in abst.metrics.items():
@@ -217,6 +220,77 @@ def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets, resources: R
     if lf is not None:
         out.update({f"longform/{m}": lf[m] for m in (*LONGFORM_KEYS, f"recall@{k}", f"f1@{k}") if m in lf})
     return out
+
+
+QUESTIONS_KEY = "questions"  # an evaluation's per-question exact truth (``question_truth``), kept out of the columns
+TRUTH_METRICS = ("truth", "correct", "wrong", "abstain")
+
+
+def question_truth(records: dict[str, Sequence[Any]], eval_sets: dict[str, Sequence[QAItem]]) -> list[dict[str, Any]]:
+    """Per held-out question of every set, the exact truth of the model's short answer
+    (``eval.truth.completion_truth``, the mini-world's facts, no judge): ``truth`` +1 correct /
+    0 abstain / -1 wrong (001 §3's trade: abstaining beats a wrong answer), and ``correct``,
+    ``wrong``, ``abstain`` as 0 / 1; ``set``, ``question`` (the item id) and, for the organism's
+    questions, the exposure ``bucket``. ``records``: the short-form suite's records by set."""
+    buckets = {label: {it.id: it.meta.get("bucket") for it in items} for label, items in eval_sets.items()}
+    out = []
+    for label, recs in records.items():
+        for r in recs:
+            t = completion_truth({"golds": list(r.golds), "question": r.question}, r.completion)
+            row = {"set": label, "question": r.id, "truth": t["score"], "correct": float(t["label"] == "correct"),
+                   "wrong": float(t["label"] == "wrong"), "abstain": float(t["label"] == "abstain")}
+            if buckets.get(label, {}).get(r.id):
+                row["bucket"] = str(buckets[label][r.id])
+            out.append(row)
+    return out
+
+
+def question_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-question truth rows of ``compare.json`` records (``train_and_evaluate``'s, or read
+    from run folders), each with its ``run`` and ``seed`` (None for the base)."""
+    return [{"run": rec["run"], "seed": rec.get("seed"), **q}
+            for rec in records for q in (rec.get("eval") or {}).get(QUESTIONS_KEY, [])]
+
+
+def family_effects(rows: Sequence[dict[str, Any]], metric: str = "truth", eval_set: str | None = None,
+                   subset: str | None = None, replicates: int = 2000) -> pd.DataFrame:
+    """Per compared run (a reward family): ``metric``'s mean for the base and for the run over
+    the same (seed, question) pairs, and the effect run - base with its paired bootstrap 95%
+    interval over seeds and questions (``eval.bootstrap.paired_bootstrap``; the base, evaluated
+    once, pairs with every seed). ``rows``: ``question_rows``; ``eval_set``: one set's questions
+    (default: every set, ``question`` keys qualified by set); ``subset``: an exposure bucket
+    (``known``, ``unknown``, ``rare`` = every ``rare-<dose>``, or one ``rare-<dose>``)."""
+    def keep(r: dict[str, Any]) -> bool:
+        bucket = str(r.get("bucket") or "")
+        return ((eval_set is None or r["set"] == eval_set) and r.get(metric) is not None
+                and (subset is None or bucket == subset or (subset == "rare" and bucket.startswith("rare-"))))
+
+    rows = [r for r in rows if keep(r)]
+    base = {(r["set"], r["question"]): float(r[metric]) for r in rows if r["run"] == BASE}
+    out = []
+    for run in dict.fromkeys(r["run"] for r in rows if r["run"] not in (BASE, RAW)):
+        treated = {(r["seed"], (r["set"], r["question"])): float(r[metric]) for r in rows if r["run"] == run}
+        pairs = [(v, base[q]) for (_, q), v in treated.items() if q in base]
+        if not pairs:
+            continue
+        effect = paired_bootstrap(treated, base, replicates=replicates)
+        out.append({"run": run, "metric": metric, "subset": subset, "base": sum(b for _, b in pairs) / len(pairs),
+                    "after": sum(a for a, _ in pairs) / len(pairs), "effect": effect.mean, "lo": effect.lo,
+                    "hi": effect.hi, "seeds": effect.seeds, "questions": effect.questions})
+    return pd.DataFrame(out, columns=["run", "metric", "subset", "base", "after", "effect", "lo", "hi", "seeds",
+                                      "questions"])
+
+
+def family_headline(effects: pd.DataFrame, what: str = "held-out truth score (+1 correct, 0 abstain, -1 wrong)"
+                    ) -> dict[str, str]:
+    """The notebook's headline, one line per family: ``what`` base → after (seeds, questions),
+    the effect with its 95% interval (``family_effects``' rows)."""
+    def signed(x: float) -> str:
+        return f"{x:+.3f}"
+
+    return {f"{what}, base → {r.run} ({r.seeds} seeds, {r.questions} questions)":
+            f"{r.base:.3f} → {r.after:.3f}; effect {signed(r.effect)} [{signed(r.lo)}, {signed(r.hi)}]"
+            for r in effects.itertuples(index=False)}
 
 
 def run_folders(cfg: CompareConfig, out_dir: str | Path) -> dict[tuple[str, int], Path]:
@@ -376,7 +450,7 @@ def collect(out_dir: str | Path) -> pd.DataFrame:
     for f in sorted(Path(out_dir).rglob("compare.json")):
         rec = json.loads(f.read_text())
         rows.append({k: v for k, v in rec.items() if k not in ("eval", "rewards", "reward_curve")}
-                    | rec.get("eval", {}) | {"folder": str(f.parent)})
+                    | {k: v for k, v in rec.get("eval", {}).items() if k != QUESTIONS_KEY} | {"folder": str(f.parent)})
     if not rows:
         raise FileNotFoundError(f"no compare.json under {out_dir}: run train_and_evaluate first")
     return pd.DataFrame(rows)

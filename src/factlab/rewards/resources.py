@@ -16,19 +16,28 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Literal
 
 from ..config import JudgeSection
-from ..corpus.infinigram import CorpusIndex, ensure_index
+from ..corpus.infinigram import CorpusIndex, IndexSection, ensure_index
 from ..corpus.retrieval import Datastore, ensure_datastore
 from ..data.longform import LongformPrompt
 from ..data.miniworld import ensure_world
 from ..judges import Judge, make_judge
 from ..models import load_tokenizer
+from ..organism import corpus_path as organism_corpus_path, is_organism
 from .corver import CorVerArgs, CorVerScorer
 from .rar import ClaimVerifier
 from .triplets import TripletExtractor, extractor_from
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Resources"]
+__all__ = ["Resources", "index_section"]
+
+
+def index_section(section: IndexSection) -> IndexSection:
+    """``section`` with an organism name as ``corpus`` replaced by that organism's pretraining
+    corpus JSONL (``organism.corpus_path``, building the organism on first use); otherwise as is."""
+    if section.corpus and is_organism(section.corpus):
+        return section.model_copy(update={"corpus": str(organism_corpus_path(section.corpus))})
+    return section
 
 
 def _is_judge_key(key: Any) -> bool:
@@ -152,8 +161,10 @@ class Resources:
 
     def index(self) -> CorpusIndex:
         """The infini-gram index (``index:`` section; default: the mini-world corpus with the
-        policy's tokenizer, built into the cache once)."""
-        return self.memo("index", lambda: ensure_index(self.cfg.index, self.world()["corpus"],
+        policy's tokenizer, built into the cache once). An organism name as ``index.corpus``
+        (``index: {corpus: organism}``: the policy's, ``experiment.TrainingConfig``) is that
+        organism's pretraining corpus (``organism.corpus_path``), so counts follow exposure."""
+        return self.memo("index", lambda: ensure_index(index_section(self.cfg.index), self.world()["corpus"],
                                                         self.cfg.model.name, progress=self.progress))
 
     def extractor(self) -> TripletExtractor:
