@@ -24,7 +24,7 @@ def test_every_params_file_validates():
     files = sorted((ROOT / "params").glob("*.yaml"))
     assert files, "no params files"
     for f in files:
-        stem = f.stem.removesuffix("_smoke").removesuffix("_evidence").removesuffix("_lm")
+        stem = f.stem.removesuffix("_smoke").removesuffix("_evidence").removesuffix("_organism").removesuffix("_lm")
         load_config(f, runner.config_for_notebook(stem))
 
 
