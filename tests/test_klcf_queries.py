@@ -88,3 +88,28 @@ def test_sources_are_checked_when_params_load():
     assert (full.queries.heldout_hf.hf_id, full.queries.heldout_hf.split, full.queries.heldout_hf.prompt_field) == (
         "facebook/FACTORY", "hard", "question")
     assert full.queries.eval_limit == 250  # App. C.1: 250 random Factory-Hard prompts
+
+
+def test_countries_split_the_miniworld_prompts_by_the_organisms_qa_split():
+    """``queries.countries: organism-tiny``: "Tell me about X." for the QA set's train and heldout
+    countries, disjoint, each prompt carrying its exposure bucket, which the GRPO / evidence rows
+    copy (the held-out long-form queries are about countries no RL run trains on)."""
+    from factlab import organism
+    from factlab.recipes.klcf import klcf_rows
+
+    train, held = load_prompts(LongformPromptsSection(countries="organism-tiny"))
+    split = organism.qa_split("organism-tiny")
+    names = lambda ps: {p.prompt.removeprefix("Tell me about ").removesuffix(".") for p in ps}  # noqa: E731
+    assert names(train) == set(split["train"]) and names(held) == set(split["heldout"])
+    assert not names(train) & names(held)
+    ex = organism.exposures("organism-tiny")
+    for p in train + held:
+        name = p.prompt.removeprefix("Tell me about ").removesuffix(".")
+        assert p.meta["bucket"] == organism.exposure_bucket(ex[name], organism.TINY.known_exposures)
+    assert {p.meta["bucket"] for p in held} >= {"known", "unknown"}
+    rows = klcf_rows(held[:2], {p.id: ["f"] for p in held[:2]})
+    assert [r["bucket"] for r in rows] == [p.meta["bucket"] for p in held[:2]]
+    with pytest.raises(ValueError, match="unknown QA set 'nope'"):
+        load_prompts(LongformPromptsSection(countries="nope"))
+    with pytest.raises(config.ConfigError, match=r"'queries.countries'.*mini-world prompts"):
+        config.validate({"queries": {"countries": "organism", "path": "x.jsonl"}}, KLCFConfig)

@@ -5,23 +5,27 @@ A JSONL file of ``{"id", "prompt", "reference"?}`` rows, a Hugging Face dataset 
 Hallulens-LongWiki, LongFact-Objects, Factory-Hard — read through ``datasets.load_dataset``,
 which also takes a local dataset folder), or the mini-world default: "Tell me about
 <country>." with the country's article as reference, split by country exactly as the
-short-form QA heldout split is.
+short-form QA heldout split is, or (``countries: organism``) as a registered QA set splits its
+countries (the knowledge organism's: train = the countries an RL run may train on, heldout = those
+no run trains on, each prompt's exposure bucket in ``meta``).
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, model_validator
 
 from ..config import ParamError, Section
+from ..registry import QA_SETS
 from .miniworld import WorldConfig, ensure_world
 from .types import read_jsonl
 
 __all__ = ["LongformPrompt", "LongformPromptsSection", "HFPromptsSource", "LONGFORM_TEMPLATE", "read_prompts",
-           "hf_prompts", "miniworld_prompts", "load_prompts"]
+           "hf_prompts", "miniworld_prompts", "qa_set_prompts", "load_prompts"]
 
 LONGFORM_TEMPLATE = "Tell me about {title}."
 
@@ -34,6 +38,7 @@ class LongformPrompt:
     prompt: str
     reference: str = ""
     doc_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. the organism's exposure ``bucket`` of the country
 
 
 class HFPromptsSource(Section):
@@ -70,6 +75,10 @@ class LongformPromptsSection(Section):
     train_limit: int | None = Field(None, ge=1)
     eval_limit: int | None = Field(None, ge=1)
     seed: int = 0
+    # the mini-world's prompts split by a registered QA set's countries (``registry.QA_SETS``, e.g.
+    # ``organism``: its train / heldout countries, ``organism.qa_split``; each prompt's ``meta``
+    # gets the country's exposure ``bucket``); None: the mini-world's own split
+    countries: str | None = None
 
     @model_validator(mode="after")
     def _one_source_per_split(self) -> "LongformPromptsSection":
@@ -77,6 +86,9 @@ class LongformPromptsSection(Section):
             raise ParamError("hf", "the training prompts come from `path` or `hf`, not both")
         if self.heldout_path and self.heldout_hf:
             raise ParamError("heldout_hf", "the held-out prompts come from `heldout_path` or `heldout_hf`, not both")
+        if self.countries and self.external:
+            raise ParamError("countries", "splits the mini-world's prompts by a QA set's countries; it needs the "
+                                          "mini-world prompts (path / hf / heldout_path / heldout_hf unset)")
         return self
 
     @property
@@ -137,14 +149,45 @@ def miniworld_prompts(world: WorldConfig | None = None) -> tuple[list[LongformPr
     return train, held
 
 
+def qa_set_prompts(name: str, world: WorldConfig | None = None) -> tuple[list[LongformPrompt], list[LongformPrompt]]:
+    """(train, heldout) "Tell me about <country>." prompts of the mini-world's countries that the
+    QA set ``name`` (``registry.QA_SETS``, e.g. ``organism``) asks about in its train / heldout
+    split; ``meta`` carries the set's ``bucket`` of the country where its items have one."""
+    if name not in QA_SETS:
+        known = ", ".join(QA_SETS.available()) or "(none registered)"
+        raise ValueError(f"prompts.countries: unknown QA set {name!r}; known: {known}")
+    load = QA_SETS.get(name)
+    splits: list[dict[str, dict[str, Any]]] = []
+    for split in ("train", "heldout"):
+        countries: dict[str, dict[str, Any]] = {}
+        for it in load(split, None, 0):
+            entity = (it.meta or {}).get("entity")
+            if entity:
+                countries.setdefault(entity, {k: it.meta[k] for k in ("bucket", "exposures") if k in it.meta})
+        splits.append(countries)
+    paths = ensure_world(world)
+    out: tuple[list[LongformPrompt], list[LongformPrompt]] = ([], [])
+    for doc in read_jsonl(paths["corpus"]):
+        for i, countries in enumerate(splits):
+            if doc["title"] in countries:
+                out[i].append(LongformPrompt(doc["id"], LONGFORM_TEMPLATE.format(title=doc["title"]), doc["text"],
+                                             doc["id"], dict(countries[doc["title"]])))
+    if not out[0] or not out[1]:
+        raise ValueError(f"prompts.countries: QA set {name!r} names no mini-world country in its "
+                         f"{'train' if not out[0] else 'heldout'} split")
+    return out
+
+
 def load_prompts(cfg: LongformPromptsSection, world: WorldConfig | None = None
                  ) -> tuple[list[LongformPrompt], list[LongformPrompt]]:
     """(train, heldout) prompts from ``path`` / ``hf`` and ``heldout_path`` / ``heldout_hf``, or
-    the mini-world, each sampled down to ``train_limit`` / ``eval_limit`` with ``seed``. With no
+    the mini-world (split by the QA set ``countries`` names, when set: ``qa_set_prompts``), each sampled down to ``train_limit`` / ``eval_limit`` with ``seed``. With no
     training source both splits are the mini-world's (a held-out source then replaces its split)."""
     if cfg.path or cfg.hf:
         train = read_prompts(cfg.path) if cfg.path else hf_prompts(cfg.hf)  # type: ignore[arg-type]
         held: list[LongformPrompt] = []
+    elif cfg.countries:
+        train, held = qa_set_prompts(cfg.countries, world)
     else:
         train, held = miniworld_prompts(world)
     if cfg.heldout_path:

@@ -324,6 +324,8 @@ def klcf_rows(prompts: Sequence[LongformPrompt], checklists: dict[str, list[str]
             continue
         row = {"prompt": policy_prompt(p.prompt, system, form), "question": p.prompt, "checklist": checklists[p.id],
                "id": p.id, "prompt_id": p.id, "reference": p.reference}
+        if p.meta.get("bucket"):  # the organism's exposure bucket (queries.countries); evidence rows copy it
+            row["bucket"] = p.meta["bucket"]
         if form == "raw":
             row["completion_prefix"] = P.KLCF_RL_ZERO_PREFILL
         rows.append(row)
