@@ -721,7 +721,7 @@ def test_smoke_params_train_the_organism_without_a_135m_model():
     """04's smoke (issue 40 item 5): the organism as policy, kb verdicts, no extractor run, the
     smoke_k2v evidence on held-out questions; its organism evidence file holds both arms."""
     root = Path(__file__).resolve().parents[1]
-    cfg = config.load_config(root / "params/04_k2v_smoke.yaml", K2VConfig)
+    cfg = config.load_config(root / "params/04_k2v_organism.yaml", K2VConfig)
     assert cfg.model.name == "organism" and cfg.lora is None and cfg.format_sft.enabled
     assert all((s.args or {}).get("verdict") == "kb" for s in cfg.rewards if s.name == "k2v")
     assert cfg.extraction_check.chunks == 0 and cfg.synthesis.rephraser == "template" and cfg.judge.model == "organism"

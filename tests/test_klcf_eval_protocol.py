@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def smoke():
-    return config.load_config(ROOT / "params/05_klcf_smoke.yaml", klcf.KLCFConfig)
+    return config.load_config(ROOT / "params/05_klcf_lm.yaml", klcf.KLCFConfig)
 
 
 # ---------------------------------------------------------------- item 2: per-claim retrieval

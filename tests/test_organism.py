@@ -184,9 +184,9 @@ def _notebook_rows() -> dict[str, list[list[dict]]]:
 def test_no_factlab_prompt_exceeds_max_prompt_length_under_the_organism_tokenizer(tokenizer):
     rows = _notebook_rows()
     checked = 0
-    for path in sorted(ROOT.glob("params/*_smoke.yaml")):
+    for path in sorted(ROOT.glob("params/*_organism.yaml")):  # the organism's settings per notebook
         limit = (yaml.safe_load(path.read_text()).get("grpo") or {}).get("max_prompt_length")
-        nb = path.name.removesuffix("_smoke.yaml")
+        nb = path.name.removesuffix("_organism.yaml")
         if not limit or nb not in rows:
             continue
         lengths = [len(tokenizer.apply_chat_template(m, tokenize=True, add_generation_prompt=True)) for m in rows[nb]]

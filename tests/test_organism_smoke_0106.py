@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_corver_smoke_trains_the_organism_on_its_own_corpus():
-    cfg = config.load_config(ROOT / "params/01_corver_smoke.yaml", CorVerConfig)
+    cfg = config.load_config(ROOT / "params/01_corver_organism.yaml", CorVerConfig)
     assert cfg.model.name == "organism" and cfg.lora is None and not cfg.warm_start.enabled
     assert cfg.index.corpus == "organism"  # the policy's organism, resolved when params load
     assert (cfg.train_data.name, cfg.train_data.split) == ("organism", "train")
@@ -31,7 +31,7 @@ def test_corver_smoke_trains_the_organism_on_its_own_corpus():
 
 
 def test_compare_smoke_judges_with_the_truth_on_the_organism():
-    cfg = config.load_config(ROOT / "params/06_compare_smoke.yaml", CompareConfig)
+    cfg = config.load_config(ROOT / "params/06_compare_organism.yaml", CompareConfig)
     assert cfg.model.name == "organism" and cfg.lora is None and not cfg.warm_start.enabled
     assert cfg.judge.model == "organism" and cfg.index.corpus == "organism"
     assert [(e.name, e.split) for e in cfg.eval] == [("organism", "heldout")]
@@ -44,18 +44,18 @@ def test_compare_smoke_judges_with_the_truth_on_the_organism():
 
 
 def test_index_corpus_organism_means_the_policy_organism():
-    tiny = config.load_config(ROOT / "params/01_corver_smoke.yaml", CorVerConfig, {"model": {"name": "organism-tiny"}})
+    tiny = config.load_config(ROOT / "params/01_corver_organism.yaml", CorVerConfig, {"model": {"name": "organism-tiny"}})
     assert tiny.index.corpus == "organism-tiny"
     with pytest.raises(config.ConfigError, match=r"index\.corpus.*not an organism"):
-        config.load_config(ROOT / "params/01_corver_smoke.yaml", CorVerConfig,
+        config.load_config(ROOT / "params/01_corver_organism.yaml", CorVerConfig,
                            {"model": {"name": "tiny-random-smollm2"}})
-    named = config.load_config(ROOT / "params/01_corver_smoke.yaml", CorVerConfig,
+    named = config.load_config(ROOT / "params/01_corver_organism.yaml", CorVerConfig,
                                {"model": {"name": "tiny-random-smollm2"}, "index": {"corpus": "organism-tiny"}})
     assert named.index.corpus == "organism-tiny"  # another organism's corpus, named
 
 
 def test_index_section_resolves_an_organism_to_its_corpus():
-    cfg = config.load_config(ROOT / "params/01_corver_smoke.yaml", CorVerConfig, {"model": {"name": "organism-tiny"}})
+    cfg = config.load_config(ROOT / "params/01_corver_organism.yaml", CorVerConfig, {"model": {"name": "organism-tiny"}})
     resolved = index_section(cfg.index)
     assert resolved.corpus == str(organism.corpus_path("organism-tiny")) and Path(resolved.corpus).is_file()
     assert cfg.index.corpus == "organism-tiny"  # the params stay as written

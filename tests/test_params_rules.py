@@ -136,7 +136,7 @@ def test_rule_fails_at_check_naming_the_key(tmp_path, capsys, notebook, body, ke
 
 def test_extra_reaches_factlabs_own_fields_and_the_hub_by_no_route(tmp_path, capsys):
     """``--set`` goes through the same check; the documented flag lets an upload through."""
-    params = ROOT / "params" / "01_corver_smoke.yaml"
+    params = ROOT / "params" / "01_corver_lm.yaml"
     assert main(["train", "01_corver", "--smoke", "--set", "grpo.extra.output_dir=/tmp/x", "--run-dir",
                  str(tmp_path / "r"), "--dry-run"]) == 2
     assert "'grpo.extra.output_dir': factlab sets output_dir itself" in capsys.readouterr().err
@@ -287,7 +287,7 @@ def test_params_that_are_not_regular_files_or_too_big_are_refused(tmp_path, caps
 ])
 def test_unreadable_params_text_is_one_clear_error_naming_the_file(tmp_path, capsys, body, words):
     params = tmp_path / "bad.yaml"
-    params.write_text(f"base: {ROOT / 'params' / '01_corver_smoke.yaml'}\n{body}", encoding="utf-8")
+    params.write_text(f"base: {ROOT / 'params' / '01_corver_lm.yaml'}\n{body}", encoding="utf-8")
     assert main(["check", "01_corver", "--params", str(params)]) == 2
     err = capsys.readouterr().err
     assert words in err and str(params) in err and "Traceback" not in err, err
@@ -295,7 +295,7 @@ def test_unreadable_params_text_is_one_clear_error_naming_the_file(tmp_path, cap
 
 def test_a_yaml_date_with_set_is_a_clear_error(tmp_path, capsys):
     params = tmp_path / "dated.yaml"
-    params.write_text(f"base: {ROOT / 'params' / '01_corver_smoke.yaml'}\nrun_date: 2024-01-01\n")
+    params.write_text(f"base: {ROOT / 'params' / '01_corver_lm.yaml'}\nrun_date: 2024-01-01\n")
     assert main(["train", "01_corver", "--params", str(params), "--set", "grpo.seed=1", "--run-dir",
                  str(tmp_path / "r"), "--dry-run"]) == 2
     assert "unknown key 'run_date'" in capsys.readouterr().err

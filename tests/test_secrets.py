@@ -61,7 +61,7 @@ def test_every_url_field_of_every_section_is_written_redacted_and_handed_on_as_g
     from factlab.manifest import finish_manifest, read_manifest, start_manifest
     from factlab.recipes.rar import RARConfig
 
-    cfg = config.load_config(config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_smoke.yaml"),
+    cfg = config.load_config(config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_lm.yaml"),
                              RARConfig, overrides={"judge": {"backend": "openai", "base_url": [SECRET_URL],
                                                              "health_check": False},
                                                    "grpo": {"vllm_server_base_url": SECRET_URL.replace("/v1", "")}})
@@ -85,7 +85,7 @@ def test_a_malformed_base_url_never_echoes_its_credentials(tmp_path, bad):
     import yaml
 
     p = tmp_path / "p.yaml"
-    p.write_text("base: {}\n".format(config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_smoke.yaml"))
+    p.write_text("base: {}\n".format(config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_lm.yaml"))
                  + yaml.safe_dump({"judge": {"backend": "openai", "base_url": bad}}))
     from factlab.recipes.rar import RARConfig
     with pytest.raises(ConfigError, match=r"judge.base_url") as e:

@@ -28,7 +28,7 @@ def _no_lm(cfg) -> None:
 
 
 def test_binary_rar_smoke_on_the_organism():
-    cfg = load_config(ROOT / "params/02_binary_rar_smoke.yaml", RARConfig)
+    cfg = load_config(ROOT / "params/02_binary_rar_organism.yaml", RARConfig)
     _no_lm(cfg)
     assert all((s.args or {}).get("verdict") == "kb" for s in cfg.rewards)  # the perfect judge trains
     assert [(e.name, e.split) for e in cfg.eval] == [("organism", "heldout")]
@@ -47,7 +47,7 @@ def test_binary_rar_smoke_on_the_organism():
 
 
 def test_klcf_smoke_on_the_organism():
-    cfg = load_config(ROOT / "params/05_klcf_smoke.yaml", KLCFConfig)
+    cfg = load_config(ROOT / "params/05_klcf_organism.yaml", KLCFConfig)
     _no_lm(cfg)
     assert cfg.truth_rm.model is None  # the policy's base model: the organism
     assert cfg.queries.countries == "organism" and cfg.prompt_form == "chat"

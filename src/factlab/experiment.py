@@ -140,14 +140,14 @@ class Hypothesis:
     paper: str = ""
     model: str = "smollm2-135m-instruct"  # the policy it is tested on (the organism's hypotheses: organism)
     # ``evidence``: a pre-registered claim, run by ``factlab evidence`` into ``results/``; ``smoke``:
-    # the main job's before -> after check of a notebook's smoke params (its headline, with an
+    # the before -> after check of a notebook's organism params (``params/<nb>_organism.yaml``: its headline, with an
     # interval), never a result (``factlab evidence`` runs it only when named)
     kind: Literal["evidence", "smoke"] = "evidence"
 
     @property
     def params(self) -> str:
         if self.kind == "smoke":
-            return f"params/{self.notebook}_smoke.yaml"
+            return f"params/{self.notebook}_organism.yaml"
         suffix = "_organism_evidence" if self.model.startswith("organism") else "_evidence"
         return f"params/{self.notebook}{suffix}.yaml"
 
@@ -229,7 +229,8 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
                 Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
                "004 §4, Table 1", model="organism"),
-    # ---- the main job's smoke checks (make run): each training notebook's treatment arm against the
+    # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
+    # training notebook's treatment arm against the
     # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)
     Hypothesis("smoke_corver", "01_corver", "CorVer training lowers contradicted sentences per held-out answer.",
                (Comparison("contradicted", "full", BASE_ARM, "lower"),
