@@ -15,7 +15,7 @@ from factlab.plan import (GB, STRATEGIES, ModelShape, load_strategy, lora_params
 from factlab.runner import config_for_notebook, load_params
 
 ROOT = Path(__file__).resolve().parents[1]
-FULL = sorted(p for p in (ROOT / "params").glob("0*.yaml") if not p.stem.endswith(("_smoke", "_evidence", "_lm")))
+FULL = sorted(p for p in (ROOT / "params").glob("0*.yaml") if not p.stem.endswith(("_smoke", "_evidence", "_lm", "_organism")))
 
 
 def test_mixed_precision_adam_is_16_bytes_a_parameter():

@@ -221,7 +221,7 @@ def test_noisy_and_hallucinating_oracles_for_the_reward_hallucination_experiment
     assert clean == [1.0, 0.0]
     always = BinaryRAR(None, None, verdict="kb", flip_rate=1.0)
     assert always(prompts, [right, wrong], golds=[["Paris"], ["Paris"]]) == [0.0, 1.0] and always.stats["flipped"] == 2
-    with pytest.raises(ValueError, match="flip_rate"):
+    with pytest.raises(ValueError, match="flips only the kb or organism verdict"):
         RARArgs(verdict="judge", flip_rate=0.1)
 
     class Believer(kb.OrganismBelief):  # a judge organism's answers, without building one

@@ -130,5 +130,5 @@ def test_registered_with_a_seva_judge_shared_through_resources():
     assert fn.judge.max_new_tokens == 512 and fn.judge.cache is None  # uncached: honest cost measurement
     (key,) = res._built
     assert key[0] == "judge"  # counted with the run's judges (06's judge calls per step)
-    with pytest.raises(Exception, match="verdict"):
+    with pytest.raises(Exception, match="'generate', 'choice' or 'kb'"):
         RewardSpec(name="seva_claims", args={"verdict": "vote"})

@@ -451,12 +451,16 @@ __all__ += ["start", "prepare", "prepare_alone", "train", "NOTEBOOK", "CONFIG", 
 
 
 def prepare(cfg: K2VConfig, resources: Resources, run_dir: str | Path) -> list[K2VQuestion]:
-    """The training questions: ``knowledge_graph`` -> ``synthesize`` (both cached in ``run_dir``;
-    the main process of a launch first) -> the seeded train split of ``split_questions``."""
+    """The training questions, as the notebook makes them: ``knowledge_graph`` -> ``synthesize``
+    (both cached in ``run_dir``; the main process of a launch first) -> the train side of
+    ``train_heldout`` (the organism's own split for an organism policy, else the seeded
+    ``split_questions``), then ``format_step`` (``format_sft``: cached; ``cfg.model.name`` points
+    at it, as in the notebook)."""
     with main_process_first():
         graph, _ = knowledge_graph(cfg, resources, run_dir)
         questions, _ = synthesize(cfg, graph, resources, run_dir)
-    train_q, _ = split_questions(questions, cfg.heldout_fraction, cfg.synthesis.seed)
+        train_q, _, _ = train_heldout(cfg, questions, graph, cfg.model.name)
+        format_step(cfg, train_q, graph)
     return train_q
 
 
