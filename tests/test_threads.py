@@ -64,7 +64,8 @@ def test_cli_threads_flag_applies_here_and_exports_to_children(monkeypatch, caps
 
     before = torch.get_num_threads()
     for key in (threads.ENV_THREADS, "OMP_NUM_THREADS"):
-        monkeypatch.delenv(key, raising=False)
+        monkeypatch.setenv(key, "unset")  # registers the variable's original state, restored afterwards:
+        monkeypatch.delenv(key)           # main() below exports it, and it must not leak into later tests
     try:
         assert main(["--threads", "1", "rewards"]) == 0
         assert torch.get_num_threads() == 1
