@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import nbformat
@@ -365,3 +366,42 @@ def test_a_cache_lock_file_is_never_opened_through_a_symlink(tmp_path):
         with build_lock(tmp_path / "index"):
             pass
     assert victim.read_text() == "precious\n"
+
+
+STOPPED_KERNEL = r'''
+import signal, sys
+from pathlib import Path
+from factlab import cli, runner
+nb = Path(sys.argv[1])
+with cli._sigterm_as_interrupt():
+    try:
+        runner.execute_notebook(nb, nb.with_name("out.ipynb"), {})
+    except KeyboardInterrupt:
+        print("INTERRUPTED", flush=True)
+'''
+
+
+def test_a_run_stopped_mid_cell_prints_no_kernel_trace(tmp_path):
+    """SIGTERM while a real kernel runs a cell: the run stops like Ctrl-C, and the kernel's
+    shutdown (a reply on a closed socket) prints no ZMQError trace (issue 43)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("parameters = 1", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("print('CELL STARTED', flush=True)\nimport time\ntime.sleep(60)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "sleep.ipynb"
+    nbformat.write(nb, path)
+    (tmp_path / "child.py").write_text(STOPPED_KERNEL)
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "child.py"), str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 90
+    while time.time() < deadline and not (tmp_path / "out.ipynb").exists():
+        time.sleep(0.2)
+    for _ in range(100):  # until the sleeping cell has started in the kernel
+        if "CELL STARTED" in (tmp_path / "out.ipynb").read_text(errors="replace"):
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert "INTERRUPTED" in out
+    assert "ZMQError" not in err and "Traceback" not in err, err[-2000:]

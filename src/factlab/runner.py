@@ -368,6 +368,20 @@ def new_run_dir(parent: Path, name: str) -> Path:
             n += 1
 
 
+# The kernel's own log is its plumbing: its TCP warning at start, and when a run is stopped mid-cell
+# (Ctrl-C, SIGTERM) a 19-line ZMQError as the kernel replies on a socket papermill already closed (issue 43).
+# A cell's errors reach the notebook and the manifest, not this log.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
+
+
+def execute_notebook(nb_path: Path, executed: Path, parameters: dict, *, progress: bool = False) -> None:
+    """papermill on ``nb_path`` (python3 kernel, run in the notebook's folder) into ``executed``."""
+    import papermill as pm
+
+    pm.execute_notebook(str(nb_path), str(executed), parameters=parameters, cwd=str(nb_path.parent),
+                        progress_bar=progress, kernel_name="python3", extra_arguments=KERNEL_ARGUMENTS)
+
+
 def _execute(nb_path: Path, run_dir: Path, cfg: BaseModel, params_source, *, resumed: bool, progress: bool,
              raise_on_error: bool, with_code: bool) -> RunResult:
     """Run the notebook in ``run_dir`` (its lock held), recording start and end in the manifest."""
@@ -379,12 +393,8 @@ def _execute(nb_path: Path, run_dir: Path, cfg: BaseModel, params_source, *, res
     error = None
     try:
         try:
-            pm.execute_notebook(
-                str(nb_path), str(executed),
-                parameters={"params_file": str((run_dir / "config.yaml").resolve()),
-                            "run_dir": str(run_dir.resolve())},
-                cwd=str(nb_path.parent), progress_bar=progress, kernel_name="python3",
-            )
+            execute_notebook(nb_path, executed, {"params_file": str((run_dir / "config.yaml").resolve()),
+                                                 "run_dir": str(run_dir.resolve())}, progress=progress)
         except pm.PapermillExecutionError as e:
             error = f"{e.ename}: {e.evalue} (cell {e.exec_count})"
         report = (html_report(executed, run_dir / "report.html", with_code) if executed.exists()
