@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..data.kb import (ABSTAIN, CONTRADICTED, CORRECT, SENTENCE_LABELS, SUPPORTED, UNVERIFIABLE, WRONG,
-                       KnowledgeBase, knowledge_base, label_answer, label_response, label_sentence, label_sentences)
+                       KnowledgeBase, asked_country, knowledge_base, label_answer, label_response, label_sentence,
+                       label_sentences, off_topic)
 from ..data.miniworld import ensure_world
 from ..labels import normalize_label
 from ..organism import exposure_bucket
 from ..rewards.seva import claim_verdict
 from ..synth.perturbations import miniworld_pairs
 
-__all__ = ["contradicted_per_answer", "label_answer", "label_sentences", "label_sentence", "label_response", "knowledge_base", "CORRECT",
+__all__ = ["asked_country", "off_topic", "contradicted_per_answer", "label_answer", "label_sentences", "label_sentence", "label_response", "knowledge_base", "CORRECT",
            "WRONG", "ABSTAIN", "SUPPORTED", "CONTRADICTED", "UNVERIFIABLE", "SENTENCE_LABELS", "answer_truth",
            "sentence_truth", "completion_truth", "question_of", "constructed_sentences", "EXPECTED_BY_STRATEGY", "precision_recall", "measure_oracle",
            "read_labelled", "FIXTURE", "by_exposure"]
@@ -68,15 +69,23 @@ def answer_truth(responses: Sequence[str], golds: Sequence[Sequence[str]], quest
             "labels": labels}
 
 
-def sentence_truth(texts: Sequence[str], world: KnowledgeBase | None = None) -> dict[str, Any]:
+def sentence_truth(texts: Sequence[str], world: KnowledgeBase | None = None,
+                   questions: Sequence[str] | None = None) -> dict[str, Any]:
     """Long-form truth over responses: per response the counts of supported, contradicted and
     unverifiable sentences; means ``supported`` / ``contradicted`` / ``unverifiable`` per
     response; ``kb_precision`` (macro over responses with a verifiable sentence: supported /
-    (supported + contradicted)); ``contradicted_frac`` (contradicted over all sentences)."""
+    (supported + contradicted)); ``contradicted_frac`` (contradicted over all sentences).
+    ``questions`` (one per text): a true sentence about a country other than the one its
+    question asks about counts as unverifiable (``off_topic``)."""
+    if questions is not None and len(questions) != len(texts):
+        raise ValueError(f"{len(texts)} responses, {len(questions)} questions")
     kb = knowledge_base(world)
     per = []
-    for t in texts:
-        c = Counter(r["label"] for r in label_sentences(t, kb))
+    for i, t in enumerate(texts):
+        rows = label_sentences(t, kb)
+        if questions is not None:
+            rows = off_topic(rows, asked_country(questions[i], kb))
+        c = Counter(r["label"] for r in rows)
         per.append({k: c[k] for k in SENTENCE_LABELS})
     n = len(per)
     verifiable = [p for p in per if p[SUPPORTED] + p[CONTRADICTED]]
@@ -121,7 +130,8 @@ def completion_truth(row: Mapping[str, Any], completion: str) -> dict[str, Any]:
     - ``verdict`` (the row has a gold ``label``, SEVA's pairs): the completion's label read from
       its JSON (``rewards.seva.claim_verdict``) against the gold; ``truthful`` and ``score``
       1 right, 0 wrong or unreadable;
-    - ``long`` (anything else): its sentences (``label_sentences``); ``truthful`` 0 with a
+    - ``long`` (anything else): its sentences (``label_sentences``; a true sentence about a country
+      other than the one the question asks about is off topic, ``off_topic``); ``truthful`` 0 with a
       contradicted sentence, 1 with a supported one and none contradicted, None when nothing
       is verifiable; ``score`` the KB precision supported / (supported + contradicted), None
       when nothing is verifiable.
@@ -135,7 +145,7 @@ def completion_truth(row: Mapping[str, Any], completion: str) -> dict[str, Any]:
         right = said is not None and said == normalize_label(row["label"])
         return {"kind": "verdict", "label": "right" if right else "wrong", "truthful": int(right),
                 "score": float(right), "readable": said is not None}
-    counts = Counter(r["label"] for r in label_sentences(completion))
+    counts = Counter(r["label"] for r in off_topic(label_sentences(completion), asked_country(question_of(row))))
     s, c = counts[SUPPORTED], counts[CONTRADICTED]
     truthful = 0 if c else (1 if s else None)
     return {"kind": "long", "label": None, "truthful": truthful, "score": s / (s + c) if s + c else None,
