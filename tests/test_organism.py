@@ -42,6 +42,16 @@ def test_fingerprint_follows_the_spec_and_the_model_name():
     assert models.model_fingerprint("organism") != models.model_fingerprint("organism-abstain")
 
 
+def test_fingerprint_follows_the_text_the_organism_reads(monkeypatch):
+    """A changed question or statement template rebuilds the base (its mixed-in QA reads them)."""
+    tiny = organism.TINY
+    base, fp = organism.pretrain_fingerprint(tiny), organism.fingerprint(tiny)
+    changed = {**organism.QUESTIONS, "capital": {**organism.QUESTIONS["capital"],
+                                                 "train": {"one": ("Capital of {n}?",)}}}
+    monkeypatch.setattr(organism, "QUESTIONS", changed)
+    assert organism.pretrain_fingerprint(tiny) != base and organism.fingerprint(tiny) != fp
+
+
 def test_spec_rejects_bad_settings():
     with pytest.raises(ValueError, match="regime"):
         organism.OrganismSpec(regime="bold")
@@ -159,6 +169,21 @@ def test_tokenizer_keeps_the_format_tokens_and_renders_the_chat_template(tokeniz
     assert tokenizer.eos_token == organism.STOP_TOKEN in models.STOP_TOKEN_CANDIDATES
     text = "<think>The capital of Côte d'Ivoire is Yamoussoukro.</think>\n<answer>Yamoussoukro</answer>"
     assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text  # lossless
+
+
+def test_every_country_and_value_is_one_token(tokenizer):
+    """``entity_tokens``: copying a country from the question into the answer is one token's work."""
+    words = organism.entity_words(organism.DEFAULT)
+    assert {"Kenya", "Nairobi", "São Tomé and Príncipe", "New Zealand Dollar", "the Americas"} <= set(words)
+    for w in words:
+        assert len(tokenizer(w, add_special_tokens=False)["input_ids"]) == 1, w
+    for text in ("People in Nigeria pay with the Naira. Niger is a country.", "<answer>São Tomé and Príncipe</answer>",
+                 "Kenya's capital is Nairobi.", "The New Zealand Dollar is the official currency of New Zealand."):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert tokenizer.decode(ids, skip_special_tokens=True) == text  # lossless, accents and prefixes kept
+    assert "Niger" in tokenizer.convert_ids_to_tokens(tokenizer("Niger is", add_special_tokens=False)["input_ids"])
+    plain = organism.train_tokenizer(dataclasses.replace(organism.TINY, entity_tokens=False))
+    assert len(plain("Nairobi", add_special_tokens=False)["input_ids"]) > 1
 
 
 def _notebook_rows() -> dict[str, list[list[dict]]]:
