@@ -171,7 +171,7 @@ class OrganismSpec:
     seed: int = 0
     relations: tuple[str, ...] = ("capital", "region", "currency", "language")
     known: int = 120
-    known_exposures: int = 300
+    known_exposures: int = 240
     rare_doses: tuple[int, ...] = (10, 30, 100)
     rare_per_dose: int = 16
     unknown_mentions: int = 3
