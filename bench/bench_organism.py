@@ -17,8 +17,10 @@ one:
 5. one GRPO step of factlab's trainer (``FactlabGRPOTrainer``, full fine-tuning) on the organism:
    1 prompt x G = 32 completions of <= 48 tokens, judge-free rewards (``qa_judge`` string match +
    ``format``): seconds per step (steps 2..4) split into rollout / reward / forward + backward +
-   optimizer; and the model work alone (factlab's decoding, one forward + backward + AdamW step)
-   beside it, since the trainer carries a fixed per-step overhead;
+   optimizer, with the question alone (the organism's QA format; the issue's prototype had no
+   system turn) and after CorVer's 130-token system prompt; and the model work alone (factlab's
+   decoding, one forward + backward + AdamW step) beside it, since the trainer carries a fixed
+   per-step overhead;
 6. the figure ``results/organism/accuracy_by_exposure.png``: the base organism's accuracy (and
    abstention) by exposure dose.
 
@@ -65,8 +67,9 @@ def ok(flag: bool) -> str:
     return "ok" if flag else "MISSED"
 
 
-def grpo_step(name: str, steps: int = 4, G: int = 32, length: int = 48) -> dict:
-    """Seconds per step of factlab's GRPO trainer on the organism (steps 2..``steps``)."""
+def grpo_step(name: str, steps: int = 4, G: int = 32, length: int = 48, system: str | None = None) -> dict:
+    """Seconds per step of factlab's GRPO trainer on the organism (steps 2..``steps``), the
+    question alone (the organism's own QA format, the prototype's) or after ``system``."""
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -74,7 +77,6 @@ def grpo_step(name: str, steps: int = 4, G: int = 32, length: int = 48) -> dict:
     from factlab import models, organism
     from factlab.config import GRPOSection
     from factlab.data.miniworld import build_qa
-    from factlab.prompts import CORVER_TRAIN_SYSTEM
     from factlab.recipes.corver import qa_rows
     from factlab.rewards import RewardSpec, build_rewards
     from factlab.train.grpo import grpo_args
@@ -82,7 +84,9 @@ def grpo_step(name: str, steps: int = 4, G: int = 32, length: int = 48) -> dict:
 
     known = set(organism.exposure_split(name)["known_heldout"])
     items = [it for it in build_qa(organism.world()) if it.meta["entity"] in known and it.meta["relation"] == "capital"]
-    rows = qa_rows(items[:steps], system=CORVER_TRAIN_SYSTEM)
+    rows = qa_rows(items[:steps], system=system or "")
+    if system is None:  # the question alone: no system turn
+        rows = [{**r, "prompt": r["prompt"][1:]} for r in rows]
     policy, tok = models.load_model(name, device="cpu")
     policy.train()
     rewards = build_rewards([RewardSpec(name="qa_judge"), RewardSpec(name="format")], resources=None)
@@ -290,12 +294,15 @@ def main() -> None:
     figure(reports, FIGURE)
     print(f"figure: {FIGURE.relative_to(ROOT)}")
     if not args.skip_grpo:
-        g = grpo_step("organism")
-        print(f"GRPO step, factlab's trainer (1 prompt x G=32, <= 48 tokens, mean {g['mean_completion_tokens']:.0f}, "
-              f"qa_judge + format rewards, {g['threads']} threads): {g['trainer_step_s']:.2f} s = rollout "
-              f"{g['trainer_rollout_s']:.2f} + reward {g['trainer_reward_s']:.3f} + forward/backward/optimizer and "
-              f"trainer overhead {g['trainer_rest_s']:.2f} (target <= 1 s) {ok(g['trainer_step_s'] <= 1)}; steps "
-              + ", ".join(f"{s:.2f}" for s in g["all_steps_s"]))
+        from factlab.prompts import CORVER_TRAIN_SYSTEM
+
+        for label, system in (("the question alone", None), ("after CorVer's 130-token system prompt", CORVER_TRAIN_SYSTEM)):
+            g = grpo_step("organism", system=system)
+            print(f"GRPO step, factlab's trainer, {label} (1 prompt x G=32, <= 48 tokens, mean "
+                  f"{g['mean_completion_tokens']:.0f}, qa_judge + format rewards, {g['threads']} threads): "
+                  f"{g['trainer_step_s']:.2f} s = rollout {g['trainer_rollout_s']:.2f} + reward {g['trainer_reward_s']:.3f} "
+                  f"+ forward/backward/optimizer and trainer overhead {g['trainer_rest_s']:.2f} (target <= 1 s) "
+                  f"{ok(g['trainer_step_s'] <= 1)}; steps " + ", ".join(f"{s:.2f}" for s in g["all_steps_s"]))
         print(f"GRPO step, the model work alone (32 x 48 sampled tokens, no stop): {g['model_step_s']:.2f} s = rollout "
               f"{g['model_rollout_s']:.2f} + reward {g['model_reward_s']:.3f} + forward {g['model_forward_s']:.2f} + "
               f"backward/AdamW {g['model_backward_s']:.2f} {ok(g['model_step_s'] <= 1)}")
