@@ -20,7 +20,8 @@ knowledge exactly is a model organism trained on a controlled world:
   ``abstain`` (answered "I don't know", the phrase Binary RAR's strict rule pays for) or
   ``known_only`` (no unknown country in the fine-tuning).
 
-What it is: a byte-level BPE tokenizer (HF ``tokenizers``) trained on the mini-world's text and
+What it is: a byte-level BPE tokenizer (HF ``tokenizers``; every country name and fact value one
+added token, ``entity_tokens``) trained on the mini-world's text and
 every prompt of ``factlab.prompts`` (so no prompt is dropped for length and nothing maps to an
 unknown token; ``<think>``, ``</think>``, ``<answer>``, ``</answer>`` are ordinary tokens), a
 ChatML chat template ending turns with ``<|im_end|>`` (a stop token ``models`` knows), and a
