@@ -84,9 +84,7 @@ def grpo_step(name: str, steps: int = 4, G: int = 32, length: int = 48, system: 
 
     known = set(organism.exposure_split(name)["known_heldout"])
     items = [it for it in build_qa(organism.world()) if it.meta["entity"] in known and it.meta["relation"] == "capital"]
-    rows = qa_rows(items[:steps], system=system or "")
-    if system is None:  # the question alone: no system turn
-        rows = [{**r, "prompt": r["prompt"][1:]} for r in rows]
+    rows = qa_rows(items[:steps], system=system)
     policy, tok = models.load_model(name, device="cpu")
     policy.train()
     rewards = build_rewards([RewardSpec(name="qa_judge"), RewardSpec(name="format")], resources=None)

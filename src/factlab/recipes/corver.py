@@ -111,9 +111,11 @@ def ablation_rewards(specs: Sequence[RewardSpec], run: str) -> list[RewardSpec]:
     return out
 
 
-def qa_rows(items: Sequence[QAItem], system: str = CORVER_TRAIN_SYSTEM) -> list[dict]:
-    """GRPO rows: the chat prompt (system + raw question, 000 §A.3), ``golds`` and ``id``."""
-    return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": it.question}],
+def qa_rows(items: Sequence[QAItem], system: str | None = CORVER_TRAIN_SYSTEM) -> list[dict]:
+    """GRPO rows: the chat prompt (system + raw question, 000 §A.3; ``system`` None: the question
+    alone), ``golds`` and ``id``."""
+    head = [{"role": "system", "content": system}] if system is not None else []
+    return [{"prompt": head + [{"role": "user", "content": it.question}],
              "golds": list(it.golds), "id": it.id, **_bucket(it)} for it in items]
 
 

@@ -136,7 +136,8 @@ class RewardFunction:
         self.seconds = 0.0
 
     def __call__(self, prompts: Any = None, completions: Any = (), **columns: Any) -> list[float | None]:
-        raise NotImplementedError
+        """One score per completion (None: could not score); every subclass defines it."""
+        raise NotImplementedError(f"{type(self).__name__} must define __call__")
 
     def judges(self) -> list[Any]:
         return []
