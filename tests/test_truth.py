@@ -273,6 +273,9 @@ def test_reward_validity_flags_a_reward_that_disagrees_with_the_truth():
     lm = long_trainer._metrics["train"]
     assert lm["validity/r/auroc"] == [0.0] and lm["truth/score"] == [0.5]
     assert lm["truth/contradicted"] == [pytest.approx(0.5)]
+    one_class = _Trainer(["r"])  # every completion correct: no AUROC is defined, so none is logged
+    RewardValidity().on_scored(one_class, _batch([row] * 2, ["Paris", "Paris."], [[1.0], [0.5]]))
+    assert "validity/r/auroc" not in one_class._metrics["train"] and "truth/correct" in one_class._metrics["train"]
 
 
 def test_reward_vs_truth_alarm_fires_when_the_reward_rises_and_the_truth_falls():

@@ -68,8 +68,12 @@ class RewardValidity(TrainerExtension):
             log("truth/contradicted", float(contradicted[kinds == 2].mean()))
         labels = [None if math.isnan(x) else int(x) for x in truthful.tolist()]
         rewards = batch.rewards_per_func
-        for i, name in enumerate(trainer.reward_func_names):
-            log(f"validity/{name}/auroc", auroc(rewards[:, i].tolist(), labels))
+        # an AUROC is logged only where defined (both classes in the step): TRL turns an all-NaN interval
+        # into None, which the TensorBoard writer drops with a warning per key and step
         weighted = (rewards * trainer.reward_weights.to(rewards.device).unsqueeze(0)).nansum(dim=1)
         weighted[torch.isnan(rewards).all(dim=1)] = _NAN
-        log("validity/reward/auroc", auroc(weighted.tolist(), labels))
+        columns = [(f"validity/{name}/auroc", rewards[:, i]) for i, name in enumerate(trainer.reward_func_names)]
+        for key, values in columns + [("validity/reward/auroc", weighted)]:
+            value = auroc(values.tolist(), labels)
+            if value is not None and not math.isnan(value):
+                log(key, value)
