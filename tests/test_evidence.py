@@ -335,3 +335,32 @@ def test_effects_json_is_written_atomically_a_full_disk_leaves_the_earlier_one_w
         signal.signal(signal.SIGXFSZ, old_handler)
     assert E.read_effects(tmp_path / "effects.json") == before
     assert [p.name for p in tmp_path.iterdir()] == ["effects.json"]
+
+
+def test_a_pilot_answers_with_the_base_alone_and_prices_the_budget(tmp_path, monkeypatch):
+    """``evidence.pilot``: no arm trains, the base's rows are the record (issue 41's power analysis)."""
+    from types import SimpleNamespace
+
+    from factlab.recipes import evidence as R
+
+    trained = []
+    monkeypatch.setattr(R, "run", lambda *a, **k: trained.append(k) or SimpleNamespace(log_history=[], resumed=False))
+    monkeypatch.setattr(R, "build_rewards", lambda specs, resources: None)
+    rng = random.Random(0)
+    base_rows = [{"question": f"q{i}", "correct": float(rng.random() < 0.4),
+                  "contradicted": float(rng.random() < 0.7)} for i in range(80)]
+    cfg = _corver_evidence(workers=1)
+    cfg.evidence.pilot = True
+    record = R.run_arms(cfg, cfg.evidence, [], None, lambda result: base_rows, tmp_path / "evidence")
+    assert trained == [] and record["pilot"] is True and record["arms"] == []
+    assert {r["arm"] for r in record["rows"]} == {"base"} and len(record["rows"]) == 80
+    rows = E.power_analysis(record, E.HYPOTHESES["organism_corver"], seeds=(3, 12), seed_sd=(0.05,),
+                            simulations=40, replicates=150)
+    primary = [r for r in rows if r["primary"]]
+    assert [r["seeds"] for r in primary] == [3, 12] and primary[0]["questions"] == 80
+    assert primary[0]["base_mean"] == pytest.approx(sum(r["contradicted"] for r in base_rows) / 80)
+    assert primary[1]["mde"] < primary[0]["mde"] <= 0.3  # more seeds price a smaller effect
+    assert not any("correct" in r["comparison"] for r in rows)  # the guard has a margin, not an MDE
+    cfg.evidence.pilot = False  # the real run after a pilot trains every arm (the pilot record is not reused)
+    real = R.run_arms(cfg, cfg.evidence, [], None, lambda result: base_rows, tmp_path / "evidence")
+    assert real["pilot"] is False and len(trained) == 6

@@ -13,7 +13,7 @@
                         [--shard-tokens N] [--cpus N]
     factlab index verify DIR
     factlab serve [--model NAME] [--port 8000] [--max-batch 16]
-    factlab evidence [NAME ...] [--recompute]
+    factlab evidence [NAME ...] [--recompute | --pilot]
     factlab bench [NAME ...]
 """
 
@@ -106,12 +106,18 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_evidence(args) -> int:
+    if args.recompute and args.pilot:
+        raise SystemExit("factlab evidence: --pilot runs the base, --recompute reads committed rows: pick one")
     if args.recompute:  # effects and table from the committed rows, no training
         for s in recompute_evidence(args.names or None):
             print(f"{s['hypothesis']}: {s['verdict']} (recomputed from results/{s['hypothesis']}/rows.jsonl.gz)")
         print("results: results/README.md")
         return 0
     _out_folder(args.out)
+    if args.pilot:  # the base alone and the power analysis (results/NAME/power.json)
+        with _sigterm_as_interrupt():
+            run_evidence(args.names or None, out=args.out, pilot=True)
+        return 0
     with _sigterm_as_interrupt():
         summaries = run_evidence(args.names or None, out=args.out)
     for s in summaries:
@@ -352,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--recompute", action="store_true",
                     help="rebuild the effects and results/README.md from the committed rows (results/NAME/rows.jsonl.gz); "
                          "no training")
+    ev.add_argument("--pilot", action="store_true",
+                    help="the base alone on the hypothesis' held-out rows, then the minimum detectable effect at 80%% "
+                         "power for several seed counts (results/NAME/power.json); no arm trains")
     ev.set_defaults(func=_cmd_evidence)
 
     b = sub.add_parser("bench", help="run the bench/bench_*.py scripts (each prints its ratios last)")

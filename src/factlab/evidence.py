@@ -42,6 +42,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from .eval.bootstrap import Effect, paired_bootstrap, verdict
+from .eval.power import minimum_detectable_effect
 from .manifest import git_state, hardware, package_versions
 from .paths import atomic_write_text
 from .plots import plot_dose_response, plot_evidence_curves
@@ -50,6 +51,7 @@ from .experiment import EVIDENCE_HYPOTHESES, HYPOTHESES, Comparison, Hypothesis
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
 __all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "EVIDENCE_HYPOTHESES", "write_rows", "read_rows", "recompute",
+           "power_analysis", "POWER_SEEDS", "POWER_SEED_SD",
            "ROWS_FILE", "dose_response", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
            "run",
            "write_table", "main"]
@@ -153,6 +155,34 @@ def dose_response(record: dict, hypothesis: Hypothesis, replicates: int = 1000) 
     return out
 
 
+POWER_SEEDS = (5, 8, 12)  # the seed counts a pilot prices
+POWER_SEED_SD = (0.0, 0.02, 0.05)  # assumed spread of the seeds' whole effect (a pilot without a treatment cannot see it)
+
+
+def power_analysis(record: dict, hypothesis: Hypothesis, seeds: Sequence[int] = POWER_SEEDS,
+                   seed_sd: Sequence[float] = POWER_SEED_SD, simulations: int = 100,
+                   replicates: int = 400) -> list[dict[str, Any]]:
+    """The minimum detectable effect at 80% power (``eval.power``) of each directional per-question
+    comparison of ``hypothesis``, from a pilot record's base rows (``EvidenceSection.pilot``): one row
+    per (comparison, seeds, seed_sd) with the pilot's base mean and question count. Guards ("not
+    lower") carry their margin instead; per-step comparisons have no pilot."""
+    out = []
+    for c in hypothesis.comparisons:
+        if c.per != "question" or c.direction not in ("higher", "lower"):
+            continue
+        base = list(_per_question(record["rows"], BASE_ARM, c.metric, c.subset).values())
+        if not base:
+            out.append({"comparison": c.label(), "primary": c.primary, "questions": 0, "verdict": NO_DATA})
+            continue
+        for n_seeds in seeds:
+            for sd in seed_sd:
+                m = minimum_detectable_effect(base, n_seeds, c.direction, seed_sd=sd, simulations=simulations,
+                                              replicates=replicates)
+                out.append({"comparison": c.label(), "primary": c.primary, "base_mean": sum(base) / len(base),
+                            "questions": len(base), "seeds": n_seeds, "seed_sd": sd, "mde": m["mde"]})
+    return out
+
+
 def overall(effects: Sequence[dict]) -> str:
     """The hypothesis' verdict: its primary comparison's, unless a guard failed (``not held``)."""
     primary = [e["verdict"] for e in effects if e["primary"]]
@@ -197,6 +227,12 @@ def run_in_notebook(cfg: Any, resources: Any, rows: Sequence[dict], heldout_rows
                                start_model=start_model)
     record = run_arms(cfg, ev, rows, resources, evaluate, Path(run_dir) / "evidence", start_model=start_model,
                       arm_rows=arm_rows, adapt_rewards=adapt_rewards)
+    if ev.pilot:  # the base alone: the power analysis, no effect
+        frame = pd.DataFrame(power_analysis(record, HYPOTHESES[ev.hypothesis]))
+        frame.attrs.update(verdict="pilot (no arm trained)", claim=HYPOTHESES[ev.hypothesis].claim)
+        save_metrics(run_dir, {"hypothesis": ev.hypothesis, "pilot": True, "heldout": len(heldout),
+                               "power": frame.to_dict(orient="records")}, key="evidence")
+        return frame, record
     frame = report_frame(record)
     save_figure(plot_evidence_curves(record, f"{ev.hypothesis}: truth and reward over steps"), run_dir, "evidence_curves")
     save_metrics(run_dir, {"hypothesis": ev.hypothesis, "verdict": frame.attrs["verdict"], "heldout": len(heldout),
@@ -245,11 +281,32 @@ def results_dir(root: Path | None = None) -> Path:
     return (root or project_root()) / "results"
 
 
+POWER_FILE = "power.json"  # results/<name>/power.json: the pilot's minimum detectable effects (factlab evidence --pilot)
+
+
+def _pilot_params(params_file: str, out: Path, name: str) -> str:
+    """A params file that is ``params_file`` with ``evidence.pilot: true`` (the base alone)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"pilot-{name}.yaml"
+    atomic_write_text(path, f"base: {json.dumps(str(Path(params_file).resolve()))}\nevidence: {{pilot: true}}\n")
+    return str(path)
+
+
+def _write_power(folder: Path, name: str, rows: list[dict], wall_minutes: float, params_file: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(folder / POWER_FILE, json.dumps({"hypothesis": name, "params": params_file,
+                                                      "wall_minutes": wall_minutes, "rows": rows},
+                                                     indent=1, default=float))
+    return folder / POWER_FILE
+
+
 def run(names: Sequence[str] | None = None, out: str | Path | None = None, params: dict[str, str] | None = None,
-        root: Path | None = None, replicates: int = 2000) -> list[dict[str, Any]]:
+        root: Path | None = None, replicates: int = 2000, pilot: bool = False) -> list[dict[str, Any]]:
     """Run each named hypothesis (every one without names) and write ``results/`` (module
     docstring); returns the per-hypothesis summaries. ``params`` replaces a hypothesis'
-    params file by name (the tests' tiny-step settings)."""
+    params file by name (the tests' tiny-step settings). ``pilot``: the base alone on the same
+    held-out rows (``EvidenceSection.pilot``), then ``power_analysis`` into
+    ``results/<name>/power.json``; no arm trains and no effect or table is written."""
     names = list(names or EVIDENCE_HYPOTHESES)
     unknown = [n for n in names if n not in HYPOTHESES]
     if unknown:
@@ -259,6 +316,18 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
     for name in names:
         h = HYPOTHESES[name]
         params_file = (params or {}).get(name, str(root / h.params))
+        if pilot:
+            runs = Path(out) if out else root / "outputs" / "evidence"
+            t0 = time.perf_counter()
+            res = run_notebook(h.notebook, params=_pilot_params(params_file, runs, name), out=runs,
+                               raise_on_error=True, progress=False)
+            record = json.loads(next(res.run_dir.rglob(EVIDENCE_FILE)).read_text())
+            rows = power_analysis(record, h)
+            path = _write_power(results_dir(root) / name, name, rows, (time.perf_counter() - t0) / 60.0, params_file)
+            print(f"evidence {name}: pilot of the base alone -> {path}", flush=True)
+            print(pd.DataFrame(rows).to_string(index=False), flush=True)
+            summaries.append({"hypothesis": name, "pilot": True, "power": rows, "run_dir": str(res.run_dir)})
+            continue
         command = f"factlab evidence {name}"
         print(f"evidence {name}: running {h.notebook} with {params_file}", flush=True)
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -296,6 +296,9 @@ class EvidenceSection(Section):
     # forked processes that train the (arm, seed) runs side by side, one torch thread each
     # (factlab.forked; bench/bench_evidence_workers.py on 2 cores: two 4-step jobs in 0.77x the time of one after the other)
     workers: int = Field(1, ge=1, le=64)
+    # the power analysis' pilot (issue 41; factlab evidence --pilot NAME): the held-out rows answered by the
+    # base alone, no arm trained; factlab.evidence.power_analysis reads its rows
+    pilot: bool = False
 
     @field_validator("dose_steps")
     @classmethod

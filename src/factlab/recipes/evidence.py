@@ -80,19 +80,20 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
         return (cfg.evidence_grpo(arm, seed) if getattr(cfg, "evidence", None) is section
                 else cfg.grpo.model_copy(update={**section.grpo, **arm.grpo, "seed": seed}))
 
+    arms = [] if section.pilot else list(section.arms)  # a pilot: the base alone (EvidenceSection.pilot)
     settings = {arm.name: {str(seed): _plain({"grpo": arm_grpo(arm, seed).model_dump(mode="json"),
                                               "rewards": [r.model_dump(mode="json") for r in arm.rewards],
                                               "start_model": start_model})
-                           for seed in section.seeds} for arm in section.arms}
+                           for seed in section.seeds} for arm in arms}
     record: dict[str, Any] = {"hypothesis": section.hypothesis, "seeds": list(section.seeds),
-                              "arms": [a.name for a in section.arms], "settings": settings,
+                              "arms": [a.name for a in arms], "settings": settings, "pilot": section.pilot,
                               "rows": [], "curves": [], "cpu_seconds": []}
     old = _read_json(done) if done.exists() else None
-    if isinstance(old, dict) and all(old.get(k) == record[k] for k in ("hypothesis", "seeds", "arms", "settings")):
+    if isinstance(old, dict) and all(old.get(k) == record[k] for k in ("hypothesis", "seeds", "arms", "settings", "pilot")):
         return old
     if old is not None:
         log.info("%s was written for other arms, seeds or settings; rebuilt from the arm folders", done)
-    for arm in section.arms:  # a folder trained with other settings is never mixed into this record
+    for arm in arms:  # a folder trained with other settings is never mixed into this record
         for seed in section.seeds:
             _claim_folder(_folder(out, arm.name, seed), settings[arm.name][str(seed)])
     base_file = _folder(out, BASE_ARM, None) / "eval.json"
@@ -121,7 +122,7 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
                                                 "resumed": result.resumed}, default=float))
 
     jobs = [Job("base", evaluate_base, base_file.parent / "worker.log")] if not base_file.exists() else []
-    for arm in section.arms:
+    for arm in arms:
         for seed in section.seeds:
             arm_file = _folder(out, arm.name, seed) / "eval.json"
             if not arm_file.exists():
@@ -129,7 +130,7 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
                                 arm_file.parent / "worker.log"))
     run_jobs(jobs, section.workers, desc=f"evidence {section.hypothesis}")
     record["rows"] += [{"arm": BASE_ARM, "seed": None, **r} for r in json.loads(base_file.read_text())]
-    for arm in section.arms:
+    for arm in arms:
         for seed in section.seeds:
             got = json.loads((_folder(out, arm.name, seed) / "eval.json").read_text())
             record["rows"] += [{"arm": arm.name, "seed": seed, **r} for r in got["rows"]]
