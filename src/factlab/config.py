@@ -516,8 +516,10 @@ class SFTSection(Section):
 # A query or fragment parameter carries a secret when its name (percent-decoded) is, or ends in
 # after a non-letter, one of these words (api_key, client_secret, X-Amz-Credential, access_token,
 # authorization, ...), or ends in one of them in camelCase (apiKey, accessToken, clientSecret).
-_SECRET_NAME = re.compile(r"(?:^|[^a-z0-9])(?:api[_-]?key|apikey|key|token|secret|password|passwd|passphrase|pwd|pass|"
-                          r"sig|signature|credentials?|auth|authorization|bearer|session|sessionid|cookie|jwt)$")
+_SECRET_NAME = re.compile(r"(?:(?:^|[^a-z0-9])(?:api[_-]?key|key|pwd|pass|sig|auth|bearer|session|cookie|jwt)|"
+                          r"apikey|token|secret|password|passwd|passphrase|signature|credentials?|authorization|"
+                          r"session[_-]?id)$")  # the long words also glued to a prefix: accesstoken, apitoken
+_ARRAY_SUFFIX = re.compile(r"(?:\[[^\]]*\])+$")  # api_key[]=, token[0]=: the name without its brackets
 _CAMEL_SECRET_NAME = re.compile(r"[a-z0-9](?:Key|Token|Secret|Password|Signature|Sig|Credentials?|Auth|Authorization)$")
 _PARAM_SEPARATORS = re.compile(r"([&;])")
 # a URL in free text; the look-behind makes each scheme start once, so a scan is linear in the text
@@ -526,7 +528,7 @@ LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
 def _secret_param(name: str) -> bool:
-    name = unquote_plus(name).strip()
+    name = _ARRAY_SUFFIX.sub("", unquote_plus(name).strip())
     return bool(_SECRET_NAME.search(name.lower()) or _CAMEL_SECRET_NAME.search(name))
 
 
@@ -542,18 +544,25 @@ def redact_url(url: str | None) -> str | None:
     logs, errors, reports): ``user:password@`` and the values of secret-named query and
     fragment parameters (``_SECRET_NAME``: ``api_key=``, ``key=``, ``token=``, ``password=``,
     ``sig=``, ``authorization=``, ``client_secret=``, ``credentials=``, percent-encoded names
-    such as ``api%5Fkey``, ``#access_token=``, ...) become ``***``. A URL that does not parse is
-    shown as its scheme only."""
+    such as ``api%5Fkey``, ``#access_token=``, ``;api_key=`` path parameters, ...) become ``***``.
+    A URL that does not parse is shown as its scheme only: one whose port is not a number (a
+    password with an unencoded ``/``, ``?`` or ``#`` ends the host early: ``https://u:pa/ss@h``),
+    or one without ``//`` that holds an ``@`` (``u:pass@h:8000``, ``https:/u:pass@h``)."""
     if not url:
         return url
+    scheme = url.split("://", 1)[0][:20] + "://***" if "://" in url else "***"
     try:
         parts = urlsplit(url)
+        parts.port  # noqa: B018  (ValueError when the "port" is the start of a password)
     except ValueError:
-        return url.split("://", 1)[0][:20] + "://***" if "://" in url else "***"
+        return scheme
     netloc = parts.netloc
     if "@" in netloc:
         netloc = "***@" + netloc.rsplit("@", 1)[1]
-    return urlunsplit((parts.scheme, netloc, parts.path, _redact_params(parts.query), _redact_params(parts.fragment)))
+    elif not netloc and "@" in url:
+        return scheme
+    return urlunsplit((parts.scheme, netloc, _redact_params(parts.path), _redact_params(parts.query),
+                       _redact_params(parts.fragment)))
 
 
 def redact_value(value: Any) -> Any:
@@ -615,11 +624,12 @@ def api_key_env_problem(name: str, allowed: Sequence[str] = ()) -> str | None:
 
 
 # Where a provider's key may go: the hosts (and their subdomains) of the provider the variable
-# names. A key made for a self-hosted judge server (``VLLM_API_KEY``, ``JUDGE_API_KEY``,
+# names; never a domain where anyone may run a server (``*.hf.space`` Spaces,
+# ``*.cloudapp.azure.com`` VMs): list the variable in judge.allowed_key_envs for your own. A key made for a self-hosted judge server (``VLLM_API_KEY``, ``JUDGE_API_KEY``,
 # ``FACTLAB_*API_KEY``) may go to any host; any other variable (``STRIPE_API_KEY``) only to
 # this machine, or where judge.allowed_key_envs lists it.
 PROVIDER_KEY_HOSTS: dict[str, tuple[str, ...]] = {
-    "OPENAI_API_KEY": ("openai.com",), "AZURE_OPENAI_API_KEY": ("openai.azure.com", "azure.com"),
+    "OPENAI_API_KEY": ("openai.com",), "AZURE_OPENAI_API_KEY": ("openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com"),
     "ANTHROPIC_API_KEY": ("anthropic.com",), "GEMINI_API_KEY": ("googleapis.com",),
     "GOOGLE_API_KEY": ("googleapis.com",), "MISTRAL_API_KEY": ("mistral.ai",),
     "TOGETHER_API_KEY": ("together.xyz", "together.ai"), "GROQ_API_KEY": ("groq.com",),
@@ -628,8 +638,8 @@ PROVIDER_KEY_HOSTS: dict[str, tuple[str, ...]] = {
     "DEEPINFRA_API_KEY": ("deepinfra.com",), "DEEPINFRA_TOKEN": ("deepinfra.com",),
     "DEEPINFRA_API_TOKEN": ("deepinfra.com",), "COHERE_API_KEY": ("cohere.com", "cohere.ai"),
     "XAI_API_KEY": ("x.ai",), "PERPLEXITY_API_KEY": ("perplexity.ai",), "CEREBRAS_API_KEY": ("cerebras.ai",),
-    "NVIDIA_API_KEY": ("nvidia.com",), "HF_TOKEN": ("huggingface.co", "hf.space"),
-    "HUGGING_FACE_HUB_TOKEN": ("huggingface.co", "hf.space"), "HUGGINGFACEHUB_API_TOKEN": ("huggingface.co", "hf.space"),
+    "NVIDIA_API_KEY": ("nvidia.com",), "HF_TOKEN": ("huggingface.co",),
+    "HUGGING_FACE_HUB_TOKEN": ("huggingface.co",), "HUGGINGFACEHUB_API_TOKEN": ("huggingface.co",),
     "REPLICATE_API_TOKEN": ("replicate.com",), "CLOUDFLARE_API_TOKEN": ("cloudflare.com",)}
 SELF_HOSTED_KEY_ENV = re.compile(r"^(?:VLLM_API_KEY|JUDGE_API_KEY|FACTLAB_[A-Z0-9_]*API_KEY)$")
 
@@ -766,8 +776,15 @@ class JudgeSection(Section):
             where = f"base_url.{i}" if many else "base_url"
             if not url.strip():
                 raise ParamError(where, "an endpoint URL is empty")
-            if urlsplit(url).scheme.lower() not in ("http", "https"):
-                raise ParamError(where, f"{redact_url(url)} is not an http:// or https:// URL")
+            try:
+                parts = urlsplit(url)
+                host = parts.hostname
+                parts.port  # noqa: B018  (ValueError for a port that is not a number)
+            except ValueError:
+                raise ParamError(where, f"{redact_url(url)} is not a URL (a host, then an optional numeric port; "
+                                        "percent-encode / ? # @ in a password)") from None
+            if parts.scheme.lower() not in ("http", "https") or not host:
+                raise ParamError(where, f"{redact_url(url)} is not an http:// or https:// URL with a host")
             if url.rstrip("/") in seen:
                 raise ParamError(where, f"{redact_url(url)} is listed twice")
             seen.add(url.rstrip("/"))
@@ -903,8 +920,13 @@ def load_yaml(text: str, source: str = "<params>") -> Any:
             return None
         _nodes_checked(node, source)
         return loader.construct_document(node)
+    except yaml.MarkedYAMLError as e:  # its own text quotes the line, a password included: say where, not what
+        mark = e.problem_mark or e.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        what = "; ".join(str(m) for m in (e.context, e.problem) if m)
+        raise ConfigError(f"{redact_text(source)}: not valid YAML: {what}{where}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{source}: not valid YAML: {e}") from None
+        raise ConfigError(f"{redact_text(source)}: not valid YAML: {redact_text(str(e))}") from None
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply to be a params file") from None
     except ConfigError:

@@ -49,7 +49,7 @@ import torch
 import yaml
 from pydantic import BaseModel
 
-from .config import ConfigError, dump_config, host_name, load_yaml, read_params, validate
+from .config import ConfigError, dump_config, host_name, load_yaml, read_params, redact_text, validate
 from .manifest import read_manifest
 from .recipes import RECIPES
 from .rewards import Resources
@@ -301,8 +301,8 @@ def _overrides(data: dict[str, Any], items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. grpo.vllm_server_host=10.0.0.5")
-        parsed = load_yaml(value, f"--set {item!r}: the value") if value else None
+            raise ConfigError(f"--set {redact_text(repr(item))}: expected KEY=VALUE, e.g. grpo.vllm_server_host=10.0.0.5")
+        parsed = load_yaml(value, f"--set {redact_text(repr(item))}: the value") if value else None
         data = set_dotted(data, key.strip(), parsed)
     return data
 
