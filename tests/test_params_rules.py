@@ -73,6 +73,12 @@ RULES = [
                  "grpo.extra.hub_model_id", "uploads to the Hugging Face Hub", id="extra-push-to-hub"),
     pytest.param("03_seva", "sft: {extra: {push_to_hub: true}}",
                  "sft.extra.push_to_hub", "unless sft.allow_hub_upload: true", id="sft-extra-push-to-hub"),
+    pytest.param("01_corver", "grpo: {report_to: none, extra: {trackio_space_id: someone/dashboard}}",
+                 "grpo.extra.trackio_space_id", "unless grpo.allow_hub_upload: true", id="extra-trackio-space"),
+    pytest.param("03_seva", "sft: {extra: {trackio_bucket_id: someone/bucket}}",
+                 "sft.extra.trackio_bucket_id", "uploads to the Hugging Face Hub", id="sft-extra-trackio-bucket"),
+    pytest.param("01_corver", "grpo: {extra: {data_seed: 99999999999999999}}",
+                 "grpo.extra.data_seed", "a seed is a whole number from 0", id="extra-data-seed"),
     pytest.param("01_corver", "evidence: {hypothesis: corver, arms: [{name: full, rewards: [{name: format}]},\n"
                               "                                     {name: A1, rewards: [{name: format}]}],\n"
                               "           grpo: {extra: {push_to_hub: true}}}",

@@ -143,8 +143,9 @@ FACTLAB_SET_FIELDS: dict[str, frozenset[str]] = {
     "grpo": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "reward_weights",
                        "gradient_checkpointing_kwargs", "logging_dir"}),
     "sft": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "logging_dir"})}
-# TRL fields that upload the model (or its completions) to the Hugging Face Hub with the user's token
-_HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub)")
+# TRL fields that upload the model (or its completions, or its metrics: a Trackio Space, public by
+# default, and its bucket) to the Hugging Face Hub with the user's token
+_HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub|trackio_(?:space|static_space|bucket)_id$)")
 
 
 def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated: set[str],
@@ -168,6 +169,10 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
     if own:
         raise ParamError(own[0], f"factlab sets {own[0]} itself (the run folder's layout, checkpoints, reward "
                                  f"weights and device follow from it); it cannot be given in {kind}.extra")
+    for name in sorted(k for k in extra if k == "seed" or k.endswith("_seed")):  # data_seed: as every seed field
+        seed = extra[name]
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED):
+            raise ParamError(name, f"a seed is a whole number from 0 to {MAX_SEED:,} (2**32 - 1), got {_short(extra[name])}")
     hub = sorted(k for k in extra if _HUB_FIELD.match(k))
     if hub and not allow_hub_upload:
         raise ParamError(hub[0], f"{hub[0]} uploads to the Hugging Face Hub with your token; factlab never uploads "
