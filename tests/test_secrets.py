@@ -326,3 +326,30 @@ def test_set_and_grid_values_never_show_url_credentials():
         assert "s3cret" not in str(e.value), str(e.value)
     pid = point_id({"judge.base_url": "https://u:s3cret@h/v1"})  # a sweep point's folder name
     assert "s3cret" not in pid and pid != point_id({"judge.base_url": "https://u:other@h/v1"})
+
+
+def test_a_run_refuses_credentials_in_a_url_before_it_starts(tmp_path):
+    """config.yaml hides a URL's credentials, and the notebook, the training processes and every
+    --resume read config.yaml: such a run would send *** to the judge. It is refused before a
+    run folder is made (factlab run, factlab train, factlab sweep), naming the keys."""
+    from factlab import runner
+    from factlab.sweep import plan_sweep
+
+    p = tmp_path / "p.yaml"
+    p.write_text("base: {}\njudge: {{backend: openai, base_url: 'https://alice:s3cret@judge.example.com/v1', "
+                 "api_key_env: VLLM_API_KEY, health_check: false}}\n"
+                 "grpo: {{vllm_server_base_url: 'http://gen:8000?token=s3cret'}}\n".format(
+                     config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_lm.yaml")))
+    out = tmp_path / "runs"
+    with pytest.raises(ConfigError, match=r"grpo.vllm_server_base_url, judge.base_url: a URL with credentials") as e:
+        runner.run_notebook("02_binary_rar", params=p, out=out, progress=False)
+    assert "s3cret" not in str(e.value) and not out.exists()
+    with pytest.raises(ConfigError, match="a URL with credentials"):
+        plan_sweep("02_binary_rar", p, grid={"grpo.learning_rate": [1e-6, 2e-6]})
+    with pytest.raises(ConfigError, match=r"judge.base_url: a URL with credentials"):
+        plan_sweep("02_binary_rar", p, grid={"grpo.vllm_server_base_url": ["http://gen:8000"],
+                                              "judge.base_url": ["https://judge.example.com/v1?api_key=s3cret"]})
+    clean = config.load_config(p, runner.config_for_notebook("02_binary_rar"),
+                               overrides={"judge": {"base_url": "https://judge.example.com/v1"},
+                                          "grpo": {"vllm_server_base_url": "http://gen:8000"}})
+    config.refuse_url_credentials(clean)  # no credentials: nothing to refuse

@@ -1030,6 +1030,27 @@ def load_config(path: str | Path, cls: type[T], overrides: dict[str, Any] | None
     return validate(data, cls, source=str(path))
 
 
+def _redacted_keys(given: Any, written: Any, path: str = "") -> list[str]:
+    if isinstance(given, dict) and isinstance(written, dict):
+        return [k for key in given for k in _redacted_keys(given[key], written.get(key), f"{path}.{key}" if path else str(key))]
+    if isinstance(given, list) and isinstance(written, list):
+        return [k for i, (a, b) in enumerate(zip(given, written)) for k in _redacted_keys(a, b, f"{path}.{i}")]
+    return [] if given == written else [path]
+
+
+def refuse_url_credentials(cfg: BaseModel) -> None:
+    """``ConfigError`` naming every key whose URL holds credentials (``user:password@``, a
+    secret query parameter): a run folder's ``config.yaml``, which its notebook, its training
+    processes and every ``--resume`` read, is written with them hidden (``***``), so the run
+    would send ``***`` and fail at the judge or the vLLM server. Checked before a run starts."""
+    keys = _redacted_keys(cfg.model_dump(mode="json", context=UNREDACTED), cfg.model_dump(mode="json"))
+    if keys:
+        raise ConfigError(f"{', '.join(keys)}: a URL with credentials (user:password@, api_key=, token=, ...) cannot "
+                          "reach a run: config.yaml, which the notebook and every --resume read, is written with them "
+                          "hidden (***); give the judge's key through the variable judge.api_key_env names (sent as a "
+                          "Bearer token), and reach a vLLM server without credentials in its URL")
+
+
 def dump_config(cfg: BaseModel) -> str:
     """The fully-resolved config as YAML (written into every run folder)."""
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

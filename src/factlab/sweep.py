@@ -48,7 +48,7 @@ import pandas as pd
 import yaml
 
 from .plots import plot_metric
-from .config import ConfigError, SweepSection, dump_config, load_yaml, read_params, redact_text, redact_value, validate
+from .config import ConfigError, SweepSection, dump_config, load_yaml, read_params, redact_text, redact_value, refuse_url_credentials, validate
 from .runner import config_for_notebook, default_params, find_notebook, outputs_root, run_notebook
 
 log = logging.getLogger(__name__)
@@ -181,6 +181,7 @@ def plan_sweep(notebook: str, params_file: str | Path, grid: Mapping[str, Sequen
     raw = read_params(params_file)
     block = raw.pop("sweep", None) or {}
     base = validate(raw, cls, source=str(params_file))
+    refuse_url_credentials(base)  # the points' config.yaml files hide them: every run would send ***
     sweep_data = {**block, **{k: v for k, v in settings.items() if v is not None}}
     sweep_data["grid"] = {**(block.get("grid") or {}), **dict(grid or {})}
     sweep = validate(sweep_data, SweepSection, source=f"{params_file} (sweep)")
@@ -194,7 +195,8 @@ def plan_sweep(notebook: str, params_file: str | Path, grid: Mapping[str, Sequen
             data = resolved
             for key, value in overrides.items():
                 data = set_dotted(data, key, value)
-            cfg = validate(data, cls, source=f"{params_file} point {pid} {overrides}")
+            cfg = validate(data, cls, source=f"{params_file} point {pid} {redact_value(overrides)}")
+            refuse_url_credentials(cfg)
         except ConfigError as e:
             errors.append(str(e))
             continue
