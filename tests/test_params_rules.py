@@ -289,6 +289,11 @@ def test_params_that_are_not_regular_files_or_too_big_are_refused(tmp_path, caps
 @pytest.mark.parametrize("body, words", [
     ("model: {name: \"a\x1bb\"}\n", "not valid YAML: unacceptable character #x001b"),
     ("model: {name: a\x00b}\n", "not valid YAML: unacceptable character #x0000"),
+    ("model: {name: \"a\\x1bb\"}\n", "'model.name' holds a control character ('\\x1b')"),  # a YAML escape writes one
+    ("model: {name: \"a\\eb\"}\n", "'model.name' holds a control character ('\\x1b')"),
+    ("judge: {system: \"a\\0b\"}\n", "'judge.system' holds a control character ('\\x00')"),
+    ("model: {device: \"cuda:0\\n\"}\n", "device must be auto, cpu, mps, cuda or cuda:N"),  # torch refused it later
+    ("model: {device: \"cuda:01\"}\n", "device must be auto, cpu, mps, cuda or cuda:N"),
     ("grpo: {seed: " + "9" * 5000 + "}\n", "a value YAML cannot read: Exceeds the limit (4300 digits)"),
 ])
 def test_unreadable_params_text_is_one_clear_error_naming_the_file(tmp_path, capsys, body, words):

@@ -232,7 +232,7 @@ def host_name(host: str | None) -> str | None:
     return host
 
 
-_DEVICE = re.compile(r"^(?:auto|cpu|mps|cuda|cuda:(\d{1,2}))$")
+_DEVICE = re.compile(r"(?:auto|cpu|mps|cuda|cuda:(0|[1-9]\d?))")  # fullmatch: torch refuses cuda:01 and a newline
 MAX_GPUS_PER_MACHINE = 16
 
 
@@ -241,7 +241,7 @@ def device_name(value: str) -> str:
     ``mps``, ``cuda`` or ``cuda:N`` (N below the GPUs this machine sees, when it sees any; below
     16 where it sees none: the same params load on a laptop and run on the cluster);
     ``ValueError`` otherwise."""
-    m = _DEVICE.match(value)
+    m = _DEVICE.fullmatch(value) if isinstance(value, str) else None
     if not m:
         raise ValueError(f"device must be auto, cpu, mps, cuda or cuda:N, got {_short(value)}")
     if m.group(1) is not None:
@@ -914,6 +914,29 @@ def _nodes_checked(root: yaml.Node, source: str) -> None:
                     stack.append((child, False))
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # tab, newline and carriage return are text
+
+
+def _no_control_characters(data: Any, source: str, path: str = "") -> None:
+    """``ConfigError`` naming the key of the first string (key or value) holding a control
+    character: YAML's reader refuses them raw, but a double-quoted ``"\\e"``, ``"\\x1b"`` or
+    ``"\\0"`` writes one, which reaches a terminal (escape sequences) or a path (a NUL byte)."""
+    stack = [(data, path)]
+    while stack:
+        value, here = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                key = f"{here}.{k}" if here else str(k)
+                if isinstance(k, str) and _CONTROL.search(k):
+                    raise ConfigError(f"{source}: key {key!r} holds a control character ({_CONTROL.search(k).group()!r})")
+                stack.append((v, key))
+        elif isinstance(value, list):
+            stack.extend((v, f"{here}.{i}" if here else str(i)) for i, v in enumerate(value))
+        elif isinstance(value, str) and _CONTROL.search(value):
+            raise ConfigError(f"{source}: '{here or '(value)'}' holds a control character "
+                              f"({_CONTROL.search(value).group()!r}); write it out, or drop it")
+
+
 def load_yaml(text: str, source: str = "<params>") -> Any:
     """Parse one YAML document safely (``yaml.SafeLoader``: no Python objects), after
     ``_nodes_checked``; ``ConfigError`` naming ``source`` for any YAML problem."""
@@ -924,7 +947,9 @@ def load_yaml(text: str, source: str = "<params>") -> Any:
         if node is None:
             return None
         _nodes_checked(node, source)
-        return loader.construct_document(node)
+        data = loader.construct_document(node)
+        _no_control_characters(data, source)
+        return data
     except yaml.MarkedYAMLError as e:  # its own text quotes the line, a password included: say where, not what
         mark = e.problem_mark or e.context_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
