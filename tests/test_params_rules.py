@@ -324,6 +324,9 @@ def test_too_many_threads_is_refused_before_a_run_folder_is_made(tmp_path, capsy
     (["--main-process-port", "70000"], "a port is 1 to 65535"),
     (["--main-process-ip", "10.0.0.300"], "is not an IP address or a host name"),
     (["--main-process-ip", "not a host"], "is not an IP address or a host name"),
+    (["--main-process-ip", "gpu-a\n"], "is not an IP address or a host name"),  # passed: $ before a newline
+    (["--main-process-ip", "10.0.0.1]"], "is not an IP address or a host name"),  # passed: one bracket stripped
+    (["--main-process-ip", "[10.0.0.1]"], "is not an IP address or a host name"),  # brackets hold IPv6 only
 ])
 def test_launch_flags_are_checked_before_anything_is_written(tmp_path, capsys, flags, words):
     assert main(["train", "01_corver", "--smoke", *flags, "--run-dir", str(tmp_path / "r"), "--dry-run"]) == 2

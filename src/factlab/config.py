@@ -212,7 +212,7 @@ def tracker_available(report_to: str) -> str:
     return report_to
 
 
-_HOST_NAME = re.compile(r"^(?=.{1,253}$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?$")
+_HOST_NAME = re.compile(r"(?=.{1,253}\Z)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")  # fullmatch
 
 
 def host_name(host: str | None) -> str | None:
@@ -222,12 +222,14 @@ def host_name(host: str | None) -> str | None:
         return None
     import ipaddress
 
+    bracketed = host.startswith("[") and host.endswith("]")  # an IPv6 address as a URL writes it, both brackets
     try:
-        ipaddress.ip_address(host.strip("[]"))
-        return host
+        address = ipaddress.ip_address(host[1:-1] if bracketed else host)
+        if not bracketed or address.version == 6:
+            return host
     except ValueError:
         pass
-    if re.fullmatch(r"[\d.]+", host) or not _HOST_NAME.match(host):
+    if re.fullmatch(r"[\d.]+", host) or not _HOST_NAME.fullmatch(host):
         raise ValueError(f"{_short(host)} is not an IP address or a host name")
     return host
 
