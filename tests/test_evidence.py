@@ -253,6 +253,10 @@ def _corver_evidence(**evidence):
 
 @pytest.mark.parametrize("names, words", [
     (["full", "A1", "a b", "a_b"], "arm 'a_b' and arm 'a b' would share the folder 'a_b'"),
+    (["full", "A1", "a1"], "arm 'a1' and arm 'A1' would share the folder 'a1'"),  # macOS, Windows
+    (["full", "A1", "Base"], "arm 'Base' and arm 'base' would share"),
+    (["full", "A1", "caf\u00e9", "cafe\u0301"], "would share the folder"),  # composed and decomposed
+    (["full", "A1", "x" * 300], "more than 200 for a folder name"),  # failed only when its folder was made
     (["full", "A1", "../../escape"], "is not a plain folder name"),
     (["full", "A1", "x/y"], "is not a plain folder name"),
     (["full", "A1", ".."], "is not a plain folder name"),

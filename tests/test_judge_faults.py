@@ -239,6 +239,7 @@ def test_a_retry_after_within_the_cap_is_honoured(monkeypatch):
 class HostileServer:
     """A loopback server that answers every request with a 200 header and then ``body``'s
     way: ``trickle`` (one byte every 50 ms, each read well inside the client's timeout),
+    ``header_trickle`` (the same inside the headers, before httpx hands over a response),
     ``endless`` (a chunked body that never ends, 64 KB chunks) or ``gzip_bomb`` (16 KB of gzip
     that inflates to 16 MB). Loops are bounded (``limit_s``) so a test whose defence is
     removed still ends."""
@@ -258,7 +259,13 @@ class HostileServer:
         end = time.monotonic() + self.limit_s
         try:
             conn.recv(65536)  # the request (small: headers and a JSON body)
-            if self.body == "trickle":
+            if self.body == "header_trickle":  # the status line, then header bytes that never end
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while not self.stop.is_set() and time.monotonic() < end:
+                    conn.sendall(b"x")
+                    self.sent += 1
+                    time.sleep(0.05)
+            elif self.body == "trickle":
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n")
                 while not self.stop.is_set() and time.monotonic() < end and self.sent < 4096:
                     conn.sendall(b" ")
@@ -302,6 +309,7 @@ class HostileServer:
 
 @pytest.mark.parametrize("body, words", [
     ("trickle", "the whole answer took longer than judge.timeout_s"),
+    ("header_trickle", "the whole answer took longer than judge.timeout_s"),  # the headers never end
     ("endless", "the answer is larger than 1,048,576 bytes"),
     ("gzip_bomb", "the answer is larger than 1,048,576 bytes decompressed"),
 ])
@@ -316,7 +324,7 @@ def test_a_judge_answer_is_bounded_in_time_and_size_as_a_whole(body, words):
         with pytest.raises(JudgeError, match=words):
             j.judge(["q"])
         took = time.monotonic() - t0
-    assert took < 2.0, took  # the deadline, plus at most one read
+    assert took < 2.0, took  # the deadline, plus at most one read (or judges.HEADER_GRACE_S)
     if body == "endless":
         assert srv.sent < 8 << 20  # the client stopped reading near its cap
 

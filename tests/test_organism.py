@@ -283,3 +283,31 @@ def test_truth_reports_a_metric_by_exposure_bucket():
     assert "mean_score" not in out["rare-30"]  # no number in the bucket: no mean
     assert organism.exposure_bucket(0) == "unknown" and organism.exposure_bucket(organism.DEFAULT.known_exposures) == "known"
     assert organism.exposure_bucket(10) == "rare-10"
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("zero", "its content is not what was written"),
+    ("truncate", "were written \\(truncated or replaced\\)"),
+    ("no tokenizer", "tokenizer.json is missing"),
+])
+def test_a_damaged_organism_folder_is_one_integrity_error_naming_the_file(tmp_path, monkeypatch, damage, words):
+    """The organism is checked like every model factlab builds: 4 KB zeroed inside its weights
+    loaded silently, a truncated file was a SafetensorError naming no file, a missing tokenizer a
+    misleading error. A folder built before manifests is listed as it is on first use."""
+    from factlab.integrity import MANIFEST_FILE, IntegrityError
+
+    monkeypatch.setenv("FACTLAB_CACHE", str(tmp_path))
+    out = organism.model_dir("organism-tiny")
+    out.mkdir(parents=True)
+    weights = bytes(range(256)) * 64
+    for name, data in (("model.safetensors", weights), ("tokenizer.json", b"{}"), ("report.json", b"{}")):
+        (out / name).write_bytes(data)
+    assert organism.build("organism-tiny") == out and (out / MANIFEST_FILE).is_file()  # listed as it is
+    if damage == "zero":
+        (out / "model.safetensors").write_bytes(weights[:4096] + b"\0" * 4096 + weights[8192:])
+    elif damage == "truncate":
+        (out / "model.safetensors").write_bytes(weights[:100])
+    else:
+        (out / "tokenizer.json").unlink()
+    with pytest.raises(IntegrityError, match=rf"{words}.*remove {out}"):
+        organism.build("organism-tiny")

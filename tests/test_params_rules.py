@@ -73,6 +73,12 @@ RULES = [
                  "grpo.extra.hub_model_id", "uploads to the Hugging Face Hub", id="extra-push-to-hub"),
     pytest.param("03_seva", "sft: {extra: {push_to_hub: true}}",
                  "sft.extra.push_to_hub", "unless sft.allow_hub_upload: true", id="sft-extra-push-to-hub"),
+    pytest.param("01_corver", "grpo: {report_to: none, extra: {trackio_space_id: someone/dashboard}}",
+                 "grpo.extra.trackio_space_id", "unless grpo.allow_hub_upload: true", id="extra-trackio-space"),
+    pytest.param("03_seva", "sft: {extra: {trackio_bucket_id: someone/bucket}}",
+                 "sft.extra.trackio_bucket_id", "uploads to the Hugging Face Hub", id="sft-extra-trackio-bucket"),
+    pytest.param("01_corver", "grpo: {extra: {data_seed: 99999999999999999}}",
+                 "grpo.extra.data_seed", "a seed is a whole number from 0", id="extra-data-seed"),
     pytest.param("01_corver", "evidence: {hypothesis: corver, arms: [{name: full, rewards: [{name: format}]},\n"
                               "                                     {name: A1, rewards: [{name: format}]}],\n"
                               "           grpo: {extra: {push_to_hub: true}}}",
@@ -283,6 +289,11 @@ def test_params_that_are_not_regular_files_or_too_big_are_refused(tmp_path, caps
 @pytest.mark.parametrize("body, words", [
     ("model: {name: \"a\x1bb\"}\n", "not valid YAML: unacceptable character #x001b"),
     ("model: {name: a\x00b}\n", "not valid YAML: unacceptable character #x0000"),
+    ("model: {name: \"a\\x1bb\"}\n", "'model.name' holds a control character ('\\x1b')"),  # a YAML escape writes one
+    ("model: {name: \"a\\eb\"}\n", "'model.name' holds a control character ('\\x1b')"),
+    ("judge: {system: \"a\\0b\"}\n", "'judge.system' holds a control character ('\\x00')"),
+    ("model: {device: \"cuda:0\\n\"}\n", "device must be auto, cpu, mps, cuda or cuda:N"),  # torch refused it later
+    ("model: {device: \"cuda:01\"}\n", "device must be auto, cpu, mps, cuda or cuda:N"),
     ("grpo: {seed: " + "9" * 5000 + "}\n", "a value YAML cannot read: Exceeds the limit (4300 digits)"),
 ])
 def test_unreadable_params_text_is_one_clear_error_naming_the_file(tmp_path, capsys, body, words):
@@ -313,6 +324,9 @@ def test_too_many_threads_is_refused_before_a_run_folder_is_made(tmp_path, capsy
     (["--main-process-port", "70000"], "a port is 1 to 65535"),
     (["--main-process-ip", "10.0.0.300"], "is not an IP address or a host name"),
     (["--main-process-ip", "not a host"], "is not an IP address or a host name"),
+    (["--main-process-ip", "gpu-a\n"], "is not an IP address or a host name"),  # passed: $ before a newline
+    (["--main-process-ip", "10.0.0.1]"], "is not an IP address or a host name"),  # passed: one bracket stripped
+    (["--main-process-ip", "[10.0.0.1]"], "is not an IP address or a host name"),  # brackets hold IPv6 only
 ])
 def test_launch_flags_are_checked_before_anything_is_written(tmp_path, capsys, flags, words):
     assert main(["train", "01_corver", "--smoke", *flags, "--run-dir", str(tmp_path / "r"), "--dry-run"]) == 2

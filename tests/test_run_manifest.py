@@ -356,6 +356,26 @@ def test_a_symlink_planted_in_a_run_folder_is_refused_and_its_target_untouched(t
         assert victim.read_text() == "precious\n"
 
 
+@pytest.mark.parametrize("planted", [".run.lock", "notebook.ipynb", "report.html", "figures/accuracy.png"])
+@pytest.mark.parametrize("kind", ["hard link", "fifo"])
+def test_a_hard_link_or_fifo_planted_in_a_run_folder_is_refused(tmp_path, fake_pm, planted, kind):
+    """A hard link carries a write to its other names (``cp -al RUN COPY``, then ``--resume COPY``
+    rewrote the original's notebook.ipynb, or the lock truncated its other name); papermill blocks
+    forever writing the executed notebook into a FIFO. Refused before anything is written."""
+    from factlab.paths import SymlinkRefused
+
+    run_dir = _interrupted_run(tmp_path, fake_pm)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    path = run_dir / planted
+    path.parent.mkdir(exist_ok=True)
+    path.unlink(missing_ok=True)
+    os.link(victim, path) if kind == "hard link" else os.mkfifo(path)
+    with pytest.raises(SymlinkRefused, match=rf"{re.escape(str(path))} is (a hard link|not a regular file)"):
+        runner.run_notebook("00_quickstart", resume=run_dir, progress=False)
+    assert len(fake_pm.calls) == 1 and victim.read_text() == "precious\n"  # nothing ran, nothing written
+
+
 def test_a_cache_lock_file_is_never_opened_through_a_symlink(tmp_path):
     from factlab.paths import SymlinkRefused, build_lock
 

@@ -30,7 +30,17 @@ from factlab.judges import JudgeError, OpenAIJudge, TransformersJudge
     ("https://h/v1#access_token=s3cret&token_type=bearer", "https://h/v1#access_token=***&token_type=bearer"),
     ("https://h/v1?apiKey=s3cret;accessToken=s3cret", "https://h/v1?apiKey=***;accessToken=***"),
     ("http://[::1/v1?key=s3cret", "http://***"),  # does not parse: nothing but its scheme
-    ("http://h/v1?monkey=banana&model=x", "http://h/v1?monkey=banana&model=x"),  # not a secret's name
+    ("https://h/v1?accesstoken=s3cret&apitoken=s3cret", "https://h/v1?accesstoken=***&apitoken=***"),  # glued
+    ("https://h/v1?api_key[]=s3cret&token[0]=s3cret", "https://h/v1?api_key[]=***&token[0]=***"),  # array names
+    ("https://h/v1?session_id=s3cret", "https://h/v1?session_id=***"),
+    ("https://h/v1;api_key=s3cret", "https://h/v1;api_key=***"),  # a path parameter
+    ("https://u:pa/s3cret@h/v1", "https://***"),  # a password with an unencoded / ends the host early
+    ("https://u:pa#s3cret@h/v1", "https://***"),
+    ("https://u:pa?s3cret@h/v1", "https://***"),
+    ("u:s3cret@h:8000/v1", "***"),  # no scheme: not a URL, its user part hidden all the same
+    ("https:/u:s3cret@h/v1", "***"),  # one slash: no host, the password sits in the path
+    ("https://api.cloudflare.com/client/v4/ai/run/@cf/meta/x", "https://api.cloudflare.com/client/v4/ai/run/@cf/meta/x"),
+    ("http://h/v1?monkey=banana&model=x&max_tokens=9", "http://h/v1?monkey=banana&model=x&max_tokens=9"),  # not secrets
     ("http://localhost:8000/v1", "http://localhost:8000/v1"),
     (None, None),
 ])
@@ -107,6 +117,9 @@ def test_a_malformed_base_url_never_echoes_its_credentials(tmp_path, bad):
     ("OPENAI_API_KEY", "https://api.openai.com/v1", True),
     ("ANTHROPIC_API_KEY", "https://api.anthropic.com/v1", True),
     ("HF_TOKEN", "https://router.huggingface.co/v1", True),
+    ("HF_TOKEN", "https://someone-judge.hf.space/v1", False),  # anyone's Space
+    ("AZURE_OPENAI_API_KEY", "https://vm.eastus.cloudapp.azure.com/v1", False),  # anyone's VM
+    ("AZURE_OPENAI_API_KEY", "https://res.openai.azure.com/openai/v1", True),
     ("OPENAI_API_KEY", "https://api.openai.com.evil.example/v1", False),  # a look-alike host
     ("STRIPE_API_KEY", "http://127.0.0.1:8000/v1", True),  # this machine
     ("VLLM_API_KEY", "https://judge.example.com/v1", True),  # made for a self-hosted server
@@ -280,3 +293,63 @@ def test_self_filter_counts_are_keyed_by_a_local_model_content(tmp_path):
     assert _settings_key(path, SelfFilterConfig()) == before
     _local_model(tmp_path / "policy", b"v2 retrained")
     assert _settings_key(path, SelfFilterConfig()) != before
+
+
+@pytest.mark.parametrize("text", ['judge:\n  base_url: "https://u:s3cret@h.example/v1" : x\n',
+                                  'judge:\n  base_url: ["https://u:s3cret@h.example/v1"\n',
+                                  'judge: {base_url: u:s3cret@h.example:8000/v1\n'])
+def test_a_yaml_error_says_where_never_what(tmp_path, text):
+    """PyYAML's message quotes the line it stopped on; a password there is never printed."""
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=r"not valid YAML: .*\(line \d+, column \d+\)") as e:
+        config.read_params(p)
+    assert "s3cret" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("url", ["https:/u:s3cret@h.example/v1", "u:s3cret@h.example:8000/v1",
+                                 "https://u:pa/s3cret@h.example/v1"])
+def test_a_base_url_without_a_host_is_refused_at_load_without_its_password(url):
+    with pytest.raises(ValueError, match="not a URL|not an http:// or https:// URL with a host") as e:
+        JudgeSection(backend="openai", base_url=url, api_key_env="VLLM_API_KEY")
+    assert "s3cret" not in str(e.value), str(e.value)
+
+
+def test_set_and_grid_values_never_show_url_credentials():
+    from factlab.launch import _overrides
+    from factlab.sweep import parse_grid, point_id
+
+    for bad in (lambda: _overrides({}, ["judge.base_url=[https://u:s3cret@h/v1"]),
+                lambda: parse_grid(["judge.base_url=[https://u:s3cret@h/v1"])):
+        with pytest.raises(ConfigError) as e:
+            bad()
+        assert "s3cret" not in str(e.value), str(e.value)
+    pid = point_id({"judge.base_url": "https://u:s3cret@h/v1"})  # a sweep point's folder name
+    assert "s3cret" not in pid and pid != point_id({"judge.base_url": "https://u:other@h/v1"})
+
+
+def test_a_run_refuses_credentials_in_a_url_before_it_starts(tmp_path):
+    """config.yaml hides a URL's credentials, and the notebook, the training processes and every
+    --resume read config.yaml: such a run would send *** to the judge. It is refused before a
+    run folder is made (factlab run, factlab train, factlab sweep), naming the keys."""
+    from factlab import runner
+    from factlab.sweep import plan_sweep
+
+    p = tmp_path / "p.yaml"
+    p.write_text("base: {}\njudge: {{backend: openai, base_url: 'https://alice:s3cret@judge.example.com/v1', "
+                 "api_key_env: VLLM_API_KEY, health_check: false}}\n"
+                 "grpo: {{vllm_server_base_url: 'http://gen:8000?token=s3cret'}}\n".format(
+                     config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_lm.yaml")))
+    out = tmp_path / "runs"
+    with pytest.raises(ConfigError, match=r"grpo.vllm_server_base_url, judge.base_url: a URL with credentials") as e:
+        runner.run_notebook("02_binary_rar", params=p, out=out, progress=False)
+    assert "s3cret" not in str(e.value) and not out.exists()
+    with pytest.raises(ConfigError, match="a URL with credentials"):
+        plan_sweep("02_binary_rar", p, grid={"grpo.learning_rate": [1e-6, 2e-6]})
+    with pytest.raises(ConfigError, match=r"judge.base_url: a URL with credentials"):
+        plan_sweep("02_binary_rar", p, grid={"grpo.vllm_server_base_url": ["http://gen:8000"],
+                                              "judge.base_url": ["https://judge.example.com/v1?api_key=s3cret"]})
+    clean = config.load_config(p, runner.config_for_notebook("02_binary_rar"),
+                               overrides={"judge": {"base_url": "https://judge.example.com/v1"},
+                                          "grpo": {"vllm_server_base_url": "http://gen:8000"}})
+    config.refuse_url_credentials(clean)  # no credentials: nothing to refuse

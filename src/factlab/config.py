@@ -143,8 +143,9 @@ FACTLAB_SET_FIELDS: dict[str, frozenset[str]] = {
     "grpo": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "reward_weights",
                        "gradient_checkpointing_kwargs", "logging_dir"}),
     "sft": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "logging_dir"})}
-# TRL fields that upload the model (or its completions) to the Hugging Face Hub with the user's token
-_HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub)")
+# TRL fields that upload the model (or its completions, or its metrics: a Trackio Space, public by
+# default, and its bucket) to the Hugging Face Hub with the user's token
+_HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub|trackio_(?:space|static_space|bucket)_id$)")
 
 
 def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated: set[str],
@@ -168,6 +169,10 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
     if own:
         raise ParamError(own[0], f"factlab sets {own[0]} itself (the run folder's layout, checkpoints, reward "
                                  f"weights and device follow from it); it cannot be given in {kind}.extra")
+    for name in sorted(k for k in extra if k == "seed" or k.endswith("_seed")):  # data_seed: as every seed field
+        seed = extra[name]
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED):
+            raise ParamError(name, f"a seed is a whole number from 0 to {MAX_SEED:,} (2**32 - 1), got {_short(extra[name])}")
     hub = sorted(k for k in extra if _HUB_FIELD.match(k))
     if hub and not allow_hub_upload:
         raise ParamError(hub[0], f"{hub[0]} uploads to the Hugging Face Hub with your token; factlab never uploads "
@@ -207,7 +212,7 @@ def tracker_available(report_to: str) -> str:
     return report_to
 
 
-_HOST_NAME = re.compile(r"^(?=.{1,253}$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?$")
+_HOST_NAME = re.compile(r"(?=.{1,253}\Z)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")  # fullmatch
 
 
 def host_name(host: str | None) -> str | None:
@@ -217,17 +222,19 @@ def host_name(host: str | None) -> str | None:
         return None
     import ipaddress
 
+    bracketed = host.startswith("[") and host.endswith("]")  # an IPv6 address as a URL writes it, both brackets
     try:
-        ipaddress.ip_address(host.strip("[]"))
-        return host
+        address = ipaddress.ip_address(host[1:-1] if bracketed else host)
+        if not bracketed or address.version == 6:
+            return host
     except ValueError:
         pass
-    if re.fullmatch(r"[\d.]+", host) or not _HOST_NAME.match(host):
+    if re.fullmatch(r"[\d.]+", host) or not _HOST_NAME.fullmatch(host):
         raise ValueError(f"{_short(host)} is not an IP address or a host name")
     return host
 
 
-_DEVICE = re.compile(r"^(?:auto|cpu|mps|cuda|cuda:(\d{1,2}))$")
+_DEVICE = re.compile(r"(?:auto|cpu|mps|cuda|cuda:(0|[1-9]\d?))")  # fullmatch: torch refuses cuda:01 and a newline
 MAX_GPUS_PER_MACHINE = 16
 
 
@@ -236,7 +243,7 @@ def device_name(value: str) -> str:
     ``mps``, ``cuda`` or ``cuda:N`` (N below the GPUs this machine sees, when it sees any; below
     16 where it sees none: the same params load on a laptop and run on the cluster);
     ``ValueError`` otherwise."""
-    m = _DEVICE.match(value)
+    m = _DEVICE.fullmatch(value) if isinstance(value, str) else None
     if not m:
         raise ValueError(f"device must be auto, cpu, mps, cuda or cuda:N, got {_short(value)}")
     if m.group(1) is not None:
@@ -516,8 +523,10 @@ class SFTSection(Section):
 # A query or fragment parameter carries a secret when its name (percent-decoded) is, or ends in
 # after a non-letter, one of these words (api_key, client_secret, X-Amz-Credential, access_token,
 # authorization, ...), or ends in one of them in camelCase (apiKey, accessToken, clientSecret).
-_SECRET_NAME = re.compile(r"(?:^|[^a-z0-9])(?:api[_-]?key|apikey|key|token|secret|password|passwd|passphrase|pwd|pass|"
-                          r"sig|signature|credentials?|auth|authorization|bearer|session|sessionid|cookie|jwt)$")
+_SECRET_NAME = re.compile(r"(?:(?:^|[^a-z0-9])(?:api[_-]?key|key|pwd|pass|sig|auth|bearer|session|cookie|jwt)|"
+                          r"apikey|token|secret|password|passwd|passphrase|signature|credentials?|authorization|"
+                          r"session[_-]?id)$")  # the long words also glued to a prefix: accesstoken, apitoken
+_ARRAY_SUFFIX = re.compile(r"(?:\[[^\]]*\])+$")  # api_key[]=, token[0]=: the name without its brackets
 _CAMEL_SECRET_NAME = re.compile(r"[a-z0-9](?:Key|Token|Secret|Password|Signature|Sig|Credentials?|Auth|Authorization)$")
 _PARAM_SEPARATORS = re.compile(r"([&;])")
 # a URL in free text; the look-behind makes each scheme start once, so a scan is linear in the text
@@ -526,7 +535,7 @@ LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
 def _secret_param(name: str) -> bool:
-    name = unquote_plus(name).strip()
+    name = _ARRAY_SUFFIX.sub("", unquote_plus(name).strip())
     return bool(_SECRET_NAME.search(name.lower()) or _CAMEL_SECRET_NAME.search(name))
 
 
@@ -542,18 +551,25 @@ def redact_url(url: str | None) -> str | None:
     logs, errors, reports): ``user:password@`` and the values of secret-named query and
     fragment parameters (``_SECRET_NAME``: ``api_key=``, ``key=``, ``token=``, ``password=``,
     ``sig=``, ``authorization=``, ``client_secret=``, ``credentials=``, percent-encoded names
-    such as ``api%5Fkey``, ``#access_token=``, ...) become ``***``. A URL that does not parse is
-    shown as its scheme only."""
+    such as ``api%5Fkey``, ``#access_token=``, ``;api_key=`` path parameters, ...) become ``***``.
+    A URL that does not parse is shown as its scheme only: one whose port is not a number (a
+    password with an unencoded ``/``, ``?`` or ``#`` ends the host early: ``https://u:pa/ss@h``),
+    or one without ``//`` that holds an ``@`` (``u:pass@h:8000``, ``https:/u:pass@h``)."""
     if not url:
         return url
+    scheme = url.split("://", 1)[0][:20] + "://***" if "://" in url else "***"
     try:
         parts = urlsplit(url)
+        parts.port  # noqa: B018  (ValueError when the "port" is the start of a password)
     except ValueError:
-        return url.split("://", 1)[0][:20] + "://***" if "://" in url else "***"
+        return scheme
     netloc = parts.netloc
     if "@" in netloc:
         netloc = "***@" + netloc.rsplit("@", 1)[1]
-    return urlunsplit((parts.scheme, netloc, parts.path, _redact_params(parts.query), _redact_params(parts.fragment)))
+    elif not netloc and "@" in url:
+        return scheme
+    return urlunsplit((parts.scheme, netloc, _redact_params(parts.path), _redact_params(parts.query),
+                       _redact_params(parts.fragment)))
 
 
 def redact_value(value: Any) -> Any:
@@ -615,11 +631,12 @@ def api_key_env_problem(name: str, allowed: Sequence[str] = ()) -> str | None:
 
 
 # Where a provider's key may go: the hosts (and their subdomains) of the provider the variable
-# names. A key made for a self-hosted judge server (``VLLM_API_KEY``, ``JUDGE_API_KEY``,
+# names; never a domain where anyone may run a server (``*.hf.space`` Spaces,
+# ``*.cloudapp.azure.com`` VMs): list the variable in judge.allowed_key_envs for your own. A key made for a self-hosted judge server (``VLLM_API_KEY``, ``JUDGE_API_KEY``,
 # ``FACTLAB_*API_KEY``) may go to any host; any other variable (``STRIPE_API_KEY``) only to
 # this machine, or where judge.allowed_key_envs lists it.
 PROVIDER_KEY_HOSTS: dict[str, tuple[str, ...]] = {
-    "OPENAI_API_KEY": ("openai.com",), "AZURE_OPENAI_API_KEY": ("openai.azure.com", "azure.com"),
+    "OPENAI_API_KEY": ("openai.com",), "AZURE_OPENAI_API_KEY": ("openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com"),
     "ANTHROPIC_API_KEY": ("anthropic.com",), "GEMINI_API_KEY": ("googleapis.com",),
     "GOOGLE_API_KEY": ("googleapis.com",), "MISTRAL_API_KEY": ("mistral.ai",),
     "TOGETHER_API_KEY": ("together.xyz", "together.ai"), "GROQ_API_KEY": ("groq.com",),
@@ -628,8 +645,8 @@ PROVIDER_KEY_HOSTS: dict[str, tuple[str, ...]] = {
     "DEEPINFRA_API_KEY": ("deepinfra.com",), "DEEPINFRA_TOKEN": ("deepinfra.com",),
     "DEEPINFRA_API_TOKEN": ("deepinfra.com",), "COHERE_API_KEY": ("cohere.com", "cohere.ai"),
     "XAI_API_KEY": ("x.ai",), "PERPLEXITY_API_KEY": ("perplexity.ai",), "CEREBRAS_API_KEY": ("cerebras.ai",),
-    "NVIDIA_API_KEY": ("nvidia.com",), "HF_TOKEN": ("huggingface.co", "hf.space"),
-    "HUGGING_FACE_HUB_TOKEN": ("huggingface.co", "hf.space"), "HUGGINGFACEHUB_API_TOKEN": ("huggingface.co", "hf.space"),
+    "NVIDIA_API_KEY": ("nvidia.com",), "HF_TOKEN": ("huggingface.co",),
+    "HUGGING_FACE_HUB_TOKEN": ("huggingface.co",), "HUGGINGFACEHUB_API_TOKEN": ("huggingface.co",),
     "REPLICATE_API_TOKEN": ("replicate.com",), "CLOUDFLARE_API_TOKEN": ("cloudflare.com",)}
 SELF_HOSTED_KEY_ENV = re.compile(r"^(?:VLLM_API_KEY|JUDGE_API_KEY|FACTLAB_[A-Z0-9_]*API_KEY)$")
 
@@ -766,8 +783,15 @@ class JudgeSection(Section):
             where = f"base_url.{i}" if many else "base_url"
             if not url.strip():
                 raise ParamError(where, "an endpoint URL is empty")
-            if urlsplit(url).scheme.lower() not in ("http", "https"):
-                raise ParamError(where, f"{redact_url(url)} is not an http:// or https:// URL")
+            try:
+                parts = urlsplit(url)
+                host = parts.hostname
+                parts.port  # noqa: B018  (ValueError for a port that is not a number)
+            except ValueError:
+                raise ParamError(where, f"{redact_url(url)} is not a URL (a host, then an optional numeric port; "
+                                        "percent-encode / ? # @ in a password)") from None
+            if parts.scheme.lower() not in ("http", "https") or not host:
+                raise ParamError(where, f"{redact_url(url)} is not an http:// or https:// URL with a host")
             if url.rstrip("/") in seen:
                 raise ParamError(where, f"{redact_url(url)} is listed twice")
             seen.add(url.rstrip("/"))
@@ -892,6 +916,29 @@ def _nodes_checked(root: yaml.Node, source: str) -> None:
                     stack.append((child, False))
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # tab, newline and carriage return are text
+
+
+def _no_control_characters(data: Any, source: str, path: str = "") -> None:
+    """``ConfigError`` naming the key of the first string (key or value) holding a control
+    character: YAML's reader refuses them raw, but a double-quoted ``"\\e"``, ``"\\x1b"`` or
+    ``"\\0"`` writes one, which reaches a terminal (escape sequences) or a path (a NUL byte)."""
+    stack = [(data, path)]
+    while stack:
+        value, here = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                key = f"{here}.{k}" if here else str(k)
+                if isinstance(k, str) and _CONTROL.search(k):
+                    raise ConfigError(f"{source}: key {key!r} holds a control character ({_CONTROL.search(k).group()!r})")
+                stack.append((v, key))
+        elif isinstance(value, list):
+            stack.extend((v, f"{here}.{i}" if here else str(i)) for i, v in enumerate(value))
+        elif isinstance(value, str) and _CONTROL.search(value):
+            raise ConfigError(f"{source}: '{here or '(value)'}' holds a control character "
+                              f"({_CONTROL.search(value).group()!r}); write it out, or drop it")
+
+
 def load_yaml(text: str, source: str = "<params>") -> Any:
     """Parse one YAML document safely (``yaml.SafeLoader``: no Python objects), after
     ``_nodes_checked``; ``ConfigError`` naming ``source`` for any YAML problem."""
@@ -902,9 +949,16 @@ def load_yaml(text: str, source: str = "<params>") -> Any:
         if node is None:
             return None
         _nodes_checked(node, source)
-        return loader.construct_document(node)
+        data = loader.construct_document(node)
+        _no_control_characters(data, source)
+        return data
+    except yaml.MarkedYAMLError as e:  # its own text quotes the line, a password included: say where, not what
+        mark = e.problem_mark or e.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        what = "; ".join(str(m) for m in (e.context, e.problem) if m)
+        raise ConfigError(f"{redact_text(source)}: not valid YAML: {what}{where}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{source}: not valid YAML: {e}") from None
+        raise ConfigError(f"{redact_text(source)}: not valid YAML: {redact_text(str(e))}") from None
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply to be a params file") from None
     except ConfigError:
@@ -1001,6 +1055,27 @@ def load_config(path: str | Path, cls: type[T], overrides: dict[str, Any] | None
     if overrides:
         data = _merge(data, overrides)
     return validate(data, cls, source=str(path))
+
+
+def _redacted_keys(given: Any, written: Any, path: str = "") -> list[str]:
+    if isinstance(given, dict) and isinstance(written, dict):
+        return [k for key in given for k in _redacted_keys(given[key], written.get(key), f"{path}.{key}" if path else str(key))]
+    if isinstance(given, list) and isinstance(written, list):
+        return [k for i, (a, b) in enumerate(zip(given, written)) for k in _redacted_keys(a, b, f"{path}.{i}")]
+    return [] if given == written else [path]
+
+
+def refuse_url_credentials(cfg: BaseModel) -> None:
+    """``ConfigError`` naming every key whose URL holds credentials (``user:password@``, a
+    secret query parameter): a run folder's ``config.yaml``, which its notebook, its training
+    processes and every ``--resume`` read, is written with them hidden (``***``), so the run
+    would send ``***`` and fail at the judge or the vLLM server. Checked before a run starts."""
+    keys = _redacted_keys(cfg.model_dump(mode="json", context=UNREDACTED), cfg.model_dump(mode="json"))
+    if keys:
+        raise ConfigError(f"{', '.join(keys)}: a URL with credentials (user:password@, api_key=, token=, ...) cannot "
+                          "reach a run: config.yaml, which the notebook and every --resume read, is written with them "
+                          "hidden (***); give the judge's key through the variable judge.api_key_env names (sent as a "
+                          "Bearer token), and reach a vLLM server without credentials in its URL")
 
 
 def dump_config(cfg: BaseModel) -> str:

@@ -13,6 +13,7 @@ notebook -> config map lives in ``factlab.runner``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -85,6 +86,7 @@ class ExperimentConfig(Section):
 
 BASE_ARM = "base"  # the untrained start of an evidence run (factlab.evidence)
 _PATH_CHARACTERS = re.compile(r"[/\\\x00-\x1f\x7f]")
+MAX_ARM_FOLDER_BYTES = 200
 
 
 def arm_folder_name(name: str) -> str:
@@ -94,7 +96,17 @@ def arm_folder_name(name: str) -> str:
     if not name.strip() or _PATH_CHARACTERS.search(name) or name.strip().startswith("."):
         raise ValueError(f"arm name {name!r} is not a plain folder name (no /, \\, control characters or "
                          f"leading dot)")
-    return re.sub(r"\s", "_", name)
+    folder = re.sub(r"\s", "_", name)
+    if len(folder.encode("utf-8")) > MAX_ARM_FOLDER_BYTES:  # a file system's 255 (its seed folders and files sit below)
+        raise ValueError(f"arm name {name[:40]!r}... is {len(folder.encode('utf-8'))} bytes long, more than "
+                         f"{MAX_ARM_FOLDER_BYTES} for a folder name; shorten it")
+    return folder
+
+
+def _same_folder(folder: str) -> str:
+    """The key under which two arm folders are one on a case-insensitive, normalizing file system
+    (macOS, Windows): ``A1`` and ``a1``, ``é`` composed and decomposed."""
+    return unicodedata.normalize("NFC", folder).casefold()
 
 
 # Each paper's claim as a pre-registered hypothesis (``factlab.evidence`` runs and reads them); here, below
@@ -327,13 +339,14 @@ class EvidenceSection(Section):
         names = [a.name for a in arms]
         if not arms or len(set(names)) < len(names) or BASE_ARM in names:
             raise ValueError(f"arm names must be unique, non-empty and not '{BASE_ARM}': {names}")
-        folders: dict[str, str] = {arm_folder_name(BASE_ARM): BASE_ARM}
+        folders: dict[str, str] = {_same_folder(arm_folder_name(BASE_ARM)): BASE_ARM}
         for i, name in enumerate(names):
             folder = arm_folder_name(name)  # ValueError for path characters
-            if folder in folders:
-                raise ParamError(f"{i}.name", f"arm {name!r} and arm {folders[folder]!r} would share the folder "
-                                              f"{folder!r} (spaces become _); rename one")
-            folders[folder] = name
+            if _same_folder(folder) in folders:
+                raise ParamError(f"{i}.name", f"arm {name!r} and arm {folders[_same_folder(folder)]!r} would share "
+                                              f"the folder {folder!r} (spaces become _; macOS and Windows do not tell "
+                                              "case apart); rename one")
+            folders[_same_folder(folder)] = name
         return arms
 
     @model_validator(mode="after")

@@ -460,6 +460,7 @@ class VLLMJudge(Judge):
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a judge's answer, decompressed; a longer body is refused as it arrives
 MAX_TOTAL_BACKOFF_S = MAX_JUDGE_BACKOFF_S  # the sleeps between one request's retries, together
+HEADER_GRACE_S = 1.0  # past judge.timeout_s, how long a request may go on before it is given up (left to end)
 
 
 class _Oversized(Exception):
@@ -827,8 +828,23 @@ class OpenAIJudge(Judge):
         as a whole (not per read) and at most ``max_response_bytes`` decompressed."""
         deadline = time.monotonic() + timeout_s
         headers = {**self._headers(ep), "Accept-Encoding": "gzip, deflate"}
-        with self._client().stream(method, url, content=body, headers=headers, timeout=timeout_s) as resp:
-            return resp.status_code, resp.headers, read_bounded(resp, deadline, self.max_response_bytes)
+        client, box = self._client(), {}
+
+        def attempt() -> None:  # in a thread: the deadline must hold while the headers arrive, too
+            try:
+                with client.stream(method, url, content=body, headers=headers, timeout=timeout_s) as resp:
+                    box["answer"] = resp.status_code, resp.headers, read_bounded(resp, deadline, self.max_response_bytes)
+            except BaseException as e:  # noqa: BLE001  (handed to the caller)
+                box["error"] = e
+
+        worker = threading.Thread(target=attempt, name="factlab-judge-request", daemon=True)
+        worker.start()
+        worker.join(timeout_s + HEADER_GRACE_S)
+        if worker.is_alive():  # headers trickling a byte at a time: httpx's per-read timeout never trips
+            raise _Oversized("the whole answer took longer than judge.timeout_s (its headers never ended)")
+        if "error" in box:
+            raise box["error"]
+        return box["answer"]
 
     def _send_once(self, ep: Endpoint, body: bytes) -> str:
         """One attempt at ``ep``: the answer text, ``_AttemptFailed`` to retry, or ``JudgeError``."""

@@ -49,7 +49,7 @@ import torch
 import yaml
 from pydantic import BaseModel
 
-from .config import ConfigError, dump_config, host_name, load_yaml, read_params, validate
+from .config import ConfigError, dump_config, host_name, load_yaml, read_params, redact_text, refuse_url_credentials, validate
 from .manifest import read_manifest
 from .recipes import RECIPES
 from .rewards import Resources
@@ -301,8 +301,8 @@ def _overrides(data: dict[str, Any], items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. grpo.vllm_server_host=10.0.0.5")
-        parsed = load_yaml(value, f"--set {item!r}: the value") if value else None
+            raise ConfigError(f"--set {redact_text(repr(item))}: expected KEY=VALUE, e.g. grpo.vllm_server_host=10.0.0.5")
+        parsed = load_yaml(value, f"--set {redact_text(repr(item))}: the value") if value else None
         data = set_dotted(data, key.strip(), parsed)
     return data
 
@@ -390,6 +390,7 @@ def command(args) -> int:
     recipe = training_stage(nb.stem)
     params = Path(args.params) if args.params else default_params(nb, args.smoke)
     cfg = validate(_overrides(read_params(params), args.set), config_for_notebook(nb.stem), source=str(params))
+    refuse_url_credentials(cfg)  # the run folder's config.yaml, which every process reads, hides them
     acc_path = accelerate_config_path(args.accelerate_config, nb.parent.parent)
     acc = check_accelerate_config(acc_path)
     for flag in ("num_processes", "num_machines", "machine_rank", "main_process_port"):

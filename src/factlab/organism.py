@@ -68,6 +68,7 @@ from .data.longform import LONGFORM_TEMPLATE
 from .decoding import decode
 from .data.miniworld import CountryFacts, build_corpus, build_qa, fact_sentence, load_countries, region_phrase
 from .data.types import QAItem
+from .integrity import MANIFEST_FILE, MissingManifest, verify_files, write_file_manifest
 from .paths import build_lock, cache_dir
 from .registry import QA_SETS
 from .text import MIN_THINK_CHARS, extract_answer, lenient_answer
@@ -670,11 +671,13 @@ def _cpu_seconds() -> float:
 
 @contextlib.contextmanager
 def _published(out: Path):
-    """Write a folder under a temporary name beside ``out`` (yielded), then rename it into place."""
+    """Write a folder under a temporary name beside ``out`` (yielded), list its files in a file
+    manifest (``integrity``), then rename it into place."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
     try:
         yield tmp
+        write_file_manifest(tmp)  # every file with its size and SHA-256, checked on every use (_checked)
         if out.exists():
             shutil.rmtree(tmp)
         else:
@@ -746,17 +749,35 @@ def build(spec: OrganismSpec | str | None = None, progress: bool = True) -> Path
     spec = spec_of(spec)
     out = model_dir(spec)
     if (out / "report.json").is_file():
-        return out
+        return _checked(out)
     with build_lock(out):
         if (out / "report.json").is_file():
-            return out
+            return _checked(out)
         t0 = time.perf_counter()
         base = _base_dir(spec)
         with build_lock(base):
             if not (base / "pretrain.json").is_file():
                 _build_base(spec, base, progress)
-        _format_finetune(spec, base, out, progress, t0)
-    return out
+        _format_finetune(spec, _checked(base), out, progress, t0)
+    return _checked(out)
+
+
+def _checked(folder: Path) -> Path:
+    """``folder`` (a built organism, or its pretrained base) after ``integrity.verify_files``, as
+    models factlab builds are checked: zeroed or truncated weights, a missing tokenizer are one
+    ``IntegrityError`` naming the file and the rebuild. A folder built before manifests gets
+    one, listing its files as they are (``models._cached_model`` does the same)."""
+    rebuild = f"remove {folder} (factlab builds it again on next use)"
+    try:
+        verify_files(folder, rebuild)
+    except MissingManifest:
+        with build_lock(folder.with_name(folder.name + ".manifest")):
+            if not (folder / MANIFEST_FILE).exists():
+                log.warning("the organism %s has no file manifest (built by an older factlab); listing its files as "
+                            "they are now", folder)
+                write_file_manifest(folder)
+        verify_files(folder, rebuild)
+    return folder
 
 
 def _format_finetune(spec: OrganismSpec, base: Path, out: Path, progress: bool, t0: float) -> None:

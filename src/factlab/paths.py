@@ -15,6 +15,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,25 +70,45 @@ def no_symlink(path: str | os.PathLike, where: str = "a folder factlab writes") 
     return path
 
 
+def _not_plain_error(path: Path, st: os.stat_result, where: str) -> SymlinkRefused:
+    if stat.S_ISREG(st.st_mode):
+        return SymlinkRefused(f"{path} is a hard link ({st.st_nlink} names for one file) in {where}: writing it would "
+                              "change the other names too (a copy made with cp -al?); copy the file in its place")
+    return SymlinkRefused(f"{path} is not a regular file or folder (a pipe, a socket, a device) in {where}: writing "
+                          "it would block or go elsewhere; remove it")
+
+
 def refuse_symlinks(folder: str | os.PathLike, where: str = "a run folder") -> None:
     """``SymlinkRefused`` naming the first symbolic link found in ``folder`` or below it (links
-    to folders are not followed): checked before a run writes there, so that no executed
-    notebook, report, figure or checkpoint is written through a link planted in the folder."""
+    to folders are not followed), or the first file that is not a plain file (a FIFO would block
+    the writer, a hard link would carry the write to its other names): checked before a run writes
+    there, so that no executed notebook, report, figure or checkpoint is written elsewhere."""
     for root, dirs, files in os.walk(folder, followlinks=False):
         for name in sorted(dirs + files):
-            if os.path.islink(os.path.join(root, name)):
-                raise _link_error(Path(root) / name, where)
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                raise _link_error(Path(path), where)
+            if not stat.S_ISDIR(st.st_mode) and not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
+                raise _not_plain_error(Path(path), st, where)
 
 
 def open_nofollow(path: str | os.PathLike, flags: int, mode: int = 0o644, where: str = "a folder factlab writes") -> int:
     """``os.open(path, flags | O_NOFOLLOW)``: a descriptor of the file itself, never of what a
-    link there points to (``SymlinkRefused`` naming it instead)."""
+    link there points to, a FIFO, a device or a hard link (``SymlinkRefused`` naming it instead)."""
     try:
-        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+        fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
     except OSError as e:
         if e.errno == errno.ELOOP or Path(path).is_symlink():
             raise _link_error(Path(path), where) from None
+        if e.errno == errno.EISDIR:
+            raise _not_plain_error(Path(path), os.lstat(path), where) from None
         raise
+    st = os.fstat(fd)
+    if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):  # a FIFO, a device, a hard link to another file
+        os.close(fd)
+        raise _not_plain_error(Path(path), st, where)
+    return fd
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from pydantic import BaseModel
 
-from .config import ConfigError, dump_config, load_config
+from .config import ConfigError, dump_config, load_config, refuse_url_credentials
 from .experiment import QuickstartConfig
 from .manifest import (changed_keys, finish_manifest, last_config, read_manifest, resumable, run_lock,
                        start_manifest)
@@ -328,6 +328,7 @@ def run_notebook(notebook: str | Path, params: str | Path | None = None,
     else:
         params_path = Path(params) if params else default_params(nb_path, smoke)
         cfg = load_config(params_path, config_for_notebook(nb_path.stem))
+        refuse_url_credentials(cfg)  # config.yaml hides them: the run would send ***
         check_runtime(cfg)  # vLLM / CUDA the params ask for, before a kernel starts (issue 42)
         warn_unless_it_fits(cfg, nb_path.stem)
         params_source = params_path

@@ -48,7 +48,7 @@ import pandas as pd
 import yaml
 
 from .plots import plot_metric
-from .config import ConfigError, SweepSection, dump_config, load_yaml, read_params, validate
+from .config import ConfigError, SweepSection, dump_config, load_yaml, read_params, redact_text, redact_value, refuse_url_credentials, validate
 from .runner import config_for_notebook, default_params, find_notebook, outputs_root, run_notebook
 
 log = logging.getLogger(__name__)
@@ -82,12 +82,12 @@ def split_values(text: str) -> list[str]:
         cur.append(ch)
     out.append("".join(cur).strip())
     if depth or quote:
-        raise ConfigError(f"grid values {text!r}: unbalanced brackets or quotes")
+        raise ConfigError(f"grid values {redact_text(repr(text))}: unbalanced brackets or quotes")
     return out
 
 
 def _value(text: str) -> Any:
-    return load_yaml(text, f"grid value {text!r}") if text else None
+    return load_yaml(text, f"grid value {redact_text(repr(text))}") if text else None
 
 
 def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
@@ -97,7 +97,7 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
         key, sep, values = item.partition("=")
         key = key.strip()
         if not sep or not key or not values.strip():
-            raise ConfigError(f"--grid {item!r}: expected KEY=V1,V2,... (e.g. rewards.0.args.alpha=2,4,6)")
+            raise ConfigError(f"--grid {redact_text(repr(item))}: expected KEY=V1,V2,... (e.g. rewards.0.args.alpha=2,4,6)")
         if key in grid:
             raise ConfigError(f"--grid: key {key!r} given twice")
         grid[key] = [_value(v) for v in split_values(values)]
@@ -138,8 +138,9 @@ def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 
 
 def point_id(overrides: Mapping[str, Any]) -> str:
-    """A readable, stable folder name for a point: ``alpha=2.0-3f9a1c``."""
-    text = "_".join(f"{k.rsplit('.', 1)[-1]}={json.dumps(v, sort_keys=True)}" for k, v in overrides.items())
+    """A readable, stable folder name for a point: ``alpha=2.0-3f9a1c`` (a URL's credentials
+    never reach the name: values are redacted first, the digest tells them apart)."""
+    text = "_".join(f"{k.rsplit('.', 1)[-1]}={json.dumps(redact_value(v), sort_keys=True)}" for k, v in overrides.items())
     slug = re.sub(r"[^A-Za-z0-9=._+-]+", "", text.replace(" ", ""))[:60] or "point"
     digest = hashlib.sha1(json.dumps(overrides, sort_keys=True, default=str).encode()).hexdigest()[:6]
     return f"{slug}-{digest}"
@@ -180,6 +181,7 @@ def plan_sweep(notebook: str, params_file: str | Path, grid: Mapping[str, Sequen
     raw = read_params(params_file)
     block = raw.pop("sweep", None) or {}
     base = validate(raw, cls, source=str(params_file))
+    refuse_url_credentials(base)  # the points' config.yaml files hide them: every run would send ***
     sweep_data = {**block, **{k: v for k, v in settings.items() if v is not None}}
     sweep_data["grid"] = {**(block.get("grid") or {}), **dict(grid or {})}
     sweep = validate(sweep_data, SweepSection, source=f"{params_file} (sweep)")
@@ -193,7 +195,8 @@ def plan_sweep(notebook: str, params_file: str | Path, grid: Mapping[str, Sequen
             data = resolved
             for key, value in overrides.items():
                 data = set_dotted(data, key, value)
-            cfg = validate(data, cls, source=f"{params_file} point {pid} {overrides}")
+            cfg = validate(data, cls, source=f"{params_file} point {pid} {redact_value(overrides)}")
+            refuse_url_credentials(cfg)
         except ConfigError as e:
             errors.append(str(e))
             continue
