@@ -155,9 +155,12 @@ class Hypothesis:
     # the before -> after check of a notebook's organism params (``params/<nb>_organism.yaml``: its headline, with an
     # interval), never a result (``factlab evidence`` runs it only when named)
     kind: Literal["evidence", "smoke"] = "evidence"
+    params_name: str | None = None  # its params file's stem, where two hypotheses share a notebook
 
     @property
     def params(self) -> str:
+        if self.params_name:
+            return f"params/{self.params_name}.yaml"
         if self.kind == "smoke":
             return f"params/{self.notebook}_organism.yaml"
         suffix = "_organism_evidence" if self.model.startswith("organism") else "_evidence"
@@ -241,6 +244,21 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
                 Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
                "004 §4, Table 1", model="organism"),
+    # Kang et al. 2024 (2403.05612): a reward whose judge hallucinates on unfamiliar facts undermines factuality RL.
+    # One reward (Binary RAR, 001), four judges: the exact truth (verdict: kb), the truth with its verdicts flipped at
+    # a seeded rate eps of 0.1 and 0.25, and the organism itself as the judge (verdict: organism: its own greedy
+    # answer is the evidence: right where it knows a country, a confident guess where it does not). Held only when
+    # all three primaries hold (the effect shrinks monotonically in eps, and under the hallucinating judge).
+    Hypothesis("reward_hallucination", "02_binary_rar",
+               "Binary RAR's fall in wrong answers on unknown countries shrinks as its judge hallucinates: more wrong "
+               "answers remain at eps 0.1 than at eps 0, more at eps 0.25 than at 0.1, and more under the organism "
+               "judge (which guesses where it does not know) than under the exact truth.",
+               (Comparison("wrong", "eps0.1", "eps0", "higher", subset="unknown"),
+                Comparison("wrong", "eps0.25", "eps0.1", "higher", subset="unknown"),
+                Comparison("wrong", "organism_judge", "eps0", "higher", subset="unknown"),
+                Comparison("wrong", "eps0", BASE_ARM, "lower", subset="unknown", primary=False),
+                Comparison("abstain", "organism_judge", "eps0", "lower", subset="unknown", primary=False)),
+               "001 §5; Kang et al. 2024", model="organism", params_name="02_binary_rar_hallucination_evidence"),
     # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
     # training notebook's treatment arm against the
     # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)

@@ -8,7 +8,8 @@ vectorised) would call the effect: for a true effect ``delta``
 
 - a 0 / 1 metric (``correct``, ``wrong``, ``abstain``): each seed's policy moves each question
   that can move in the claimed direction (a base ``wrong`` answer, for "lower") with the
-  probability that makes the expected shift ``delta``, independently per seed and question;
+  probability that makes the expected shift ``delta``, independently per seed and question (a
+  seed whose drawn shift is negative moves the other questions the other way);
 - any other metric (``kb_precision``, ``contradicted`` counts): each seed's values are the base
   values shifted by ``delta`` plus noise with the base values' own standard deviation, per seed and
   question (conservative: a real policy changes few questions);
@@ -55,11 +56,12 @@ def _treatment(base: np.ndarray, delta: float, seeds: int, direction: Direction,
                rng: np.random.Generator) -> np.ndarray:
     sign = 1.0 if direction == "higher" else -1.0
     shifts = delta + seed_sd * rng.standard_normal(seeds) if seed_sd else np.full(seeds, delta)
-    if binary:
-        movable = base == (0.0 if direction == "higher" else 1.0)
-        share = max(float(movable.mean()), 1e-12)
-        p = np.clip(shifts / share, 0.0, 1.0)[:, None]
-        moved = (rng.random((seeds, base.size)) < p) & movable[None, :]
+    if binary:  # a seed whose shift came out negative moves questions the other way
+        toward = base == (0.0 if direction == "higher" else 1.0)
+        movable = np.where((shifts >= 0)[:, None], toward[None, :], ~toward[None, :])
+        share = np.maximum(movable.mean(axis=1), 1e-12)
+        p = np.clip(np.abs(shifts) / share, 0.0, 1.0)[:, None]
+        moved = (rng.random((seeds, base.size)) < p) & movable
         return np.where(moved, 1.0 - base[None, :], base[None, :])
     sd = float(base.std()) or 1.0
     return base[None, :] + sign * shifts[:, None] + sd * rng.standard_normal((seeds, base.size))
