@@ -283,14 +283,23 @@ def family_effects(rows: Sequence[dict[str, Any]], metric: str = "truth", eval_s
 
 def family_headline(effects: pd.DataFrame, what: str = "held-out truth score (+1 correct, 0 abstain, -1 wrong)"
                     ) -> dict[str, str]:
-    """The notebook's headline, one line per family: ``what`` base → after (seeds, questions),
-    the effect with its 95% interval (``family_effects``' rows)."""
+    """The notebook's headline (``family_effects``' rows): a first line naming ``what`` once, with
+    the seeds and questions (a range where families differ), then one line per family, keyed by
+    its name: base → after and the effect with its 95% interval."""
     def signed(x: float) -> str:
         return f"{x:+.3f}"
 
-    return {f"{what}, base → {r.run} ({r.seeds} seeds, {r.questions} questions)":
-            f"{r.base:.3f} → {r.after:.3f}; effect {signed(r.effect)} [{signed(r.lo)}, {signed(r.hi)}]"
-            for r in effects.itertuples(index=False)}
+    def span(values: pd.Series) -> str:
+        lo, hi = int(values.min()), int(values.max())
+        return str(lo) if lo == hi else f"{lo}-{hi}"
+
+    if effects.empty:
+        return {}
+    lines = {f"{what}, base → each family": f"{span(effects['seeds'])} seeds, {span(effects['questions'])} questions, "
+                                            "effect = family - base, paired bootstrap 95% interval"}
+    lines.update({str(r.run): f"{r.base:.3f} → {r.after:.3f}; effect {signed(r.effect)} [{signed(r.lo)}, {signed(r.hi)}]"
+                  for r in effects.itertuples(index=False)})
+    return lines
 
 
 def run_folders(cfg: CompareConfig, out_dir: str | Path) -> dict[tuple[str, int], Path]:
