@@ -368,3 +368,22 @@ def test_a_pilot_answers_with_the_base_alone_and_prices_the_budget(tmp_path, mon
     cfg.evidence.pilot = False  # the real run after a pilot trains every arm (the pilot record is not reused)
     real = R.run_arms(cfg, cfg.evidence, [], None, lambda result: base_rows, tmp_path / "evidence")
     assert real["pilot"] is False and len(trained) == 6
+
+
+def test_the_table_carries_the_pilots_mde_at_the_rows_seeds_and_the_organisms_budget(tmp_path):
+    effects = E.analyze(_record(seeds=(0, 1, 2, 3, 4)), E.HYPOTHESES["binary_rar"], replicates=200)
+    for name in ("binary_rar", "organism_binary_rar"):
+        folder = tmp_path / "results" / name
+        folder.mkdir(parents=True)
+        (folder / "effects.json").write_text(json.dumps({"hypothesis": name, "effects": effects, "verdict": "held",
+                                                         "cpu_minutes": 30.0, "wall_minutes": 25.0}))
+    power = [{"comparison": "wrong: binary - base", "seeds": s, "seed_sd": sd, "mde": m}
+             for s, grid in ((5, (0.02, 0.03, float("nan"))), (8, (0.01, 0.02, 0.05))) for sd, m in zip((0.0, 0.02, 0.05), grid)]
+    (tmp_path / "results" / "organism_binary_rar" / E.POWER_FILE).write_text(json.dumps({"rows": power}))
+    table = E.write_table(tmp_path / "results").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| organism_binary_rar | wrong: binary - base"))
+    assert "| 5 | 0.02 / 0.03 / none |" in row and "25.0 (over the 20-minute budget)" in row
+    first = next(line for line in table.splitlines() if line.startswith("| binary_rar | wrong: binary - base"))
+    assert "| 5 | n/a |" in first and "25.0 |" in first  # round 1: no pilot, a 30-minute budget
+    (tmp_path / "results" / "organism_binary_rar" / E.POWER_FILE).write_text("{not json")
+    assert "| 5 | n/a |" in E.write_table(tmp_path / "results").read_text().split("organism_binary_rar | wrong")[1]

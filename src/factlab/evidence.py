@@ -526,10 +526,36 @@ RUNTIME_FILE = "runtime.md"  # results/<name>/runtime.md: where the run's minute
 BUDGET_MINUTES = 30.0  # one hypothesis, one notebook run, 2 CPU cores (issue 28)
 
 
-def _minutes(wall: float | None) -> str:
+ORGANISM_BUDGET_MINUTES = 20  # issue 41: each organism hypothesis within 20 minutes on 2 idle cores
+
+
+def _minutes(wall: float | None, budget: float = BUDGET_MINUTES) -> str:
     if wall is None:
         return "n/a"
-    return f"{wall:.1f}" + (" (over the 30-minute budget)" if wall > BUDGET_MINUTES else "")
+    return f"{wall:.1f}" + (f" (over the {budget:g}-minute budget)" if wall > budget else "")
+
+
+def _mde(folder: Path, comparison: str, seeds: int) -> str:
+    """The pilot's minimum detectable effects of ``comparison`` at ``seeds`` seeds, for each
+    assumed seed spread (``results/<name>/power.json``), e.g. ``0.02 / 0.03 / 0.07``; ``n/a``
+    without a pilot."""
+    data = _read_power(folder / POWER_FILE)
+    got = [r for r in data.get("rows", []) if r.get("comparison") == comparison and r.get("seeds") == seeds]
+    if not got:
+        return "n/a"
+    got.sort(key=lambda r: r["seed_sd"])
+    return " / ".join("none" if r["mde"] != r["mde"] else f"{r['mde']:.2f}" for r in got)
+
+
+def _read_power(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        log.warning("%s is unreadable (%s); its MDE column reads n/a", path, e)
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def write_table(folder: Path) -> Path:
@@ -540,32 +566,38 @@ def write_table(folder: Path) -> Path:
             s = read_effects(f)
         except ValueError as e:  # one damaged folder does not stop the table
             log.warning("%s", e)
-            rows.append(f"| {f.parent.name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | unreadable: {e} |")
+            rows.append(f"| {f.parent.name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | unreadable: {e} |")
             continue
         for e in s["effects"]:
             role = "" if e["primary"] else (" (guard)" if e["direction"] == "not lower" else " (secondary)")
             overall_note = f" (hypothesis: {s['verdict']})" if e["primary"] else ""
+            budget = ORGANISM_BUDGET_MINUTES if HYPOTHESES.get(s["hypothesis"], None) is not None and \
+                HYPOTHESES[s["hypothesis"]].model.startswith("organism") else BUDGET_MINUTES
             rows.append(f"| {s['hypothesis']}{role} | {e['comparison']} | {e['direction']} | {_fmt(e['mean'])} "
-                        f"| [{_fmt(e['lo'])}, {_fmt(e['hi'])}] | {e['seeds']} | {s['cpu_minutes']:.1f} "
-                        f"| {_minutes(s.get('wall_minutes'))} | {e['verdict']}{overall_note} |")
+                        f"| [{_fmt(e['lo'])}, {_fmt(e['hi'])}] | {e['seeds']} "
+                        f"| {_mde(f.parent, e['comparison'], e['seeds'])} | {s['cpu_minutes']:.1f} "
+                        f"| {_minutes(s.get('wall_minutes'), budget)} | {e['verdict']}{overall_note} |")
     for name in HYPOTHESES:  # a hypothesis without results: the reason, measured, in its status.md
         status = folder / name / STATUS_FILE
         if not (folder / name / "effects.json").exists() and status.exists():
             first = next((line.strip("# ").strip() for line in status.read_text().splitlines() if line.strip()), "")
-            rows.append(f"| {name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a "
+            rows.append(f"| {name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a "
                         f"| not run: {first} ([{name}/{STATUS_FILE}]({name}/{STATUS_FILE})) |")
     head = ("# Evidence: each paper's claim on the mini-world\n\n"
             "Produced by `factlab evidence` (`make evidence`); the hypotheses were written in the project\n"
             "README's \"Evidence\" section before the runs. Effects are treatment - control on the named\n"
             "truth metric (per held-out question, or per training step for a training statistic),\n"
             "paired on question and seed; intervals are paired bootstrap 95% over questions and seeds.\n"
+            "MDE: the minimum detectable effect at 80% power from the pilot of the base alone\n"
+            "(`factlab evidence --pilot`, `power.json`) at the row's seeds, for seeds whose whole effects\n"
+            "spread by 0 / 0.02 / 0.05 (n/a: no pilot; the first round had none).\n"
             "CPU minutes: the notebook run's CPU time (2 cores); wall minutes: its runtime, against a\n"
-            "budget of 30 (a run over it is marked). Each folder holds the figures, the\n"
+            "budget of 30 (20 on the organism; a run over it is marked). Each folder holds the figures, the\n"
             "command, the run manifest and `runtime.md` (where the minutes went: each notebook cell's\n"
             "seconds and each (arm, seed) run's).\n\n"
-            "| hypothesis | comparison | expected | effect | 95% interval | seeds | CPU minutes | wall minutes "
-            "| verdict |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+            "| hypothesis | comparison | expected | effect | 95% interval | seeds | MDE | CPU minutes "
+            "| wall minutes | verdict |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
     reproduced = [name for name in HYPOTHESES if (folder / name / REPRODUCED_FILE).exists()]
     tail = ("\nRedone from a fresh clone (its reproduced.md compares the two runs): "
             + ", ".join(f"[{name}]({name}/{REPRODUCED_FILE})" for name in reproduced) + ".\n") if reproduced else ""
