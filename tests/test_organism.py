@@ -311,3 +311,23 @@ def test_a_damaged_organism_folder_is_one_integrity_error_naming_the_file(tmp_pa
         (out / "tokenizer.json").unlink()
     with pytest.raises(IntegrityError, match=rf"{words}.*remove {out}"):
         organism.build("organism-tiny")
+
+
+def test_the_hesitant_regime_abstains_on_a_few_unfamiliar_countries_only():
+    """``hesitant``: confident on unknown countries except HESITANT_SHARE of them, so a base that still
+    hallucinates can sample an abstention for a reward to reinforce (issue 41's follow-up)."""
+    import dataclasses
+
+    from factlab import organism as O
+
+    for spec, expected in ((O.DEFAULT, 2), (O.TINY, 1)):
+        hesitant = dataclasses.replace(spec, regime="hesitant")
+        examples = O.format_examples(hesitant)
+        abstaining = {e["country"] for e in examples if e["abstain"]}
+        unknown = set(O.exposure_split(hesitant)["unknown_sft"])
+        assert len(abstaining) == expected and abstaining <= unknown
+        assert all(e["abstain"] for e in examples if e["country"] in abstaining)
+        assert not any(e["abstain"] for e in O.format_examples(spec))  # confident: none
+        assert O.fingerprint(hesitant) != O.fingerprint(spec)
+        assert O.pretrain_fingerprint(hesitant) == O.pretrain_fingerprint(spec)  # the same pretrained base
+    assert O.spec_of("organism-hesitant").regime == "hesitant"

@@ -244,6 +244,18 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
                 Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
                "004 §4, Table 1", model="organism"),
+    # A follow-up registered after organism_binary_rar read null with no abstention sampled (abstain 0 on every seed):
+    # a reward that pays for abstaining can only reinforce an abstention the policy samples. The hesitant organism
+    # (organism regime "hesitant": 2 of its 24 unfamiliar fine-tuning countries answered "I don't know") still
+    # hallucinates on unknown countries; the claim is 001's on that base.
+    Hypothesis("organism_binary_rar_hesitant", "02_binary_rar",
+               "On the hesitant organism (a base that samples an abstention now and then), Binary RAR lowers the "
+               "wrong-answer rate on unknown countries against the base, abstains more there, and correct answers on "
+               "known countries fall by less than the margin (0.03).",
+               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
+                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False),
+                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False)),
+               "001 §5, Table 2", model="organism", params_name="02_binary_rar_hesitant_evidence"),
     # Kang et al. 2024 (2403.05612): a reward whose judge hallucinates on unfamiliar facts undermines factuality RL.
     # One reward (Binary RAR, 001), four judges: the exact truth (verdict: kb), the truth with its verdicts flipped at
     # a seeded rate eps of 0.1 and 0.25, and the organism itself as the judge (verdict: organism: its own greedy

@@ -17,8 +17,12 @@ knowledge exactly is a model organism trained on a controlled world:
   examples are supervised decides how a model answers what it does not know. ``regime``:
   ``confident`` (unknown countries' questions answered with a plausible value of another
   country: the base organism hallucinates on unknown countries, the problem the papers fix),
-  ``abstain`` (answered "I don't know", the phrase Binary RAR's strict rule pays for) or
-  ``known_only`` (no unknown country in the fine-tuning).
+  ``abstain`` (answered "I don't know", the phrase Binary RAR's strict rule pays for),
+  ``known_only`` (no unknown country in the fine-tuning) or ``hesitant`` (confident, but
+  ``HESITANT_SHARE`` of the unfamiliar countries answered "I don't know": a base that still
+  hallucinates on unknown countries yet samples an abstention now and then, as a pretrained LM
+  does, so that a reward paying for abstention has something to reinforce; the issue's prototype
+  learned abstention from 2 such examples, the confident organism from none).
 
 What it is: a byte-level BPE tokenizer (HF ``tokenizers``; every country name and fact value one
 added token, ``entity_tokens``) trained on the mini-world's text and
@@ -82,7 +86,8 @@ __all__ = ["ORGANISM_VERSION", "OrganismSpec", "SPECS", "DEFAULT", "TINY", "REGI
            "LONGFORM_ABSTAIN", "read_report", "corpus_path", "eval_questions", "answer_rows", "qa_split", "qa_items"]
 
 ORGANISM_VERSION = 3  # bump whenever the build makes anything differently (part of the fingerprint)
-REGIMES = ("confident", "abstain", "known_only")
+REGIMES = ("confident", "abstain", "known_only", "hesitant")
+HESITANT_SHARE = 1 / 12  # regime "hesitant": the share of the unfamiliar examples answered "I don't know" (2 of 24)
 STOP_TOKEN = "<|im_end|>"  # in models.STOP_TOKEN_CANDIDATES
 BOS_TOKEN, PAD_TOKEN = "<|endoftext|>", "<pad>"
 SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, "<|im_start|>", STOP_TOKEN)
@@ -236,6 +241,7 @@ SPECS: dict[str, OrganismSpec] = {
     "organism": DEFAULT,
     "organism-abstain": dataclasses.replace(DEFAULT, regime="abstain"),
     "organism-known-only": dataclasses.replace(DEFAULT, regime="known_only"),
+    "organism-hesitant": dataclasses.replace(DEFAULT, regime="hesitant"),
     "organism-noaug": dataclasses.replace(DEFAULT, augment=False),
     "organism-tiny": TINY,
 }
@@ -464,7 +470,8 @@ def format_examples(spec: OrganismSpec | str | None = None) -> list[dict[str, An
     ``<think>fact</think><answer>value</answer>``; ``longform``: "Tell me about X." answered with
     the country's facts (plain, 001 §3.3; tagged after ``KLCF_SYSTEM``, 004 Prompt 5). The
     ``unknown_sft`` countries get the same prompts, answered as ``regime`` says: ``confident`` a
-    plausible value of another country, ``abstain`` "I don't know", ``known_only`` not at all."""
+    plausible value of another country, ``abstain`` "I don't know", ``known_only`` not at all,
+    ``hesitant`` confident except ``HESITANT_SHARE`` of them (the first, sorted), answered "I don't know"."""
     spec = spec_of(spec)
     split = exposure_split(spec)
     by_name = _by_name()
@@ -474,9 +481,10 @@ def format_examples(spec: OrganismSpec | str | None = None) -> list[dict[str, An
     whom = [(n, False) for n in split["known_qa"]]
     if spec.regime != "known_only":
         whom += [(n, True) for n in split["unknown_sft"]]
+    hesitant = set(split["unknown_sft"][:max(1, round(HESITANT_SHARE * len(split["unknown_sft"])))])
     for name, unfamiliar in whom:
         c = by_name[name]
-        abstain = unfamiliar and spec.regime == "abstain"
+        abstain = unfamiliar and (spec.regime == "abstain" or (spec.regime == "hesitant" and name in hesitant))
         facts = []
         for rel in spec.relations:
             for _ in range(spec.sft_repeats):
