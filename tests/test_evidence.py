@@ -387,3 +387,17 @@ def test_the_table_carries_the_pilots_mde_at_the_rows_seeds_and_the_organisms_bu
     assert "| 5 | n/a |" in first and "25.0 |" in first  # round 1: no pilot, a 30-minute budget
     (tmp_path / "results" / "organism_binary_rar" / E.POWER_FILE).write_text("{not json")
     assert "| 5 | n/a |" in E.write_table(tmp_path / "results").read_text().split("organism_binary_rar | wrong")[1]
+
+
+def test_each_arm_against_the_base_and_the_tables_figure_links(tmp_path):
+    record = _record(seeds=(0, 1, 2))
+    arms = E.arm_effects(record, E.HYPOTHESES["binary_rar"], replicates=200)
+    assert [a["arm"] for a in arms] == ["binary", "rating"] and arms[0]["label"] == "wrong"
+    assert arms[0]["hi"] < 0 < arms[1]["hi"] and arms[1]["lo"] < 0  # binary lowers it, rating does not
+    fig = E.plot_arm_effects(arms, "t")
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["binary", "rating"]
+    results = tmp_path / "results"
+    (results / "binary_rar").mkdir(parents=True)
+    (results / "binary_rar" / E.ARMS_FIGURE).write_bytes(b"png")
+    assert "[binary_rar: each arm against the base](binary_rar/arms.png)" in E.write_table(results).read_text()
+    assert "Figures" not in E.write_table(tmp_path / "nothing").read_text()

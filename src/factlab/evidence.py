@@ -45,7 +45,7 @@ from .eval.bootstrap import Effect, paired_bootstrap, verdict
 from .eval.power import minimum_detectable_effect
 from .manifest import git_state, hardware, package_versions
 from .paths import atomic_write_text
-from .plots import plot_dose_response, plot_evidence_curves
+from .plots import plot_arm_effects, plot_dose_response, plot_evidence_curves
 from .runner import project_root, run_notebook, save_figure, save_headline, save_metrics
 from .experiment import EVIDENCE_HYPOTHESES, HYPOTHESES, Comparison, Hypothesis
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
@@ -180,6 +180,26 @@ def power_analysis(record: dict, hypothesis: Hypothesis, seeds: Sequence[int] = 
                                               replicates=replicates)
                 out.append({"comparison": c.label(), "primary": c.primary, "base_mean": sum(base) / len(base),
                             "questions": len(base), "seeds": n_seeds, "seed_sd": sd, "mde": m["mde"]})
+    return out
+
+
+ARMS_FIGURE = "arms.png"  # results/<name>/arms.png: every trained arm against the base on the primary metric
+
+
+def arm_effects(record: dict, hypothesis: Hypothesis, replicates: int = 1000) -> list[dict[str, Any]]:
+    """Every trained arm's effect against the base on the first primary per-question comparison's
+    metric and subset (its final policy; paired bootstrap 95% interval), in the record's arm order."""
+    c = next((c for c in hypothesis.comparisons if c.primary and c.per == "question"), None)
+    if c is None:
+        return []
+    base = _per_question(record["rows"], BASE_ARM, c.metric, c.subset)
+    out = []
+    for arm in record.get("arms") or []:
+        try:
+            e = paired_bootstrap(_per_question(record["rows"], arm, c.metric, c.subset), base, replicates=replicates)
+        except ValueError:
+            continue
+        out.append({"arm": arm, "label": f"{c.metric}" + (f" on {c.subset}" if c.subset else ""), **e.as_dict()})
     return out
 
 
@@ -471,6 +491,11 @@ def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) 
         fig.savefig(folder / DOSE_FIGURE, dpi=110, bbox_inches="tight")
         (folder / "dose_response.json").write_text(json.dumps(doses, indent=1, default=float))
     plt.close(fig)
+    arms = arm_effects(record, HYPOTHESES[summary["hypothesis"]])
+    if len(arms) >= 2:
+        fig = plot_arm_effects(arms, f"{summary['hypothesis']}: each arm against the base")
+        fig.savefig(folder / ARMS_FIGURE, dpi=110, bbox_inches="tight")
+        plt.close(fig)
     for png in run_dir.glob("figures/*.png"):
         shutil.copyfile(png, folder / png.name)
 
@@ -598,6 +623,12 @@ def write_table(folder: Path) -> Path:
             "| hypothesis | comparison | expected | effect | 95% interval | seeds | MDE | CPU minutes "
             "| wall minutes | verdict |\n"
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+    folders = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    figures = [f"[{d.name}: {label}]({d.name}/{png})" for d in folders
+               for png, label in ((DOSE_FIGURE, "the primary effect by training steps"),
+                                  (ARMS_FIGURE, "each arm against the base")) if (d / png).exists()]
+    if figures:
+        rows.append("\nFigures: " + "; ".join(figures) + ".")
     reproduced = [name for name in HYPOTHESES if (folder / name / REPRODUCED_FILE).exists()]
     tail = ("\nRedone from a fresh clone (its reproduced.md compares the two runs): "
             + ", ".join(f"[{name}]({name}/{REPRODUCED_FILE})" for name in reproduced) + ".\n") if reproduced else ""

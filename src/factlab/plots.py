@@ -248,4 +248,24 @@ def plot_dose_response(rows: Sequence[dict], title: str):
     return fig
 
 
+def plot_arm_effects(rows: Sequence[dict], title: str):
+    """Each trained arm's effect against the base on one metric (``factlab.evidence.arm_effects``
+    rows: ``arm``, ``mean``, ``lo``, ``hi``), in the arms' order with 95% intervals, the zero line
+    drawn: e.g. one reward under judges that hallucinate more and more."""
+    import matplotlib.pyplot as plt
+
+    frame = pd.DataFrame(list(rows))
+    fig, ax = plt.subplots(figsize=(max(3.6, 1.1 * max(len(frame), 1) + 1.6), 3.2))
+    if not frame.empty:
+        x = list(range(len(frame)))
+        ax.errorbar(x, frame["mean"], yerr=[frame["mean"] - frame["lo"], frame["hi"] - frame["mean"]], fmt="o",
+                    capsize=4, color="C0")
+        ax.set_xticks(x, [str(a) for a in frame["arm"]], fontsize=7)
+        ax.set_ylabel(f"{frame['label'].iloc[0]}\n(arm - base, 95% interval)", fontsize=7)
+    ax.axhline(0.0, color="0.5", linewidth=0.8, linestyle="--")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 apply_theme()
