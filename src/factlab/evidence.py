@@ -51,7 +51,7 @@ from .experiment import EVIDENCE_HYPOTHESES, HYPOTHESES, Comparison, Hypothesis
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
 __all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "EVIDENCE_HYPOTHESES", "write_rows", "read_rows", "recompute",
-           "power_analysis", "POWER_SEEDS", "POWER_SEED_SD",
+           "power_analysis", "POWER_SEEDS", "POWER_SEED_SD", "POWER_FILE", "arm_effects", "ARMS_FIGURE",
            "ROWS_FILE", "dose_response", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
            "run",
            "write_table", "main"]
