@@ -1,6 +1,6 @@
 # issue 43 round-3 probe (run with PYTHONPATH=src, FACTLAB_CACHE=<scratch>); one line per probe: CLASS | probe | detail
 import sys, base64
-sys.path.insert(0, "/work/probe43/bench"); sys.path.insert(0, "/work/probe43/tests")
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1])); sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "tests"))
 from probe_round3 import *
 import nbformat
 from nbformat.v4 import new_notebook, new_code_cell, new_markdown_cell, new_output
