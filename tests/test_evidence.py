@@ -387,3 +387,61 @@ def test_the_table_carries_the_pilots_mde_at_the_rows_seeds_and_the_organisms_bu
     assert "| 5 | n/a |" in first and "25.0 |" in first  # round 1: no pilot, a 30-minute budget
     (tmp_path / "results" / "organism_binary_rar" / E.POWER_FILE).write_text("{not json")
     assert "| 5 | n/a |" in E.write_table(tmp_path / "results").read_text().split("organism_binary_rar | wrong")[1]
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"heldout": 8}, "evaluation.heldout, evaluation.questions"),
+    ({"max_new_tokens": 16}, "evaluation.max_new_tokens"),
+    ({"model": "tiny-random-smollm2"}, "evaluation.model.name"),
+])
+def test_a_resume_never_mixes_rows_evaluated_otherwise(tmp_path, monkeypatch, edit, words):
+    """``evidence.heldout``, ``evidence.max_new_tokens`` or ``model.name`` edited and resumed returned
+    the old rows (the base's and the trained arms'), measured on other questions, at another answer
+    length or of another model (issue 43 round-3b probe)."""
+    from types import SimpleNamespace
+
+    from factlab.recipes import evidence as R
+
+    trained = []
+    monkeypatch.setattr(R, "run", lambda *a, name, **k: trained.append(name) or SimpleNamespace(log_history=[], resumed=False))
+    monkeypatch.setattr(R, "build_rewards", lambda specs, resources: None)
+
+    def arms(cfg):
+        ev = cfg.evidence
+
+        def evaluate(result):
+            return [{"question": f"q{i}", "contradicted": 0.0, "correct": 1.0} for i in range(ev.heldout)]
+        evaluate.settings = {"questions": [f"q{i}" for i in range(ev.heldout)], "max_new_tokens": ev.max_new_tokens}
+        return R.run_arms(cfg, ev, [], None, evaluate, tmp_path / "evidence")
+
+    first = arms(_corver_evidence(workers=1))
+    model = edit.pop("model", None)
+    cfg = _corver_evidence(workers=1, **edit)
+    if model:
+        cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model})})
+    with pytest.raises(ValueError, match=r"evidence/base/once was evaluated with other settings") as e:
+        arms(cfg)
+    assert words in str(e.value)
+    assert arms(_corver_evidence(workers=1)) == first and len(trained) == 6  # the original settings still resume
+
+
+def test_a_damaged_or_missing_eval_json_names_the_file(tmp_path, monkeypatch):
+    """A truncated ``eval.json`` (or none: a worker that exited 0 without it) was a bare JSONDecodeError /
+    FileNotFoundError naming no file (issue 43 round-3b probe)."""
+    from types import SimpleNamespace
+
+    from factlab.recipes import evidence as R
+
+    monkeypatch.setattr(R, "run", lambda *a, **k: SimpleNamespace(log_history=[], resumed=False))
+    monkeypatch.setattr(R, "build_rewards", lambda specs, resources: None)
+    cfg = _corver_evidence(workers=1)
+    out = tmp_path / "evidence"
+    R.run_arms(cfg, cfg.evidence, [], None, lambda result: [{"question": "q1", "contradicted": 0.0}], out)
+    (out / "evidence.json").unlink()
+    (out / "full" / "seed0" / "eval.json").write_text('{"rows": [')
+    with pytest.raises(ValueError, match=r"full/seed0/eval.json: unreadable or incomplete .* remove .*full/seed0"):
+        R.run_arms(cfg, cfg.evidence, [], None, lambda result: [], out)
+    monkeypatch.setattr(R, "run_jobs", lambda jobs, workers, desc: None)  # a worker that wrote nothing
+    (out / "full" / "seed0" / "eval.json").unlink()
+    with pytest.raises(ValueError, match=r"full/seed0/eval.json: missing"):
+        R.run_arms(cfg, cfg.evidence, [], None, lambda result: [], out)
