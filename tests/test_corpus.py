@@ -515,6 +515,40 @@ def test_an_unlisted_shard_and_metadata_without_shards_are_one_clear_error(tiny,
         CorpusIndex.load(path)
 
 
+@pytest.mark.parametrize("edit, words", [
+    (lambda m: m.update(shards=[]), r"shards \[\]: not one entry per shard"),
+    (lambda m: m.update(shards=m["shards"] * 2), r"shards \[0, 0\]: not one entry per shard"),
+    (lambda m: m.update(token_width=4, token_dtype="u32"), r"shard 0: \d+ tokens and \d+ separators of 4 bytes make"),
+    (lambda m: m.update(token_dtype="u32"), r"token_dtype 'u32' is not the one of token_width 2"),
+])
+def test_metadata_that_disagrees_with_its_shards_is_one_clear_error(tiny, tmp_path, edit, words):
+    """Index metadata (its manifest rewritten to match) listing no shard or one twice was a RuntimeError
+    from the engine; a u16 index whose metadata says 4-byte tokens loaded and counted 0 (issue 43
+    round-3b probe)."""
+    from factlab.integrity import IntegrityError, write_file_manifest
+
+    path = _copy_index(tiny[1], tmp_path / "copy")
+    meta = json.loads((path / ig.META_FILE).read_text())
+    edit(meta)
+    (path / ig.META_FILE).write_text(json.dumps(meta))
+    write_file_manifest(path)
+    with pytest.raises(IntegrityError, match=r"factlab_index.json: unreadable index metadata \(ValueError: " + words):
+        CorpusIndex.load(path)
+
+
+@pytest.mark.parametrize("name", [ig.META_FILE, "factlab_files.json"])
+def test_metadata_or_manifest_nested_deep_is_one_clear_error(tiny, tmp_path, name):
+    """Either file nested 100,000 deep was a RecursionError traceback (issue 43 round-3b probe)."""
+    from factlab.integrity import IntegrityError, write_file_manifest
+
+    path = _copy_index(tiny[1], tmp_path / "copy")
+    (path / name).write_text("[" * 100_000 + "]" * 100_000)
+    if name == ig.META_FILE:
+        write_file_manifest(path)
+    with pytest.raises(IntegrityError, match=rf"{name}: unreadable .*RecursionError"):
+        CorpusIndex.load(path)
+
+
 def test_run_verify_flag_checksums_every_load_of_the_run(monkeypatch, tmp_path):
     """``factlab run --verify`` / ``run-all --verify``: the run (and its kernel, which inherits the
     environment) hashes every index and datastore file on every load."""

@@ -569,7 +569,7 @@ def rebuild_command(path: Path) -> str:
     try:
         meta = json.loads((path / META_FILE).read_text())
         corpus, tokenizer, field = meta["corpus"], meta["tokenizer"], meta.get("text_field") or "text"
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         corpus = tokenizer = None
     if not (isinstance(corpus, str) and isinstance(tokenizer, str)):
         return f"delete {path} and build it again ({BUILD_HINT})"
@@ -741,10 +741,19 @@ class CorpusIndex:
                 raise ValueError(f"unsupported index format {meta.get('format')!r} v{meta.get('version')}")
             width = int(meta["token_width"])
             dtype = _dtype(width)
-            str(meta["token_dtype"])
+            if meta["token_dtype"] != ("u16" if width == 2 else "u32"):
+                raise ValueError(f"token_dtype {meta['token_dtype']!r} is not the one of token_width {width}")
             # the engine orders shards by the string order of their file paths
             ids = sorted((int(s["id"]) for s in meta["shards"]), key=lambda i: f"tokenized.{i}")
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            if not ids or len(set(ids)) < len(ids) or min(ids) < 0:
+                raise ValueError(f"shards {[s['id'] for s in meta['shards']]}: not one entry per shard")
+            for s in meta["shards"]:  # the width and counts must be the files' (a u16 index read as u32 counted 0)
+                if "n_tokens" in s and "n_docs" in s and (path / f"tokenized.{s['id']}").is_file():
+                    want, got = (int(s["n_tokens"]) + int(s["n_docs"])) * width, (path / f"tokenized.{s['id']}").stat().st_size
+                    if want != got:
+                        raise ValueError(f"shard {s['id']}: {s['n_tokens']} tokens and {s['n_docs']} separators of "
+                                         f"{width} bytes make {want:,} bytes, tokenized.{s['id']} has {got:,}")
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as e:
             what = f"no {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
             raise IntegrityError(f"{meta_path}: unreadable index metadata ({what}); rebuild: "
                                  f"{rebuild_command(path)}") from None
