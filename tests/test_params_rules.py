@@ -344,3 +344,31 @@ def test_train_never_takes_over_another_notebooks_run_folder(tmp_path, capsys):
     assert main(["train", "01_corver", "--smoke", "--run-dir", str(other), "--dry-run"]) == 2
     assert "is a run folder of 00_quickstart, not 01_corver" in capsys.readouterr().err
     assert (other / "config.yaml").read_text() == "the finished run's config\n"
+
+
+@pytest.mark.parametrize("config, extra, words", [
+    ("precious: user data\n", [], "its config.yaml is not a factlab config (keys precious are not CorVerConfig's)"),
+    ("[1, 2]\n", [], "its config.yaml is not a factlab config (a YAML mapping is expected, got list)"),
+    (None, ["--set", "grpo.learning_rate=0.1"], "was launched with other settings (grpo.learning_rate)"),
+])
+def test_train_never_replaces_a_config_of_other_settings(tmp_path, capsys, monkeypatch, config, extra, words):
+    """``--run-dir`` at a folder holding someone's config.yaml replaced it; at this notebook's own
+    run with another ``--set`` it replaced the run's config and continued (or reported) its
+    checkpoints under the new settings (issue 43 round-3b probe). The same params resume it."""
+    from factlab import launch
+    from factlab.config import dump_config
+    from factlab.runner import load_params
+
+    launched = []
+    monkeypatch.setattr(launch, "_run", lambda cmd: launched.append(cmd) or (1, 0.0))
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    root = Path(__file__).resolve().parents[1]
+    text = config if config is not None else dump_config(load_params("01_corver", root / "params/01_corver_smoke.yaml"))
+    (run_dir / "config.yaml").write_text(text)
+    args = ["train", "01_corver", "--smoke", "--num-processes", "1", "--run-dir", str(run_dir)]
+    assert main([*args, *extra]) == 2
+    assert words in capsys.readouterr().err
+    assert (run_dir / "config.yaml").read_text() == text and not launched
+    if config is None:  # the same params: a resume, launched
+        assert main(args) == 1 and len(launched) == 1
