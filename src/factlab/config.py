@@ -724,7 +724,7 @@ class JudgeSection(Section):
     allowed_key_envs: list[str] = []  # other variable names that may be sent as the API key
     allow_key_over_http: bool = False  # send the key over plain http:// to a host that is not this machine
     concurrency: int = Field(8, ge=1)
-    timeout_s: float = Field(120.0, gt=0.0)
+    timeout_s: float = Field(120.0, gt=0.0, le=86_400.0)  # 1e308 passed and every request failed (OverflowError)
     max_retries: int = Field(4, ge=0, le=100)
     backoff_s: float = Field(1.0, ge=0.0)  # sleeps backoff_s * 2**attempt; at most MAX_JUDGE_BACKOFF_S in all
     max_retry_after_s: float = Field(60.0, gt=0.0)  # a longer Retry-After fails the request instead of sleeping
