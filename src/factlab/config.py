@@ -139,10 +139,16 @@ def _one_of(value: str, known: list[str], what: str) -> str:
 
 # TRL fields factlab sets itself when it builds the trainer's config (``train.grpo.grpo_args``,
 # ``train.sft.sft_args``): where checkpoints go, how they are saved, the reward weights, the device
+# and those its launcher and resume own (issue 43 round-3b probe): the process's rank and the sharding strategy
+# come from accelerate (factlab train --accelerate-config: deepspeed or fsdp given here failed when training
+# started, local_rank: 3 on one CPU process), and a resume needs whole checkpoints (save_only_model drops the
+# optimizer; load_best_model_at_end failed when training started: GRPO evaluates nothing)
+_LAUNCH_AND_RESUME = {"local_rank", "deepspeed", "fsdp", "fsdp_config", "save_only_model", "load_best_model_at_end"}
 FACTLAB_SET_FIELDS: dict[str, frozenset[str]] = {
     "grpo": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "reward_weights",
-                       "gradient_checkpointing_kwargs", "logging_dir"}),
-    "sft": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "logging_dir"})}
+                       "gradient_checkpointing_kwargs", "logging_dir", *_LAUNCH_AND_RESUME}),
+    "sft": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "logging_dir",
+                      *_LAUNCH_AND_RESUME})}
 # TRL fields that upload the model (or its completions, or its metrics: a Trackio Space, public by
 # default, and its bucket) to the Hugging Face Hub with the user's token
 _HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub|trackio_(?:space|static_space|bucket)_id$)")
@@ -167,8 +173,9 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
                                f"{kind}.extra (extra would pass it to TRL unchecked)")
     own = sorted(set(extra) & FACTLAB_SET_FIELDS[kind])
     if own:
-        raise ParamError(own[0], f"factlab sets {own[0]} itself (the run folder's layout, checkpoints, reward "
-                                 f"weights and device follow from it); it cannot be given in {kind}.extra")
+        why = ("factlab train --accelerate-config and factlab's resume set it" if own[0] in _LAUNCH_AND_RESUME else
+               "the run folder's layout, checkpoints, reward weights and device follow from it")
+        raise ParamError(own[0], f"factlab sets {own[0]} itself ({why}); it cannot be given in {kind}.extra")
     for name in sorted(k for k in extra if k == "seed" or k.endswith("_seed")):  # data_seed: as every seed field
         seed = extra[name]
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED):
