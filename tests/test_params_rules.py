@@ -106,6 +106,13 @@ RULES = [
                  "is a folder without config.json: not a model folder", id="model-not-a-model-folder"),
     pytest.param("00_quickstart", f"model: {{adapter: '{ROOT / 'params'}'}}", "model.adapter",
                  "without adapter_config.json: not a PEFT adapter folder", id="adapter-not-an-adapter-folder"),
+    # issue 43 round-3b probe: a device or a file passed and failed when the model loaded
+    pytest.param("00_quickstart", "model: {name: /dev/zero}", "model.name",
+                 "/dev/zero is a file, not a model folder", id="model-dev-zero"),
+    pytest.param("00_quickstart", f"model: {{adapter: '{ROOT / 'README.md'}'}}", "model.adapter",
+                 "README.md is a file, not a PEFT adapter folder", id="adapter-a-file"),
+    pytest.param("02_binary_rar", "judge: {model: /dev/null}", "judge.model",
+                 "/dev/null is a file, not a model folder", id="judge-model-dev-null"),
     pytest.param("01_corver", "grpo: {vllm_server_host: 10.0.0.300}", "grpo.vllm_server_host",
                  "is not an IP address or a host name", id="vllm-host-bad-ip"),
     pytest.param("01_corver", "grpo: {vllm_server_port: 70000}", "grpo.vllm_server_port",

@@ -270,6 +270,9 @@ def model_folder(name: str | None, marker: str = "config.json", what: str = "mod
     with an error that names the wrong file."""
     if name is not None and Path(name).expanduser().is_dir() and not (Path(name).expanduser() / marker).is_file():
         raise ValueError(f"{name} is a folder without {marker}: not a {what} folder")
+    if name is not None and Path(name).expanduser().exists() and not Path(name).expanduser().is_dir():
+        # /dev/zero, a FIFO or a file passed and failed when the model loaded (issue 43 round-3b probe)
+        raise ValueError(f"{name} is a file, not a {what} folder (a folder with {marker}, an HF id org/name or an alias)")
     return name
 
 
