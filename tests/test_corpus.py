@@ -549,6 +549,30 @@ def test_metadata_or_manifest_nested_deep_is_one_clear_error(tiny, tmp_path, nam
         CorpusIndex.load(path)
 
 
+def test_a_rebuild_interrupted_while_the_old_index_is_deleted_leaves_a_whole_index(tmp_path, monkeypatch):
+    """A rebuild deleted the earlier index, then renamed the new one into place: Ctrl-C or SIGTERM
+    while the earlier one was being deleted left half of it, and the new one was discarded (issue 43
+    round-3b probe). Now the earlier one is renamed aside first and deleted last."""
+    import shutil
+
+    out = tmp_path / "idx"
+    ig.build_from_token_ids([[5, 6, 7]] * 4, out)
+    real = shutil.rmtree
+
+    def interrupted(path, *a, **kw):
+        p = Path(path)
+        if ".building-" in p.name or not list(p.rglob("table.0")):
+            return real(path, *a, **kw)
+        next(p.rglob("table.0")).unlink()  # part of it deleted, then the signal
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ig.shutil, "rmtree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ig.build_from_token_ids([[5, 6, 7]] * 9, out)
+    monkeypatch.setattr(ig.shutil, "rmtree", real)
+    assert CorpusIndex.load(out, verify=True).cooccurrence_ids([[[5, 6]]]) == 9  # the new index, whole
+
+
 def test_run_verify_flag_checksums_every_load_of_the_run(monkeypatch, tmp_path):
     """``factlab run --verify`` / ``run-all --verify``: the run (and its kernel, which inherits the
     environment) hashes every index and datastore file on every load."""

@@ -554,13 +554,30 @@ def _write_index(token_docs: Iterable[Sequence[int]], out_dir: str | os.PathLike
         }
         (work / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         write_file_manifest(work)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        work.rename(out_dir)
+        _swap_in(work, out_dir)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return out_dir
+
+
+def _swap_in(work: Path, out_dir: Path) -> None:
+    """Put the built ``work`` folder at ``out_dir``: an earlier index there is renamed aside first
+    and deleted last, so Ctrl-C or SIGTERM at any point leaves a whole index at ``out_dir``, the
+    earlier or the new one (deleting the earlier one first lost both when interrupted while it was
+    deleted: issue 43 round-3b probe)."""
+    aside = None
+    if out_dir.exists():
+        aside = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        out_dir.rename(aside / out_dir.name)
+    try:
+        work.rename(out_dir)
+    except BaseException:
+        if aside is not None and not out_dir.exists():
+            (aside / out_dir.name).rename(out_dir)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def rebuild_command(path: Path) -> str:
