@@ -438,6 +438,7 @@ def test_the_table_carries_the_pilots_mde_at_the_rows_seeds_and_the_organisms_bu
     ({"heldout": 8}, "evaluation.heldout, evaluation.questions"),
     ({"max_new_tokens": 16}, "evaluation.max_new_tokens"),
     ({"model": "tiny-random-smollm2"}, "evaluation.model.name"),
+    ({"dose_steps": [2]}, "dose_steps"),  # a finished arm has no snapshots: its dose rows were silently missing
 ])
 def test_a_resume_never_mixes_rows_evaluated_otherwise(tmp_path, monkeypatch, edit, words):
     """``evidence.heldout``, ``evidence.max_new_tokens`` or ``model.name`` edited and resumed returned
@@ -464,7 +465,7 @@ def test_a_resume_never_mixes_rows_evaluated_otherwise(tmp_path, monkeypatch, ed
     cfg = _corver_evidence(workers=1, **edit)
     if model:
         cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model})})
-    with pytest.raises(ValueError, match=r"evidence/base/once was evaluated with other settings") as e:
+    with pytest.raises(ValueError, match=r"evidence/(base/once|full/seed0) was (evaluated|trained) with other settings") as e:
         arms(cfg)
     assert words in str(e.value)
     assert arms(_corver_evidence(workers=1)) == first and len(trained) == 6  # the original settings still resume

@@ -88,7 +88,9 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
                                               "rewards": [r.model_dump(mode="json") for r in arm.rewards],
                                               "start_model": start_model, "model": model,
                                               "lora": _plain(getattr(cfg, "lora", None) and cfg.lora.model_dump(mode="json")),
-                                              "evaluation": evaluation})
+                                              "evaluation": evaluation,
+                                              # snapshots are taken while training: a finished arm has none
+                                              "dose_steps": list(section.dose_steps)})
                            for seed in section.seeds} for arm in arms}
     record: dict[str, Any] = {"hypothesis": section.hypothesis, "seeds": list(section.seeds),
                               "arms": [a.name for a in arms], "settings": settings, "evaluation": evaluation,
