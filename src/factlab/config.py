@@ -143,7 +143,8 @@ def _one_of(value: str, known: list[str], what: str) -> str:
 # come from accelerate (factlab train --accelerate-config: deepspeed or fsdp given here failed when training
 # started, local_rank: 3 on one CPU process), and a resume needs whole checkpoints (save_only_model drops the
 # optimizer; load_best_model_at_end failed when training started: GRPO evaluates nothing)
-_LAUNCH_AND_RESUME = {"local_rank", "deepspeed", "fsdp", "fsdp_config", "save_only_model", "load_best_model_at_end"}
+_LAUNCH_AND_RESUME = {"local_rank", "ddp_backend", "deepspeed", "fsdp", "fsdp_config", "save_only_model",
+                      "load_best_model_at_end"}  # ddp_backend: gloo failed building the trainer's config on one process
 FACTLAB_SET_FIELDS: dict[str, frozenset[str]] = {
     "grpo": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "reward_weights",
                        "gradient_checkpointing_kwargs", "logging_dir", *_LAUNCH_AND_RESUME}),
