@@ -72,6 +72,8 @@ RULES = [
     # issue 43 round-3b probe: accepted at load, failed when training started (or broke the resume)
     pytest.param("01_corver", "grpo: {extra: {deepspeed: /etc/passwd}}",
                  "grpo.extra.deepspeed", "factlab sets deepspeed itself (factlab train --accelerate-config", id="extra-deepspeed"),
+    pytest.param("01_corver", "grpo: {extra: {eval_strategy: steps}}",
+                 "grpo.extra.eval_strategy", "its trainers get no eval dataset", id="extra-eval-strategy"),
     pytest.param("01_corver", "grpo: {extra: {ddp_backend: gloo}}",
                  "grpo.extra.ddp_backend", "factlab sets ddp_backend itself", id="extra-ddp-backend"),
     pytest.param("01_corver", "grpo: {extra: {local_rank: 3}}",

@@ -145,11 +145,13 @@ def _one_of(value: str, known: list[str], what: str) -> str:
 # optimizer; load_best_model_at_end failed when training started: GRPO evaluates nothing)
 _LAUNCH_AND_RESUME = {"local_rank", "ddp_backend", "deepspeed", "fsdp", "fsdp_config", "save_only_model",
                       "load_best_model_at_end"}  # ddp_backend: gloo failed building the trainer's config on one process
+# factlab's trainers get no eval dataset (the notebook evaluates): eval_strategy: steps failed building the trainer
+_NO_EVAL = {"eval_strategy", "eval_on_start"}
 FACTLAB_SET_FIELDS: dict[str, frozenset[str]] = {
     "grpo": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "reward_weights",
-                       "gradient_checkpointing_kwargs", "logging_dir", *_LAUNCH_AND_RESUME}),
+                       "gradient_checkpointing_kwargs", "logging_dir", *_LAUNCH_AND_RESUME, *_NO_EVAL}),
     "sft": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "logging_dir",
-                      *_LAUNCH_AND_RESUME})}
+                      *_LAUNCH_AND_RESUME, *_NO_EVAL})}
 # TRL fields that upload the model (or its completions, or its metrics: a Trackio Space, public by
 # default, and its bucket) to the Hugging Face Hub with the user's token
 _HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub|trackio_(?:space|static_space|bucket)_id$)")
@@ -175,6 +177,7 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
     own = sorted(set(extra) & FACTLAB_SET_FIELDS[kind])
     if own:
         why = ("factlab train --accelerate-config and factlab's resume set it" if own[0] in _LAUNCH_AND_RESUME else
+               "its trainers get no eval dataset: the notebook evaluates" if own[0] in _NO_EVAL else
                "the run folder's layout, checkpoints, reward weights and device follow from it")
         raise ParamError(own[0], f"factlab sets {own[0]} itself ({why}); it cannot be given in {kind}.extra")
     for name in sorted(k for k in extra if k == "seed" or k.endswith("_seed")):  # data_seed: as every seed field
