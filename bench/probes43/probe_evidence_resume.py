@@ -57,6 +57,8 @@ probe("a seed added", {}, {"evidence": {"seeds": [0, 1, 2, 3]}},
       lambda rec, c: ({r["seed"] for r in rows_for(rec, "full")} == {0, 1, 2, 3}, f"seeds {sorted({r['seed'] for r in rows_for(rec, 'full')})}"))
 probe("a seed removed", {"evidence": {"seeds": [0, 1, 2, 3]}}, {"evidence": {"seeds": [0, 1, 2]}},
       lambda rec, c: ({r["seed"] for r in rows_for(rec, "full")} == {0, 1, 2}, f"seeds {sorted({r['seed'] for r in rows_for(rec, 'full')})}"))
+probe("evidence.dose_steps [] -> [2], resumed", {}, {"evidence": {"dose_steps": [2]}},
+      lambda rec, c: (any(r.get("step") == 2 for r in rec["rows"]), "no dose rows at step 2 (finished arms kept, no snapshots)"))
 probe("evidence.grpo.learning_rate changed", {}, {"evidence": {"grpo": {"max_steps": 6, "learning_rate": 1e-3, "save_steps": 6, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 2}}},
       lambda rec, c: (False, "accepted"))
 
