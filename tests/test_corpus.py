@@ -515,6 +515,64 @@ def test_an_unlisted_shard_and_metadata_without_shards_are_one_clear_error(tiny,
         CorpusIndex.load(path)
 
 
+@pytest.mark.parametrize("edit, words", [
+    (lambda m: m.update(shards=[]), r"shards \[\]: not one entry per shard"),
+    (lambda m: m.update(shards=m["shards"] * 2), r"shards \[0, 0\]: not one entry per shard"),
+    (lambda m: m.update(token_width=4, token_dtype="u32"), r"shard 0: \d+ tokens and \d+ separators of 4 bytes make"),
+    (lambda m: m.update(token_dtype="u32"), r"token_dtype 'u32' is not the one of token_width 2"),
+])
+def test_metadata_that_disagrees_with_its_shards_is_one_clear_error(tiny, tmp_path, edit, words):
+    """Index metadata (its manifest rewritten to match) listing no shard or one twice was a RuntimeError
+    from the engine; a u16 index whose metadata says 4-byte tokens loaded and counted 0 (issue 43
+    round-3b probe)."""
+    from factlab.integrity import IntegrityError, write_file_manifest
+
+    path = _copy_index(tiny[1], tmp_path / "copy")
+    meta = json.loads((path / ig.META_FILE).read_text())
+    edit(meta)
+    (path / ig.META_FILE).write_text(json.dumps(meta))
+    write_file_manifest(path)
+    with pytest.raises(IntegrityError, match=r"factlab_index.json: unreadable index metadata \(ValueError: " + words):
+        CorpusIndex.load(path)
+
+
+@pytest.mark.parametrize("name", [ig.META_FILE, "factlab_files.json"])
+def test_metadata_or_manifest_nested_deep_is_one_clear_error(tiny, tmp_path, name):
+    """Either file nested 100,000 deep was a RecursionError traceback (issue 43 round-3b probe)."""
+    from factlab.integrity import IntegrityError, write_file_manifest
+
+    path = _copy_index(tiny[1], tmp_path / "copy")
+    (path / name).write_text("[" * 100_000 + "]" * 100_000)
+    if name == ig.META_FILE:
+        write_file_manifest(path)
+    with pytest.raises(IntegrityError, match=rf"{name}: unreadable .*RecursionError"):
+        CorpusIndex.load(path)
+
+
+def test_a_rebuild_interrupted_while_the_old_index_is_deleted_leaves_a_whole_index(tmp_path, monkeypatch):
+    """A rebuild deleted the earlier index, then renamed the new one into place: Ctrl-C or SIGTERM
+    while the earlier one was being deleted left half of it, and the new one was discarded (issue 43
+    round-3b probe). Now the earlier one is renamed aside first and deleted last."""
+    import shutil
+
+    out = tmp_path / "idx"
+    ig.build_from_token_ids([[5, 6, 7]] * 4, out)
+    real = shutil.rmtree
+
+    def interrupted(path, *a, **kw):
+        p = Path(path)
+        if ".building-" in p.name or not list(p.rglob("table.0")):
+            return real(path, *a, **kw)
+        next(p.rglob("table.0")).unlink()  # part of it deleted, then the signal
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ig.shutil, "rmtree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ig.build_from_token_ids([[5, 6, 7]] * 9, out)
+    monkeypatch.setattr(ig.shutil, "rmtree", real)
+    assert CorpusIndex.load(out, verify=True).cooccurrence_ids([[[5, 6]]]) == 9  # the new index, whole
+
+
 def test_run_verify_flag_checksums_every_load_of_the_run(monkeypatch, tmp_path):
     """``factlab run --verify`` / ``run-all --verify``: the run (and its kernel, which inherits the
     environment) hashes every index and datastore file on every load."""

@@ -126,6 +126,41 @@ def test_committed_rows_round_trip_and_recompute_rebuilds_the_table(tmp_path, mo
         E.read_rows(folder)
 
 
+@pytest.mark.parametrize("line", [b'[1]', b'{"kind": "row", "question": "x"}', b'"text"'])
+def test_a_rows_line_of_the_wrong_shape_names_the_file(tmp_path, line):
+    """A committed row that is not an object, or lacks its arm, was a TypeError / KeyError naming no
+    file (issue 43 round-3b probe)."""
+    import gzip
+
+    folder = tmp_path / "binary_rar"
+    path = E.write_rows(folder, _record(n=4))
+    path.write_bytes(gzip.compress(gzip.decompress(path.read_bytes()) + line + b"\n"))
+    with pytest.raises(ValueError, match=r"rows.jsonl.gz: unreadable rows .*line \d+: .* is not a row"):
+        E.read_rows(folder)
+
+
+@pytest.mark.parametrize("damage", ['{"hypothesis": "binary_rar", "effe', "[1, 2]", "null"])
+def test_recompute_over_a_damaged_effects_file_names_it(tmp_path, monkeypatch, damage):
+    """``factlab evidence --recompute`` over a truncated effects.json was a JSONDecodeError naming no
+    file; over a JSON list or null an AttributeError (issue 43 round-3b probe)."""
+    folder = tmp_path / "results" / "binary_rar"
+    E.write_rows(folder, _record(n=4))
+    (folder / "effects.json").write_text(damage)
+    monkeypatch.setattr(E, "results_dir", lambda root=None: tmp_path / "results")
+    with pytest.raises(ValueError, match=r"binary_rar/effects.json: unreadable .* restore it .* or rerun factlab evidence"):
+        E.recompute(["binary_rar"], replicates=20)
+
+
+@pytest.mark.parametrize("power", ['{"rows": 5}', '{"rows": [{"comparison": "c", "seeds": 3, "mde": 0.1}]}', '[]'])
+def test_a_damaged_power_file_reads_n_a(tmp_path, power):
+    """A ``power.json`` whose rows are not a list of pilot rows broke the whole table (TypeError,
+    KeyError 'seed_sd') (issue 43 round-3b probe)."""
+    (tmp_path / "k2v").mkdir()
+    E.write_effects(tmp_path / "k2v", {"hypothesis": "k2v", "verdict": "null", "cpu_minutes": 1.0, "effects": [_EFFECT]})
+    (tmp_path / "k2v" / "power.json").write_text(power)
+    assert "| k2v | c | higher | +0.100 | [+0.000, +0.200] | 3 | n/a |" in E.write_table(tmp_path).read_text()
+
+
 def test_dose_response_reads_the_snapshot_rows_and_keeps_them_out_of_the_final_effect(tmp_path):
     """Issue 41's dose-response: rows at snapshot steps (``step``) give the effect per step;
     the trained policy's rows (no ``step``) alone give the effect the verdict reads."""
@@ -313,8 +348,18 @@ def test_a_resume_never_mixes_settings_and_a_new_seed_rebuilds_the_record(tmp_pa
     assert len(trained) == 8  # nothing trained at the new rate beside the old runs
 
 
+_EFFECT = {"comparison": "c", "direction": "higher", "mean": 0.1, "lo": 0.0, "hi": 0.2, "seeds": 3, "verdict": "null",
+           "primary": True}
+
+
 @pytest.mark.parametrize("damage", ['{"hypothesis": "binary_rar", "effects": [{"compar', '{"hypothesis": "binary_rar"}',
-                                    '{"hypothesis": "k2v", "verdict": "held", "cpu_minutes": 1, "effects": [{}]}'])
+                                    '{"hypothesis": "k2v", "verdict": "held", "cpu_minutes": 1, "effects": [{}]}',
+                                    # wrong types: a ValueError / TypeError out of the table's formats, naming no file
+                                    json.dumps({"hypothesis": "k2v", "verdict": "held", "cpu_minutes": "x", "effects": []}),
+                                    json.dumps({"hypothesis": "k2v", "verdict": "held", "cpu_minutes": 1,
+                                                "effects": [{**_EFFECT, "mean": None}]}),
+                                    json.dumps({"hypothesis": "k2v", "verdict": "held", "cpu_minutes": 1,
+                                                "wall_minutes": "x", "effects": [_EFFECT]})])
 def test_a_damaged_effects_file_is_one_unreadable_row_not_a_crash(tmp_path, damage):
     (tmp_path / "k2v").mkdir()
     (tmp_path / "k2v" / "effects.json").write_text(damage)
@@ -401,3 +446,62 @@ def test_each_arm_against_the_base_and_the_tables_figure_links(tmp_path):
     (results / "binary_rar" / E.ARMS_FIGURE).write_bytes(b"png")
     assert "[binary_rar: each arm against the base](binary_rar/arms.png)" in E.write_table(results).read_text()
     assert "Figures" not in E.write_table(tmp_path / "nothing").read_text()
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"heldout": 8}, "evaluation.heldout, evaluation.questions"),
+    ({"max_new_tokens": 16}, "evaluation.max_new_tokens"),
+    ({"model": "tiny-random-smollm2"}, "evaluation.model.name"),
+    ({"dose_steps": [2]}, "dose_steps"),  # a finished arm has no snapshots: its dose rows were silently missing
+])
+def test_a_resume_never_mixes_rows_evaluated_otherwise(tmp_path, monkeypatch, edit, words):
+    """``evidence.heldout``, ``evidence.max_new_tokens`` or ``model.name`` edited and resumed returned
+    the old rows (the base's and the trained arms'), measured on other questions, at another answer
+    length or of another model (issue 43 round-3b probe)."""
+    from types import SimpleNamespace
+
+    from factlab.recipes import evidence as R
+
+    trained = []
+    monkeypatch.setattr(R, "run", lambda *a, name, **k: trained.append(name) or SimpleNamespace(log_history=[], resumed=False))
+    monkeypatch.setattr(R, "build_rewards", lambda specs, resources: None)
+
+    def arms(cfg):
+        ev = cfg.evidence
+
+        def evaluate(result):
+            return [{"question": f"q{i}", "contradicted": 0.0, "correct": 1.0} for i in range(ev.heldout)]
+        evaluate.settings = {"questions": [f"q{i}" for i in range(ev.heldout)], "max_new_tokens": ev.max_new_tokens}
+        return R.run_arms(cfg, ev, [], None, evaluate, tmp_path / "evidence")
+
+    first = arms(_corver_evidence(workers=1))
+    model = edit.pop("model", None)
+    cfg = _corver_evidence(workers=1, **edit)
+    if model:
+        cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model})})
+    with pytest.raises(ValueError, match=r"evidence/(base/once|full/seed0) was (evaluated|trained) with other settings") as e:
+        arms(cfg)
+    assert words in str(e.value)
+    assert arms(_corver_evidence(workers=1)) == first and len(trained) == 6  # the original settings still resume
+
+
+def test_a_damaged_or_missing_eval_json_names_the_file(tmp_path, monkeypatch):
+    """A truncated ``eval.json`` (or none: a worker that exited 0 without it) was a bare JSONDecodeError /
+    FileNotFoundError naming no file (issue 43 round-3b probe)."""
+    from types import SimpleNamespace
+
+    from factlab.recipes import evidence as R
+
+    monkeypatch.setattr(R, "run", lambda *a, **k: SimpleNamespace(log_history=[], resumed=False))
+    monkeypatch.setattr(R, "build_rewards", lambda specs, resources: None)
+    cfg = _corver_evidence(workers=1)
+    out = tmp_path / "evidence"
+    R.run_arms(cfg, cfg.evidence, [], None, lambda result: [{"question": "q1", "contradicted": 0.0}], out)
+    (out / "evidence.json").unlink()
+    (out / "full" / "seed0" / "eval.json").write_text('{"rows": [')
+    with pytest.raises(ValueError, match=r"full/seed0/eval.json: unreadable or incomplete .* remove .*full/seed0"):
+        R.run_arms(cfg, cfg.evidence, [], None, lambda result: [], out)
+    monkeypatch.setattr(R, "run_jobs", lambda jobs, workers, desc: None)  # a worker that wrote nothing
+    (out / "full" / "seed0" / "eval.json").unlink()
+    with pytest.raises(ValueError, match=r"full/seed0/eval.json: missing"):
+        R.run_arms(cfg, cfg.evidence, [], None, lambda result: [], out)

@@ -119,3 +119,24 @@ def test_workers_are_refused_once_cuda_is_initialized(tmp_path, monkeypatch):
     assert ran == []
     run_jobs(jobs, workers=1, progress=False)
     assert ran == [0, 1]
+
+
+def test_workers_that_ignore_sigterm_are_ended_within_one_grace_period(tmp_path):
+    """Ending the workers waited 10 s for each one that ignores SIGTERM, one after the other: with
+    8 of them Ctrl-C took 80 s (issue 43 round-3b probe). They share one 10 s grace."""
+    import signal
+    import time
+
+    def stubborn():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(3600)
+
+    def fail():
+        time.sleep(0.5)
+        raise RuntimeError("one job fails")
+
+    jobs = [Job(f"stubborn {i}", stubborn, tmp_path / f"s{i}.log") for i in range(3)] + [Job("f", fail, tmp_path / "f.log")]
+    t0 = time.monotonic()
+    with pytest.raises(JobFailed, match="f failed"):
+        run_jobs(jobs, workers=4, progress=False, poll_s=0.05)
+    assert time.monotonic() - t0 < 18  # one grace period (10 s), not three

@@ -271,8 +271,15 @@ class HostileServer:
                     conn.sendall(b" ")
                     self.sent += 1
                     time.sleep(0.05)
-            elif self.body == "endless":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            elif self.body in ("endless", "endless_after_gzip"):
+                after = self.body == "endless_after_gzip"
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                             + (b"Content-Encoding: gzip\r\n" if after else b"") + b"\r\n")
+                if after:  # a whole gzip member (a valid answer), then bytes that decompress to nothing
+                    import gzip
+
+                    member = gzip.compress(b'{"choices": [{"message": {"content": "yes"}}]}')
+                    conn.sendall(b"%x\r\n" % len(member) + member + b"\r\n")
                 chunk = b"10000\r\n" + b" " * 0x10000 + b"\r\n"
                 while not self.stop.is_set() and time.monotonic() < end:
                     conn.sendall(chunk)
@@ -327,6 +334,29 @@ def test_a_judge_answer_is_bounded_in_time_and_size_as_a_whole(body, words):
     assert took < 2.0, took  # the deadline, plus at most one read (or judges.HEADER_GRACE_S)
     if body == "endless":
         assert srv.sent < 8 << 20  # the client stopped reading near its cap
+
+
+def test_bytes_after_the_end_of_a_compressed_answer_are_capped_too():
+    """After a whole gzip member, more bytes decompress to nothing: they piled up in zlib's
+    unused_data until the deadline (a fast server fills memory in 120 s), uncounted by the size cap
+    (issue 43 round-3b probe)."""
+    with HostileServer("endless_after_gzip") as srv:
+        j = OpenAIJudge("m", srv.url, cache=None, timeout_s=5.0, max_retries=0, concurrency=1)
+        j.max_response_bytes = 1 << 20
+        t0 = time.monotonic()
+        with pytest.raises(JudgeError, match="the answer is larger than 1,048,576 bytes on the wire"):
+            j.judge(["q"])
+        assert time.monotonic() - t0 < 4.0
+    assert srv.sent < 8 << 20
+
+
+def test_a_judge_timeout_past_a_day_is_refused_at_load():
+    """``timeout_s: 1e308`` passed and every request then failed (OverflowError: timestamp out of
+    range) (issue 43 round-3b probe)."""
+    from factlab.config import JudgeSection
+
+    with pytest.raises(ValueError, match="less than or equal to 86400"):
+        JudgeSection(timeout_s=1e308)
 
 
 def test_retry_sleeps_are_capped_in_total_and_refused_at_load(monkeypatch):

@@ -200,6 +200,40 @@ def test_a_locked_cache_is_waited_for_or_refused_never_set_aside(tmp_path, monke
     assert sorted(f.name for f in tmp_path.iterdir()) == ["answers.corrupt", "answers.sqlite"]
 
 
+def test_a_page_damaged_past_the_header_is_set_aside_too(tmp_path, caplog):
+    """A cache whose header is whole but a later page is not opened fine, then every lookup was a
+    bare ``DatabaseError: database disk image is malformed`` (issue 43 round-3b probe)."""
+    p = tmp_path / "answers.sqlite"
+    c = JudgeCache(p)
+    c.put_many({f"k{i}": "x" * 200 for i in range(5000)})
+    del c
+    b = bytearray(p.read_bytes())
+    mid = len(b) // 2 - (len(b) // 2) % 4096
+    b[mid:mid + 4096] = b"\xff" * 4096
+    p.write_bytes(bytes(b))
+    c = JudgeCache(p)
+    with caplog.at_level(logging.WARNING):
+        assert c.get_many([f"k{i}" for i in range(5000)]) == {}
+    assert "unreadable" in caplog.text and (tmp_path / "answers.corrupt").exists()
+    c.put_many({"k": "v"})
+    assert c.get_many(["k"]) == {"k": "v"} and len(c) == 1
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda p: p.mkdir(), "unable to open database file"),
+    (lambda p: __import__("os").mkfifo(p), "disk I/O error"),
+    (lambda p: __import__("sqlite3").connect(p).execute("CREATE TABLE answers (key TEXT)"), "no such column: text"),
+])
+def test_a_cache_that_is_no_cache_is_not_called_locked(tmp_path, make, why):
+    """A folder, a FIFO or another program's ``answers`` table were reported as "locked by another
+    process" (wait for it to finish), which no wait fixes (issue 43 round-3b probe)."""
+    p = tmp_path / "answers.sqlite"
+    make(p)
+    with pytest.raises(JudgeError, match=rf"answers.sqlite cannot be used \({why}\).*move it away") as e:
+        JudgeCache(p).get_many(["k"])
+    assert "locked" not in str(e.value)
+
+
 def test_a_second_corrupt_cache_keeps_the_first_and_a_symlinked_cache_is_refused(tmp_path):
     from factlab.paths import SymlinkRefused
 

@@ -240,3 +240,16 @@ def test_ensure_world_and_default_dir(tmp_path, monkeypatch):
     assert {k: os.stat(p).st_mtime_ns for k, p in paths.items()} == mtimes  # not rebuilt
     paths["claims"].unlink()
     assert mw.ensure_world()["claims"].is_file()
+
+
+def test_a_world_folder_of_another_split_is_refused_not_returned(tmp_path):
+    """``world: {dir: D, heldout_fraction: 0.5}`` over a folder built at the default split returned the
+    default split's files: 20% held out where 50% was asked (issue 43 round-3b probe)."""
+    from factlab.data.miniworld import WorldConfig, build_world, ensure_world
+
+    build_world(tmp_path / "w")
+    assert ensure_world(WorldConfig(dir=str(tmp_path / "w")))["qa_heldout"].is_file()  # the same split: read back
+    with pytest.raises(ValueError, match=r"holds the mini-world split .*'heldout_fraction': 0.2.* asks .*0.5"):
+        ensure_world(WorldConfig(dir=str(tmp_path / "w"), heldout_fraction=0.5))
+    with pytest.raises(ValueError, match=r"'seed': 0.* asks .*'seed': 3"):
+        ensure_world(WorldConfig(dir=str(tmp_path / "w"), seed=3))

@@ -69,6 +69,19 @@ RULES = [
                  "grpo.extra.save_strategy", "factlab sets save_strategy itself", id="extra-save-strategy"),
     pytest.param("03_seva", "sft: {extra: {output_dir: /tmp/elsewhere}}",
                  "sft.extra.output_dir", "factlab sets output_dir itself", id="sft-extra-output-dir"),
+    # issue 43 round-3b probe: accepted at load, failed when training started (or broke the resume)
+    pytest.param("01_corver", "grpo: {extra: {deepspeed: /etc/passwd}}",
+                 "grpo.extra.deepspeed", "factlab sets deepspeed itself (factlab train --accelerate-config", id="extra-deepspeed"),
+    pytest.param("01_corver", "grpo: {extra: {eval_strategy: steps}}",
+                 "grpo.extra.eval_strategy", "its trainers get no eval dataset", id="extra-eval-strategy"),
+    pytest.param("01_corver", "grpo: {extra: {ddp_backend: gloo}}",
+                 "grpo.extra.ddp_backend", "factlab sets ddp_backend itself", id="extra-ddp-backend"),
+    pytest.param("01_corver", "grpo: {extra: {local_rank: 3}}",
+                 "grpo.extra.local_rank", "factlab sets local_rank itself", id="extra-local-rank"),
+    pytest.param("01_corver", "grpo: {extra: {load_best_model_at_end: true}}",
+                 "grpo.extra.load_best_model_at_end", "factlab sets load_best_model_at_end itself", id="extra-load-best"),
+    pytest.param("03_seva", "sft: {extra: {save_only_model: true}}",
+                 "sft.extra.save_only_model", "factlab sets save_only_model itself", id="sft-extra-save-only-model"),
     pytest.param("01_corver", "grpo: {extra: {push_to_hub: true, hub_model_id: someone/model}}",
                  "grpo.extra.hub_model_id", "uploads to the Hugging Face Hub", id="extra-push-to-hub"),
     pytest.param("03_seva", "sft: {extra: {push_to_hub: true}}",
@@ -97,6 +110,13 @@ RULES = [
                  "is a folder without config.json: not a model folder", id="model-not-a-model-folder"),
     pytest.param("00_quickstart", f"model: {{adapter: '{ROOT / 'params'}'}}", "model.adapter",
                  "without adapter_config.json: not a PEFT adapter folder", id="adapter-not-an-adapter-folder"),
+    # issue 43 round-3b probe: a device or a file passed and failed when the model loaded
+    pytest.param("00_quickstart", "model: {name: /dev/zero}", "model.name",
+                 "/dev/zero is a file, not a model folder", id="model-dev-zero"),
+    pytest.param("00_quickstart", f"model: {{adapter: '{ROOT / 'README.md'}'}}", "model.adapter",
+                 "README.md is a file, not a PEFT adapter folder", id="adapter-a-file"),
+    pytest.param("02_binary_rar", "judge: {model: /dev/null}", "judge.model",
+                 "/dev/null is a file, not a model folder", id="judge-model-dev-null"),
     pytest.param("01_corver", "grpo: {vllm_server_host: 10.0.0.300}", "grpo.vllm_server_host",
                  "is not an IP address or a host name", id="vllm-host-bad-ip"),
     pytest.param("01_corver", "grpo: {vllm_server_port: 70000}", "grpo.vllm_server_port",
@@ -344,3 +364,31 @@ def test_train_never_takes_over_another_notebooks_run_folder(tmp_path, capsys):
     assert main(["train", "01_corver", "--smoke", "--run-dir", str(other), "--dry-run"]) == 2
     assert "is a run folder of 00_quickstart, not 01_corver" in capsys.readouterr().err
     assert (other / "config.yaml").read_text() == "the finished run's config\n"
+
+
+@pytest.mark.parametrize("config, extra, words", [
+    ("precious: user data\n", [], "its config.yaml is not a factlab config (keys precious are not CorVerConfig's)"),
+    ("[1, 2]\n", [], "its config.yaml is not a factlab config (a YAML mapping is expected, got list)"),
+    (None, ["--set", "grpo.learning_rate=0.1"], "was launched with other settings (grpo.learning_rate)"),
+])
+def test_train_never_replaces_a_config_of_other_settings(tmp_path, capsys, monkeypatch, config, extra, words):
+    """``--run-dir`` at a folder holding someone's config.yaml replaced it; at this notebook's own
+    run with another ``--set`` it replaced the run's config and continued (or reported) its
+    checkpoints under the new settings (issue 43 round-3b probe). The same params resume it."""
+    from factlab import launch
+    from factlab.config import dump_config
+    from factlab.runner import load_params
+
+    launched = []
+    monkeypatch.setattr(launch, "_run", lambda cmd: launched.append(cmd) or (1, 0.0))
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    root = Path(__file__).resolve().parents[1]
+    text = config if config is not None else dump_config(load_params("01_corver", root / "params/01_corver_smoke.yaml"))
+    (run_dir / "config.yaml").write_text(text)
+    args = ["train", "01_corver", "--smoke", "--num-processes", "1", "--run-dir", str(run_dir)]
+    assert main([*args, *extra]) == 2
+    assert words in capsys.readouterr().err
+    assert (run_dir / "config.yaml").read_text() == text and not launched
+    if config is None:  # the same params: a resume, launched
+        assert main(args) == 1 and len(launched) == 1

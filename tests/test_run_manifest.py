@@ -292,6 +292,47 @@ def test_a_manifest_with_malformed_attempts_is_one_clear_error(tmp_path, fake_pm
     assert "manifest.json: unreadable run manifest ('attempts' must be a list of objects" in err, err
 
 
+@pytest.mark.parametrize("pid", [10 ** 30, -1, 0, True])
+def test_a_damaged_pid_is_no_running_process(tmp_path, fake_pm, capsys, pid):
+    """A pid of 10**30 was an OverflowError traceback; -1, 0 (every process, the group) and true
+    (pid 1) read as "still running" forever (issue 43 round-3b probe)."""
+    import socket
+
+    run_dir = _interrupted_run(tmp_path, fake_pm)
+    m = manifest.read_manifest(run_dir)
+    m["state"] = "running"
+    m["attempts"][-1].update(state="running", pid=pid, host=socket.gethostname())
+    (run_dir / "manifest.json").write_text(json.dumps(m))
+    assert manifest.resumable(run_dir, "00_quickstart") is not None
+
+
+@pytest.mark.parametrize("damage", ["fifo", "deep"])
+def test_a_manifest_that_is_a_fifo_or_nested_deep_is_one_clear_error(tmp_path, fake_pm, capsys, damage):
+    """``factlab run --resume`` blocked forever reading a FIFO planted as manifest.json; a manifest
+    nested 100,000 deep was a RecursionError traceback (issue 43 round-3b probe)."""
+    import os
+    import threading
+
+    run_dir = _interrupted_run(tmp_path, fake_pm)
+    (run_dir / "manifest.json").unlink()
+    if damage == "fifo":
+        os.mkfifo(run_dir / "manifest.json")
+    else:
+        (run_dir / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    got = []
+    t = threading.Thread(target=lambda: got.append(cli.main(["run", "00_quickstart", "--resume", str(run_dir)])),
+                         daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():  # free the blocked reader before failing
+        with open(run_dir / "manifest.json", "w"):
+            pass
+        pytest.fail("factlab run --resume blocked on a FIFO manifest.json")
+    assert got == [2]
+    err = capsys.readouterr().err
+    assert "manifest.json: " in err and ("not a regular file" in err or "RecursionError" in err), err
+
+
 def test_save_metrics_moves_an_unreadable_file_aside(tmp_path):
     (tmp_path / "metrics.json").write_text('{"a": 1, "b"')
     runner.save_metrics(tmp_path, {"c": 2})

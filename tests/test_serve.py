@@ -120,3 +120,25 @@ def test_a_failing_generation_answers_500_not_a_hang(tiny_model_and_tokenizer, m
         with pytest.raises(JudgeError, match="HTTP 500.*CUDA out of memory"):
             judge.judge(["Hi"])
         assert s.stats["errors"] == 1
+
+
+@pytest.mark.parametrize("sent", [b"", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
+                                  b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{"])
+def test_a_client_that_never_sends_its_whole_request_is_closed_at_the_deadline(tiny_model_and_tokenizer, sent):
+    """A client that sent nothing, stopped inside its headers or never sent the body it promised
+    held a handler thread forever (no socket timeout) (issue 43 round-3b probe)."""
+    import socket
+    import time
+
+    model, tok = tiny_model_and_tokenizer
+    with JudgeServer("m", model_obj=model, tokenizer=tok, wait_s=0.0) as s:
+        s.read_deadline_s = 1.0
+        host, port = s.httpd.server_address[:2]
+        with socket.create_connection((host, port), timeout=10) as sock:
+            sock.sendall(sent)
+            t0 = time.monotonic()
+            while sock.recv(65536):  # the server closes the connection (after a 400, or at once)
+                pass
+            assert time.monotonic() - t0 < 5.0
+        judge = OpenAIJudge("m", s.url, cache=None, max_retries=0, max_new_tokens=2)
+        assert len(judge.judge(["Hi"])) == 1  # a whole request later is still answered

@@ -74,3 +74,20 @@ def test_cli_threads_flag_applies_here_and_exports_to_children(monkeypatch, caps
         assert "FACTLAB_THREADS must be a positive integer" in capsys.readouterr().err
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("value", ["99999", "abc"])
+def test_a_bad_factlab_threads_is_one_cli_error_not_an_import_traceback(value):
+    """``FACTLAB_THREADS=99999`` (or ``abc``) made ``import factlab`` raise, so every command and
+    kernel died with a traceback, and ``--threads N`` could not replace it (issue 43 round-3b probe)."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", threads.ENV_THREADS)}
+    env = {**clean, threads.ENV_THREADS: value}
+    run = [sys.executable, "-m", "factlab.cli"]
+    r = subprocess.run([*run, "rewards"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"error: {threads.ENV_THREADS}" in r.stderr
+    r = subprocess.run([*run, "--threads", "1", "rewards"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-c", "import factlab, os; print(os.environ['OMP_WAIT_POLICY'])"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "PASSIVE", r.stderr

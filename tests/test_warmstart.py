@@ -273,6 +273,52 @@ def test_a_damaged_warm_start_is_one_error_naming_the_file_and_the_rebuild(tmp_p
         W.build(ws, "smollm2-135m-instruct", root=tmp_path / "ws")
 
 
+@pytest.mark.parametrize("report, words", [
+    ("{}", "'sft' must hold the numbers"),
+    ('{"sft": {"seconds": "x", "steps": 2, "first_loss": 1.0, "last_loss": 1.0}}', "'sft' must hold the numbers"),
+    ("[" * 100_000 + "]" * 100_000, "RecursionError"),
+    (None, "warmstart.json is missing or not a file"),
+    ("fifo", "warmstart.json is missing or not a file"),
+])
+def test_a_warm_start_report_of_the_wrong_shape_or_missing_fails_before_training(tmp_path, monkeypatch, section,
+                                                                                 report, words):
+    """A ``warmstart.json`` without ``sft`` (its manifest matching) was a KeyError in the notebook's
+    summary, a string number a ValueError, one nested 100,000 deep a RecursionError, each naming no file;
+    a folder without it, or with a FIFO there, trained the SFT again and failed at the final rename
+    (issue 43 round-3b probe)."""
+    import os
+
+    from factlab.integrity import IntegrityError, write_file_manifest
+
+    log = tmp_path / "calls.log"
+    monkeypatch.setattr(W, "run_sft", _fake_sft(log))
+    ws = section.model_copy(update={"check_questions": 0})
+    folder = Path(W.build(ws, "smollm2-135m-instruct", root=tmp_path / "ws").folder)
+    (folder / "warmstart.json").unlink()
+    if report == "fifo":
+        os.mkfifo(folder / "warmstart.json")
+    elif report is not None:
+        (folder / "warmstart.json").write_text(report)
+    write_file_manifest(folder)
+    with pytest.raises(IntegrityError, match=rf"{words}.*remove {folder} \(the warm start trains again"):
+        W.build(ws, "smollm2-135m-instruct", root=tmp_path / "ws").summary()
+    assert log.read_text().count("trained") == 1  # the damaged cache cost no second SFT
+
+
+def test_a_warm_start_that_logged_no_loss_has_a_summary(tmp_path, monkeypatch, section):
+    """An SFT shorter than its logging interval records first_loss / last_loss null; the summary
+    formatted None with :.2f (TypeError) (issue 43 round-3b probe)."""
+    from factlab.train.grpo import TrainResult
+
+    def run(spec, dataset, out_dir, *, model=None, sft=None, name="sft", train_top_layers=None):
+        (Path(out_dir) / "model").mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "model" / "config.json").write_text("{}")
+        return TrainResult(name, str(out_dir), str(Path(out_dir) / "model"), False, model, [], 0.1, 1)
+    monkeypatch.setattr(W, "run_sft", run)
+    w = W.build(section.model_copy(update={"check_questions": 0}), "smollm2-135m-instruct", root=tmp_path / "ws")
+    assert "loss n/a -> n/a" in w.summary()
+
+
 def _build_in_child(root: str, log: str, out: str) -> None:
     W.run_sft = _fake_sft(Path(log), delay=1.5)
     ws = WarmStartSection(enabled=True, check_questions=0)

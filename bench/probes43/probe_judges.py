@@ -1,6 +1,6 @@
 # issue 43 round-3 probe (run with PYTHONPATH=src, FACTLAB_CACHE=<scratch>); one line per probe: CLASS | probe | detail
 import sys, socket, threading, time, gzip, zlib, json
-sys.path.insert(0, "/work/probe43/bench")
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 from probe_round3 import *
 from factlab.judges import OpenAIJudge, JudgeError
 

@@ -1,9 +1,9 @@
 # issue 43 round-3 probe (run with PYTHONPATH=src, FACTLAB_CACHE=<scratch>); one line per probe: CLASS | probe | detail
 import sys, os
-sys.path.insert(0, "/work/probe43/bench")
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 from probe_round3 import *
 from factlab.config import ConfigError
-B = "/work/probe43/params/00_quickstart_smoke.yaml"
+B = str(ROOT / "params" / "00_quickstart_smoke.yaml")
 def lp(name, text, nb="00_quickstart", base=B):
     p = T / "p.yaml"; p.write_text((f"base: {base}\n" if base else "") + text)
     t0 = time.monotonic()

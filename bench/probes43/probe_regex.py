@@ -1,6 +1,6 @@
 # issue 43 round-3 probe (run with PYTHONPATH=src, FACTLAB_CACHE=<scratch>); one line per probe: CLASS | probe | detail
 import sys
-sys.path.insert(0, "/work/probe43/tests"); sys.path.insert(0, "/work/probe43/bench")
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "tests")); sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 from probe_round3 import record
 import test_text as tt
 from factlab import text, labels

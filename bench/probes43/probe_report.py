@@ -1,6 +1,6 @@
 # issue 43 round-3 probe (run with PYTHONPATH=src, FACTLAB_CACHE=<scratch>); one line per probe: CLASS | probe | detail
 import sys, base64
-sys.path.insert(0, "/work/probe43/bench"); sys.path.insert(0, "/work/probe43/tests")
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1])); sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "tests"))
 from probe_round3 import *
 import nbformat
 from nbformat.v4 import new_notebook, new_code_cell, new_markdown_cell, new_output
@@ -37,6 +37,8 @@ for with_code in (False, True):
     import re
     handlers = re.findall(r"<[a-z][^>]*\son[a-z]+\s*=[^>]*>", body, re.I)
     seen = click_everything_in_chromium(page, T / f"profile{int(with_code)}")
-    ran = "PWNED" in (seen["loaded"] or "") or "PWNED" in (seen["clicked"] or "")
+    # the title payload is shown as text: document.title starts with it, escaped; a script that ran appends to it
+    lit = nb.metadata["title"]
+    ran = any("PWNED" in (seen[k] or "").replace(lit, "", 1) for k in ("loaded", "clicked"))
     record("security hole" if ran else "works as documented", f"report (with_code={with_code}) with attachment / data / metadata / error / tag / title payloads",
            f"elements={seen['elements']} loaded={seen['loaded']!r} clicked={seen['clicked']!r} controls_ok={'CONTROL-CLICK' in seen['controls']}; static handlers={handlers[:3]}")

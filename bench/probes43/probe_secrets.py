@@ -1,6 +1,6 @@
 # issue 43 round-3 probe (run with PYTHONPATH=src, FACTLAB_CACHE=<scratch>); one line per probe: CLASS | probe | detail
 import os, sys, yaml
-sys.path.insert(0, "/work/probe43/bench")
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 from probe_round3 import *
 from factlab.config import redact_url, redact_text, key_destination_problem, ConfigError
 S = "S3CR3T"
@@ -51,12 +51,12 @@ for bad in [{"x": f"https://u:{S}@h/v1"}, [[f"https://u:{S}@h/v1"]], 5, [f"https
 
 # YAML syntax error on a line with a credential
 p = T / "yamlerr.yaml"
-p.write_text(f"base: /work/probe43/params/00_quickstart_smoke.yaml\njudge:\n  base_url: \"https://u:{S}@h.example/v1\" : x\n")
+p.write_text(f"base: {ROOT}/params/00_quickstart_smoke.yaml\njudge:\n  base_url: \"https://u:{S}@h.example/v1\" : x\n")
 try:
     load("00_quickstart", p); record("accepted", "yaml error line", "")
 except Exception as e:
     record("security hole" if S in str(e) else "clear error", "YAML syntax error on a credential line", str(e).replace("\n", " ")[:300])
-p.write_text(f"base: /work/probe43/params/00_quickstart_smoke.yaml\njudge:\n  base_url: [\"https://u:{S}@h.example/v1\"\n")
+p.write_text(f"base: {ROOT}/params/00_quickstart_smoke.yaml\njudge:\n  base_url: [\"https://u:{S}@h.example/v1\"\n")
 try:
     load("00_quickstart", p); record("accepted", "yaml error line2", "")
 except Exception as e:

@@ -139,10 +139,19 @@ def _one_of(value: str, known: list[str], what: str) -> str:
 
 # TRL fields factlab sets itself when it builds the trainer's config (``train.grpo.grpo_args``,
 # ``train.sft.sft_args``): where checkpoints go, how they are saved, the reward weights, the device
+# and those its launcher and resume own (issue 43 round-3b probe): the process's rank and the sharding strategy
+# come from accelerate (factlab train --accelerate-config: deepspeed or fsdp given here failed when training
+# started, local_rank: 3 on one CPU process), and a resume needs whole checkpoints (save_only_model drops the
+# optimizer; load_best_model_at_end failed when training started: GRPO evaluates nothing)
+_LAUNCH_AND_RESUME = {"local_rank", "ddp_backend", "deepspeed", "fsdp", "fsdp_config", "save_only_model",
+                      "load_best_model_at_end"}  # ddp_backend: gloo failed building the trainer's config on one process
+# factlab's trainers get no eval dataset (the notebook evaluates): eval_strategy: steps failed building the trainer
+_NO_EVAL = {"eval_strategy", "eval_on_start"}
 FACTLAB_SET_FIELDS: dict[str, frozenset[str]] = {
     "grpo": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "reward_weights",
-                       "gradient_checkpointing_kwargs", "logging_dir"}),
-    "sft": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "logging_dir"})}
+                       "gradient_checkpointing_kwargs", "logging_dir", *_LAUNCH_AND_RESUME, *_NO_EVAL}),
+    "sft": frozenset({"output_dir", "run_name", "project", "save_strategy", "use_cpu", "logging_dir",
+                      *_LAUNCH_AND_RESUME, *_NO_EVAL})}
 # TRL fields that upload the model (or its completions, or its metrics: a Trackio Space, public by
 # default, and its bucket) to the Hugging Face Hub with the user's token
 _HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub|trackio_(?:space|static_space|bucket)_id$)")
@@ -167,8 +176,10 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
                                f"{kind}.extra (extra would pass it to TRL unchecked)")
     own = sorted(set(extra) & FACTLAB_SET_FIELDS[kind])
     if own:
-        raise ParamError(own[0], f"factlab sets {own[0]} itself (the run folder's layout, checkpoints, reward "
-                                 f"weights and device follow from it); it cannot be given in {kind}.extra")
+        why = ("factlab train --accelerate-config and factlab's resume set it" if own[0] in _LAUNCH_AND_RESUME else
+               "its trainers get no eval dataset: the notebook evaluates" if own[0] in _NO_EVAL else
+               "the run folder's layout, checkpoints, reward weights and device follow from it")
+        raise ParamError(own[0], f"factlab sets {own[0]} itself ({why}); it cannot be given in {kind}.extra")
     for name in sorted(k for k in extra if k == "seed" or k.endswith("_seed")):  # data_seed: as every seed field
         seed = extra[name]
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED):
@@ -263,6 +274,9 @@ def model_folder(name: str | None, marker: str = "config.json", what: str = "mod
     with an error that names the wrong file."""
     if name is not None and Path(name).expanduser().is_dir() and not (Path(name).expanduser() / marker).is_file():
         raise ValueError(f"{name} is a folder without {marker}: not a {what} folder")
+    if name is not None and Path(name).expanduser().exists() and not Path(name).expanduser().is_dir():
+        # /dev/zero, a FIFO or a file passed and failed when the model loaded (issue 43 round-3b probe)
+        raise ValueError(f"{name} is a file, not a {what} folder (a folder with {marker}, an HF id org/name or an alias)")
     return name
 
 
@@ -724,7 +738,7 @@ class JudgeSection(Section):
     allowed_key_envs: list[str] = []  # other variable names that may be sent as the API key
     allow_key_over_http: bool = False  # send the key over plain http:// to a host that is not this machine
     concurrency: int = Field(8, ge=1)
-    timeout_s: float = Field(120.0, gt=0.0)
+    timeout_s: float = Field(120.0, gt=0.0, le=86_400.0)  # 1e308 passed and every request failed (OverflowError)
     max_retries: int = Field(4, ge=0, le=100)
     backoff_s: float = Field(1.0, ge=0.0)  # sleeps backoff_s * 2**attempt; at most MAX_JUDGE_BACKOFF_S in all
     max_retry_after_s: float = Field(60.0, gt=0.0)  # a longer Retry-After fails the request instead of sleeping

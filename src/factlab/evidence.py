@@ -407,12 +407,17 @@ def read_rows(folder: Path) -> dict:
                 if not line.strip():
                     continue
                 item = json.loads(line)
+                need = {"row": ("arm", "seed", "question"), "curve": ("arm", "seed", "step"),
+                        "cpu": ("arm", "seed", "cpu_seconds")}
+                if not isinstance(item, dict) or not all(k in item for k in need.get(item.get("kind"), ())):
+                    raise ValueError(f"line {n}: {line.strip()[:80]!r} is not a row, curve, cpu or header object "
+                                     f"with its keys")
                 kind = item.pop("kind")
                 if kind == "header":
                     record.update(item)
                 else:
                     record[key[kind]].append(item)
-    except (OSError, EOFError, json.JSONDecodeError, KeyError) as e:
+    except (OSError, EOFError, ValueError, KeyError, RecursionError) as e:
         raise ValueError(f"{path}: unreadable rows ({type(e).__name__}: {e})") from None
     if "hypothesis" not in record:
         raise ValueError(f"{path}: no header line")
@@ -432,12 +437,27 @@ def recompute(names: Sequence[str] | None = None, root: Path | None = None, repl
         record = read_rows(folder / name)
         effects = analyze(record, HYPOTHESES[name], replicates=replicates)
         path = folder / name / "effects.json"
-        summary = json.loads(path.read_text()) if path.is_file() else {"hypothesis": name}
+        summary = _run_facts(path) if path.is_file() else {"hypothesis": name}
         summary.update(effects=effects, verdict=overall(effects), seeds=record.get("seeds"))
         write_effects(folder / name, summary)
         out.append(summary)
     write_table(folder)
     return out
+
+
+def _run_facts(path: Path) -> dict:
+    """The earlier ``effects.json`` whose run facts (CPU and wall minutes, command) a recompute
+    keeps; ``ValueError`` naming it when it is not a JSON object (a bare JSONDecodeError or
+    AttributeError before)."""
+    try:
+        s = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        s = e
+    if not isinstance(s, dict):
+        why = f"{type(s).__name__}: {s}" if isinstance(s, Exception) else f"a JSON {type(s).__name__}, not an object"
+        raise ValueError(f"{path}: unreadable ({why}); its run facts cannot be kept: restore it (git checkout -- "
+                         f"{path}) or rerun factlab evidence {path.parent.name}")
+    return s
 
 
 EFFECTS_FILE = "effects.json"
@@ -467,6 +487,15 @@ def read_effects(path: Path) -> dict:
                    if not isinstance(e, dict) or k not in e][:3]
     if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)}; rerun: factlab evidence {path.parent.name}")
+    number = (int, float)
+    wrong = [k for k in ("cpu_minutes", "wall_minutes") if k in s and not (
+        isinstance(s[k], number) or (k == "wall_minutes" and s[k] is None)) or isinstance(s.get(k), bool)]
+    wrong += [f"effects.{i}.{k}" for i, e in enumerate(s["effects"]) for k in ("mean", "lo", "hi")
+              if not isinstance(e[k], number) or isinstance(e[k], bool)]
+    wrong += [f"effects.{i}.seeds" for i, e in enumerate(s["effects"])
+              if not isinstance(e["seeds"], int) or isinstance(e["seeds"], bool)]
+    if wrong:  # the table formats them as numbers (a ValueError / TypeError naming no file before)
+        raise ValueError(f"{path}: {', '.join(wrong[:3])} not a number; rerun: factlab evidence {path.parent.name}")
     return s
 
 
@@ -580,7 +609,14 @@ def _read_power(path: Path) -> dict:
     except (OSError, UnicodeDecodeError, ValueError) as e:
         log.warning("%s is unreadable (%s); its MDE column reads n/a", path, e)
         return {}
-    return data if isinstance(data, dict) else {}
+    rows = data.get("rows") if isinstance(data, dict) else None
+    need = ("comparison", "seeds", "seed_sd", "mde")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and all(k in r for k in need)
+                                             and isinstance(r["mde"], (int, float)) and isinstance(r["seed_sd"], (int, float))
+                                             for r in rows):
+        log.warning("%s: 'rows' is not a list of pilot rows with %s; its MDE column reads n/a", path, ", ".join(need))
+        return {}
+    return data
 
 
 def write_table(folder: Path) -> Path:

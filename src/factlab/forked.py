@@ -187,8 +187,10 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
     finally:
         for proc in running:
             _end(proc)
+        deadline = time.monotonic() + 10  # 10 s for all of them: one after the other, 8 workers that ignore
+        for proc in running:              # SIGTERM kept Ctrl-C waiting 80 s (issue 43 round-3b probe)
+            proc.join(max(0.0, deadline - time.monotonic()))
         for proc in running:
-            proc.join(10)
             if proc.is_alive():
                 proc.kill()
                 proc.join(5)

@@ -116,7 +116,7 @@ def _read_manifest(folder: Path, rebuild: str) -> dict[str, dict]:
                 isinstance(e, dict) and isinstance(e.get("bytes"), int) and isinstance(e.get("sha256"), str)
                 for e in files.values()):
             raise ValueError("not a factlab file manifest")
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as e:
         raise IntegrityError(f"{path}: unreadable file manifest ({type(e).__name__}: {e}); rebuild the folder: "
                              f"{rebuild}") from None
     return files

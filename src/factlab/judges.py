@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import contextlib
 import hashlib
 import json
 import logging
@@ -46,7 +47,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import httpx
 
@@ -96,18 +97,41 @@ class JudgeCache:
         except sqlite3.DatabaseError as e:
             if getattr(e, "sqlite_errorname", None) not in _CORRUPT_SQLITE:
                 raise self._busy(e) from None
-            bad = self.path.with_suffix(".corrupt")
-            n = 1
-            while bad.exists() or bad.is_symlink():
-                n += 1
-                bad = self.path.with_suffix(f".corrupt-{n}")
-            log.warning("judge cache %s is unreadable (%s); moved to %s and starting empty", self.path, e, bad)
-            self.path.replace(bad)
-            self._db = self._open()
+            self._set_aside(e)
+
+    def _set_aside(self, e: sqlite3.Error) -> None:
+        bad = self.path.with_suffix(".corrupt")
+        n = 1
+        while bad.exists() or bad.is_symlink():
+            n += 1
+            bad = self.path.with_suffix(f".corrupt-{n}")
+        log.warning("judge cache %s is unreadable (%s); moved to %s and starting empty", self.path, e, bad)
+        with contextlib.suppress(AttributeError, sqlite3.Error):
+            self._db.close()
+        self.path.replace(bad)
+        self._db = self._open()
+
+    def _query(self, run: Callable[[], Any]) -> Any:
+        """``run()`` against the database: a page found damaged only now (the header was whole) sets the
+        file aside like a damaged header and runs again on an empty one (a bare ``DatabaseError``
+        before, issue 43 round-3b probe); another process's lock is a ``JudgeError``."""
+        for attempt in (0, 1):
+            try:
+                return run()
+            except sqlite3.DatabaseError as e:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.rollback()
+                if getattr(e, "sqlite_errorname", None) not in _CORRUPT_SQLITE or attempt:
+                    raise self._busy(e) from None
+                self._set_aside(e)
 
     def _busy(self, e: sqlite3.Error) -> JudgeError:
-        return JudgeError(f"judge cache {self.path} is locked by another process ({e}; waited {self.lock_wait_s:g} s): "
-                          "wait for it to finish, or set judge.cache_dir to another folder")
+        if getattr(e, "sqlite_errorname", None) in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            return JudgeError(f"judge cache {self.path} is locked by another process ({e}; waited "
+                              f"{self.lock_wait_s:g} s): wait for it to finish, or set judge.cache_dir to another folder")
+        # a folder, a FIFO, another program's table: not a lock, and waiting would not help
+        return JudgeError(f"judge cache {self.path} cannot be used ({e}): it is not a judge cache factlab can "
+                          "open; move it away, or set judge.cache_dir to another folder")
 
     def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, check_same_thread=False, timeout=self.lock_wait_s)
@@ -130,32 +154,31 @@ class JudgeCache:
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
         self._forked()
-        with self._lock:
+
+        def run() -> dict[str, str]:
+            out: dict[str, str] = {}
             for b in range(0, len(keys), 500):
                 chunk = list(keys[b:b + 500])
                 q = f"SELECT key, text FROM answers WHERE key IN ({','.join('?' * len(chunk))})"
-                try:
-                    out.update(dict(self._db.execute(q, chunk).fetchall()))
-                except sqlite3.OperationalError as e:
-                    raise self._busy(e) from None
-        return out
+                out.update(dict(self._db.execute(q, chunk).fetchall()))
+            return out
+        with self._lock:
+            return self._query(run)
 
     def put_many(self, items: dict[str, str]) -> None:
         self._forked()
+
+        def run() -> None:
+            self._db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", list(items.items()))
+            self._db.commit()
         with self._lock:
-            try:
-                self._db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", list(items.items()))
-                self._db.commit()
-            except sqlite3.OperationalError as e:
-                self._db.rollback()
-                raise self._busy(e) from None
+            self._query(run)
 
     def __len__(self) -> int:
         self._forked()
         with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+            return self._query(lambda: self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
 
 
 def default_cache_path() -> Path:
@@ -481,9 +504,14 @@ def read_bounded(resp: httpx.Response, deadline: float, limit: int) -> bytes:
         raise _Oversized(f"a body in an encoding not asked for ({encoding[:40]})")
     inflate = zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding not in ("", "identity") else None
     out = bytearray()
+    wire = 0
     for raw in resp.iter_raw():  # as it arrives (a chunk size would wait to fill it)
         if time.monotonic() > deadline:
             raise _Oversized("the whole answer took longer than judge.timeout_s")
+        wire += len(raw)
+        if inflate is not None and wire > limit + limit // 64 + 65536:  # bytes past the compressed stream's end
+            # decompress to nothing and pile up in unused_data until the deadline (issue 43 round-3b probe)
+            raise _Oversized(f"the answer is larger than {limit:,} bytes on the wire")
         data = inflate.decompress(raw, limit + 1 - len(out)) if inflate is not None else raw
         out += data
         if len(out) > limit:

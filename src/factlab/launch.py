@@ -50,7 +50,7 @@ import yaml
 from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, host_name, load_yaml, read_params, redact_text, refuse_url_credentials, validate
-from .manifest import read_manifest
+from .manifest import changed_keys, read_manifest
 from .recipes import RECIPES
 from .rewards import Resources
 from .runner import config_for_notebook, default_params, find_notebook, make_run_dir, project_root
@@ -384,6 +384,33 @@ def _own_run_folder(run_dir: Path, notebook: str) -> None:
                           "be replaced; name a new folder, or leave --run-dir out")
 
 
+def _same_config(run_dir: Path, cfg: BaseModel) -> None:
+    """``LaunchError`` when ``run_dir`` holds a ``config.yaml`` other than the one this launch would
+    write: a file that is no factlab config (it was replaced), or this notebook's run at other
+    settings (its checkpoints continued, or its finished runs were reported, under the new ones:
+    issue 43 round-3b probe). The same params again resume it."""
+    path = run_dir / "config.yaml"
+    if not path.exists() and not path.is_symlink():
+        return
+    try:
+        if not path.is_file():
+            raise ValueError("not a regular file")
+        old = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(old, dict):
+            raise ValueError(f"a YAML mapping is expected, got {type(old).__name__}")
+        unknown = sorted(set(old) - set(type(cfg).model_fields), key=str)
+        if unknown:
+            raise ValueError(f"keys {', '.join(map(str, unknown[:3]))} are not {type(cfg).__name__}'s")
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError) as e:
+        raise LaunchError(f"--run-dir {run_dir}: its config.yaml is not a factlab config ({str(e).splitlines()[0][:120]}) "
+                          "and would be replaced; name a new folder, or leave --run-dir out") from None
+    changed = changed_keys(old, yaml.safe_load(dump_config(cfg)))
+    if changed:
+        shown = ", ".join(changed[:8]) + (f" (+{len(changed) - 8} more)" if len(changed) > 8 else "")
+        raise LaunchError(f"--run-dir {run_dir} was launched with other settings ({shown}); its checkpoints would "
+                          "continue under these ones; launch it with the params it was made with, or name a new folder")
+
+
 def command(args) -> int:
     """``factlab train``: 0 when every process finished, 1 when the launch failed, 2 on bad input."""
     nb = find_notebook(args.notebook)
@@ -411,6 +438,7 @@ def command(args) -> int:
     if args.run_dir:
         run_dir = Path(args.run_dir).resolve()
         _own_run_folder(run_dir, nb.stem)
+        _same_config(run_dir, cfg)
     else:  # the folder maker of factlab run; a dry run only names it
         run_dir = make_run_dir(nb, params, args.out, tag="train", create=not args.dry_run).resolve()
     grpo = getattr(cfg, "grpo", None)

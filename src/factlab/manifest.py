@@ -181,10 +181,12 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any] | None:
     path = Path(run_dir) / MANIFEST
     if not path.exists():
         return None
+    if not path.is_file():  # a FIFO blocked `factlab run --resume` forever (issue 43 round-3b probe)
+        raise ValueError(f"{path}: not a regular file (a FIFO, a folder, a device): not a run manifest; remove it")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: unreadable run manifest ({e})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"{path}: unreadable run manifest ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a run manifest is a JSON object, got {type(data).__name__}")
     attempts = data.get("attempts", [])
@@ -245,6 +247,8 @@ def finish_manifest(run_dir: str | Path, state: str, error: str | None = None) -
 
 
 def _process_alive(pid: int) -> bool:
+    if isinstance(pid, bool) or not 0 < pid < 2 ** 31:  # a damaged manifest: -1 or 0 "find" every process, 10**30
+        return False                                     # overflowed (issue 43 round-3b probe)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

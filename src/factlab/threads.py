@@ -91,4 +91,10 @@ def configure(threads: int | str | None = None) -> dict[str, Any]:
 # this module first).
 TORCH_BEFORE_FACTLAB = "torch" in sys.modules
 POLICY_INHERITED = "OMP_WAIT_POLICY" in os.environ
-configure()
+try:
+    configure()
+except ValueError as _e:  # a bad FACTLAB_THREADS made `import factlab` (every command, every kernel) a traceback;
+    export_env("auto")    # the wait policy still applies, and the CLI's configure(--threads) says what is wrong
+    import logging        # (exit 2) unless --threads replaces it (issue 43 round-3b probe)
+
+    logging.getLogger(__name__).warning("%s; torch's default thread count is used", _e)

@@ -554,13 +554,30 @@ def _write_index(token_docs: Iterable[Sequence[int]], out_dir: str | os.PathLike
         }
         (work / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         write_file_manifest(work)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        work.rename(out_dir)
+        _swap_in(work, out_dir)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return out_dir
+
+
+def _swap_in(work: Path, out_dir: Path) -> None:
+    """Put the built ``work`` folder at ``out_dir``: an earlier index there is renamed aside first
+    and deleted last, so Ctrl-C or SIGTERM at any point leaves a whole index at ``out_dir``, the
+    earlier or the new one (deleting the earlier one first lost both when interrupted while it was
+    deleted: issue 43 round-3b probe)."""
+    aside = None
+    if out_dir.exists():
+        aside = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        out_dir.rename(aside / out_dir.name)
+    try:
+        work.rename(out_dir)
+    except BaseException:
+        if aside is not None and not out_dir.exists():
+            (aside / out_dir.name).rename(out_dir)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def rebuild_command(path: Path) -> str:
@@ -569,7 +586,7 @@ def rebuild_command(path: Path) -> str:
     try:
         meta = json.loads((path / META_FILE).read_text())
         corpus, tokenizer, field = meta["corpus"], meta["tokenizer"], meta.get("text_field") or "text"
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         corpus = tokenizer = None
     if not (isinstance(corpus, str) and isinstance(tokenizer, str)):
         return f"delete {path} and build it again ({BUILD_HINT})"
@@ -741,10 +758,19 @@ class CorpusIndex:
                 raise ValueError(f"unsupported index format {meta.get('format')!r} v{meta.get('version')}")
             width = int(meta["token_width"])
             dtype = _dtype(width)
-            str(meta["token_dtype"])
+            if meta["token_dtype"] != ("u16" if width == 2 else "u32"):
+                raise ValueError(f"token_dtype {meta['token_dtype']!r} is not the one of token_width {width}")
             # the engine orders shards by the string order of their file paths
             ids = sorted((int(s["id"]) for s in meta["shards"]), key=lambda i: f"tokenized.{i}")
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            if not ids or len(set(ids)) < len(ids) or min(ids) < 0:
+                raise ValueError(f"shards {[s['id'] for s in meta['shards']]}: not one entry per shard")
+            for s in meta["shards"]:  # the width and counts must be the files' (a u16 index read as u32 counted 0)
+                if "n_tokens" in s and "n_docs" in s and (path / f"tokenized.{s['id']}").is_file():
+                    want, got = (int(s["n_tokens"]) + int(s["n_docs"])) * width, (path / f"tokenized.{s['id']}").stat().st_size
+                    if want != got:
+                        raise ValueError(f"shard {s['id']}: {s['n_tokens']} tokens and {s['n_docs']} separators of "
+                                         f"{width} bytes make {want:,} bytes, tokenized.{s['id']} has {got:,}")
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as e:
             what = f"no {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
             raise IntegrityError(f"{meta_path}: unreadable index metadata ({what}); rebuild: "
                                  f"{rebuild_command(path)}") from None

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import random
 import re
@@ -644,7 +645,33 @@ def build_world(out_dir: str | Path, heldout_fraction: float = DEFAULT_HELDOUT_F
     }
     for key in WORLD_FILES:
         _write_atomic(paths[key], rows[key])
+    _write_atomic(Path(out_dir) / SPLIT_FILE, [_split(heldout_fraction, seed)])  # last: the files it describes are whole
     return paths
+
+
+SPLIT_FILE = "split.json"  # the split a world folder was built with (one JSON line)
+
+
+def _split(heldout_fraction: float, seed: int) -> dict[str, Any]:
+    return {"world": WORLD_VERSION, "heldout_fraction": float(heldout_fraction), "seed": int(seed)}
+
+
+def _check_split(out: Path, cfg: "WorldConfig") -> None:
+    """``ValueError`` when the folder's files were built with another split than ``cfg`` asks: a
+    ``world.dir`` built at the default split and read with ``heldout_fraction: 0.5`` returned the
+    default split's files (issue 43 round-3b probe). A folder from before split.json is taken as
+    built with the asked split (the default folders name theirs)."""
+    path = out / SPLIT_FILE
+    if not path.is_file():
+        return
+    want = _split(cfg.heldout_fraction, cfg.seed)
+    try:
+        got = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: unreadable ({type(e).__name__}: {e}); remove {out} to build the world again") from None
+    if got != want:
+        raise ValueError(f"{out} holds the mini-world split {got} and world: asks {want}; set world.dir to another "
+                         f"folder (or leave it out: each split gets its own), or remove {out}")
 
 
 def default_world_dir(heldout_fraction: float = DEFAULT_HELDOUT_FRACTION, seed: int = 0) -> Path:
@@ -674,8 +701,10 @@ def ensure_world(cfg: WorldConfig | str | Path | None = None) -> dict[str, Path]
     out = Path(cfg.dir) if cfg.dir else default_world_dir(cfg.heldout_fraction, cfg.seed)
     paths = world_paths(out)
     if all(p.is_file() for p in paths.values()):
+        _check_split(out, cfg)
         return paths
     with build_lock(out):  # another process may have built it while this one waited
         if all(p.is_file() for p in paths.values()):
+            _check_split(out, cfg)
             return paths
         return build_world(out, heldout_fraction=cfg.heldout_fraction, seed=cfg.seed)

@@ -81,19 +81,30 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
                 else cfg.grpo.model_copy(update={**section.grpo, **arm.grpo, "seed": seed}))
 
     arms = [] if section.pilot else list(section.arms)  # a pilot: the base alone (EvidenceSection.pilot)
+    model = _model_settings(cfg, start_model)
+    evaluation = _plain({"heldout": section.heldout, "max_new_tokens": section.max_new_tokens, "model": model,
+                         **(getattr(evaluate, "settings", None) or {})})
     settings = {arm.name: {str(seed): _plain({"grpo": arm_grpo(arm, seed).model_dump(mode="json"),
                                               "rewards": [r.model_dump(mode="json") for r in arm.rewards],
-                                              "start_model": start_model})
+                                              "start_model": start_model, "model": model,
+                                              "lora": _plain(getattr(cfg, "lora", None) and cfg.lora.model_dump(mode="json")),
+                                              "evaluation": evaluation,
+                                              # snapshots are taken while training: a finished arm has none
+                                              "dose_steps": list(section.dose_steps)})
                            for seed in section.seeds} for arm in arms}
     record: dict[str, Any] = {"hypothesis": section.hypothesis, "seeds": list(section.seeds),
-                              "arms": [a.name for a in arms], "settings": settings, "pilot": section.pilot,
-                              "rows": [], "curves": [], "cpu_seconds": []}
+                              "arms": [a.name for a in arms], "settings": settings, "evaluation": evaluation,
+                              "pilot": section.pilot, "rows": [], "curves": [], "cpu_seconds": []}
     old = _read_json(done) if done.exists() else None
-    if isinstance(old, dict) and all(old.get(k) == record[k] for k in ("hypothesis", "seeds", "arms", "settings", "pilot")):
+    if isinstance(old, dict) and all(old.get(k) == record[k] for k in ("hypothesis", "seeds", "arms", "settings",
+                                                                       "evaluation", "pilot")):
         return old
     if old is not None:
         log.info("%s was written for other arms, seeds or settings; rebuilt from the arm folders", done)
-    for arm in arms:  # a folder trained with other settings is never mixed into this record
+    # a folder trained or evaluated with other settings is never mixed into this record: the model, the held-out
+    # questions and the answer length included (issue 43: each changed and resumed returned the old rows)
+    _claim_folder(_folder(out, BASE_ARM, None), {"evaluation": evaluation})
+    for arm in arms:
         for seed in section.seeds:
             _claim_folder(_folder(out, arm.name, seed), settings[arm.name][str(seed)])
     base_file = _folder(out, BASE_ARM, None) / "eval.json"
@@ -129,10 +140,10 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
                 jobs.append(Job(f"{arm.name} seed {seed}", partial(train_and_evaluate, arm, seed, arm_file),
                                 arm_file.parent / "worker.log"))
     run_jobs(jobs, section.workers, desc=f"evidence {section.hypothesis}")
-    record["rows"] += [{"arm": BASE_ARM, "seed": None, **r} for r in json.loads(base_file.read_text())]
+    record["rows"] += [{"arm": BASE_ARM, "seed": None, **r} for r in _read_eval(base_file, list)]
     for arm in arms:
         for seed in section.seeds:
-            got = json.loads((_folder(out, arm.name, seed) / "eval.json").read_text())
+            got = _read_eval(_folder(out, arm.name, seed) / "eval.json", dict)
             record["rows"] += [{"arm": arm.name, "seed": seed, **r} for r in got["rows"]]
             record["curves"] += got["curves"]
             record["cpu_seconds"].append({"arm": arm.name, "seed": seed, "cpu_seconds": got["cpu_seconds"],
@@ -155,6 +166,24 @@ def _read_json(path: Path) -> Any:
         return None
 
 
+def _model_settings(cfg: Any, start_model: str | None) -> dict[str, Any]:
+    """The model an arm starts from and the base is evaluated on: ``start_model``, else the run's
+    ``model.name`` with its adapter; and the dtype."""
+    m = getattr(cfg, "model", None)
+    return {"name": start_model or getattr(m, "name", None), "adapter": None if start_model else getattr(m, "adapter", None),
+            "dtype": getattr(m, "dtype", None)}
+
+
+def _read_eval(path: Path, kind: type) -> Any:
+    """An (arm, seed) or base folder's ``eval.json``; ``ValueError`` naming it when it is missing
+    (a worker that exited without writing it) or damaged."""
+    got = _read_json(path) if path.is_file() else None
+    if not isinstance(got, kind) or (kind is dict and not {"rows", "curves", "cpu_seconds", "wall_seconds"} <= set(got)):
+        raise ValueError(f"{path}: {'missing' if not path.exists() else 'unreadable or incomplete'} (its job ended "
+                         f"without writing it whole); remove {path.parent} to run that job again")
+    return got
+
+
 def _changed(old: Any, new: Any, path: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         return [k for key in sorted(set(old) | set(new), key=str)
@@ -171,10 +200,17 @@ def _claim_folder(folder: Path, settings: dict[str, Any]) -> None:
     if path.exists():
         before = _read_json(path)
         changed = _changed(before, settings) if isinstance(before, dict) else ["(unreadable settings.json)"]
+        added = [k for k in settings if isinstance(before, dict) and k not in before]
+        if added and all(c.split(".")[0] in added for c in changed):  # recorded before these keys were
+            log.warning("%s: %s records no %s (written by an older factlab); taken as the current ones", folder,
+                        SETTINGS_FILE, ", ".join(added))
+            atomic_write_text(path, json.dumps(settings, indent=1))
+            return
         if changed:
             shown = ", ".join(changed[:6]) + (f" (+{len(changed) - 6} more)" if len(changed) > 6 else "")
-            raise ValueError(f"{folder} was trained with other settings ({shown}); restore them, or remove that "
-                             f"folder to train this arm and seed again with the new ones")
+            again = "evaluate the base" if folder.name == "once" else "train this arm and seed"
+            raise ValueError(f"{folder} was {'evaluated' if folder.name == 'once' else 'trained'} with other settings "
+                             f"({shown}); restore them, or remove that folder to {again} again with the new ones")
         return
     if folder.exists() and any(folder.iterdir()):
         log.warning("%s has no %s (written before settings were recorded); its runs are taken as trained with "
@@ -232,5 +268,8 @@ def truth_evaluator(cfg: Any, rows: Sequence[dict], *, max_new_tokens: int, batc
                            contradicted=float(t["contradicted"]), truth=t["score"])
             out.append(rec)
         return out
+    # what its rows depend on, beside the model (run_arms refuses a folder evaluated otherwise)
+    evaluate.settings = {"questions": [str(r.get("id") or r.get("prompt_id") or i) for i, r in enumerate(rows)],
+                         "max_new_tokens": max_new_tokens}
     return evaluate
 

@@ -397,7 +397,7 @@ class WarmStart:
         return (f"warm start {self.key} ({'trained now' if self.built else 'from the cache'}): {self.raw} after "
                 f"{r['sft']['steps']} SFT steps on {sum(r.get('demos', {}).values())} demonstrations ({demos}; "
                 f"{r.get('abstentions', 0)} abstain), {r['sft']['seconds']:.0f} s when built; loss "
-                f"{r['sft']['first_loss']:.2f} -> {r['sft']['last_loss']:.2f}; every stage starts from "
+                f"{_loss(r['sft']['first_loss'])} -> {_loss(r['sft']['last_loss'])}; every stage starts from "
                 f"{self.model_dir}")
 
     def metrics(self) -> dict[str, Any]:
@@ -417,6 +417,10 @@ class WarmStart:
         return [Demo(**d) for d in read_jsonl(Path(self.folder) / "demos.jsonl")]
 
 
+def _loss(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"  # None: an SFT that logged no loss (fewer steps than logging_steps)
+
+
 def _load(folder: Path, raw: str, key: str, built: bool) -> WarmStart:
     """A finished warm start, checked first against its file manifest like an index (weights,
     tokenizer, demos and ``warmstart.json``: sizes always, checksums after a change): a
@@ -432,7 +436,13 @@ def _load(folder: Path, raw: str, key: str, built: bool) -> WarmStart:
         report = json.loads((folder / _DONE).read_text(encoding="utf-8"))
         if not isinstance(report, dict):
             raise ValueError(f"a JSON object is expected, got {type(report).__name__}")
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        sft = report.get("sft")  # what summary() and metrics() format (a KeyError / ValueError naming no file)
+        if not isinstance(sft, dict) or not all(
+                isinstance(sft.get(k), (int, float)) and not isinstance(sft.get(k), bool) for k in ("seconds", "steps")) \
+                or not all(sft.get(k) is None or isinstance(sft.get(k), (int, float)) for k in ("first_loss", "last_loss")) \
+                or not isinstance(report.get("demos", {}), dict):
+            raise ValueError("'sft' must hold the numbers seconds, steps, first_loss and last_loss; 'demos' counts")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise IntegrityError(f"{folder / _DONE}: unreadable ({type(e).__name__}: {e}); {rebuild}") from None
     return WarmStart(True, raw, str(folder / "model"), key, str(folder), built, report)
 
@@ -450,6 +460,10 @@ def build(ws: WarmStartSection, model_name: str, *, world: WorldConfig | None = 
     with exclusive_lock(root / f"{key}.lock"):
         if (folder / _DONE).is_file():  # another process finished it while this one waited
             return _load(folder, model_name, key, False)
+        if folder.exists() or folder.is_symlink():  # only a finished one is renamed into place: this one is damaged;
+            # training first would fail at the rename, minutes later (issue 43 round-3b probe)
+            raise IntegrityError(f"{folder / _DONE} is missing or not a file, so the warm start {folder} is damaged; "
+                                 f"remove {folder} (the warm start trains again on next use)")
         work = root / f"{key}.work"
         work.mkdir(parents=True, exist_ok=True)
         demos = write_demos(ws, world)
