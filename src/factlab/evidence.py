@@ -46,7 +46,7 @@ from .eval.power import minimum_detectable_effect
 from .manifest import git_state, hardware, package_versions
 from .paths import atomic_write_text
 from .plots import plot_arm_effects, plot_dose_response, plot_evidence_curves
-from .runner import project_root, run_notebook, save_figure, save_headline, save_metrics
+from .runner import load_metrics, project_root, run_notebook, save_figure, save_headline, save_metrics
 from .experiment import EVIDENCE_HYPOTHESES, HYPOTHESES, Comparison, Hypothesis
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
@@ -341,8 +341,7 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
             t0 = time.perf_counter()
             res = run_notebook(h.notebook, params=_pilot_params(params_file, runs, name), out=runs,
                                raise_on_error=True, progress=False)
-            record = json.loads(next(res.run_dir.rglob(EVIDENCE_FILE)).read_text())
-            rows = power_analysis(record, h)
+            rows = load_metrics(res.run_dir)["evidence"]["power"]  # the evidence cell's power_analysis
             path = _write_power(results_dir(root) / name, name, rows, (time.perf_counter() - t0) / 60.0, params_file)
             print(f"evidence {name}: pilot of the base alone -> {path}", flush=True)
             print(pd.DataFrame(rows).to_string(index=False), flush=True)
@@ -632,8 +631,8 @@ def write_table(folder: Path) -> Path:
         for e in s["effects"]:
             role = "" if e["primary"] else (" (guard)" if e["direction"] == "not lower" else " (secondary)")
             overall_note = f" (hypothesis: {s['verdict']})" if e["primary"] else ""
-            budget = ORGANISM_BUDGET_MINUTES if HYPOTHESES.get(s["hypothesis"], None) is not None and \
-                HYPOTHESES[s["hypothesis"]].model.startswith("organism") else BUDGET_MINUTES
+            h = HYPOTHESES.get(s["hypothesis"])
+            budget = ORGANISM_BUDGET_MINUTES if h is not None and h.model.startswith("organism") else BUDGET_MINUTES
             rows.append(f"| {s['hypothesis']}{role} | {e['comparison']} | {e['direction']} | {_fmt(e['mean'])} "
                         f"| [{_fmt(e['lo'])}, {_fmt(e['hi'])}] | {e['seeds']} "
                         f"| {_mde(f.parent, e['comparison'], e['seeds'])} | {s['cpu_minutes']:.1f} "
