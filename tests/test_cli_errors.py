@@ -7,7 +7,7 @@ from pathlib import Path
 import papermill
 import pytest
 
-from factlab import runner
+from factlab import runall, runner
 from factlab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +68,8 @@ def outputs(tmp_path, monkeypatch):
         run_dir = tmp_path / "runs" / Path(nb).stem / "20260101-000000-smoke"
         return runner.RunResult(run_dir, run_dir / "notebook.ipynb", run_dir / "report.html", {}, ok=True)
 
-    monkeypatch.setattr(runner, "run_notebook", run_notebook)
+    monkeypatch.setattr(runall, "run_notebook", run_notebook)
+    monkeypatch.setattr(runall, "default_jobs", lambda n: 1)
     return index, ran
 
 
@@ -104,7 +105,7 @@ def test_run_all_checks_every_params_file_first(tmp_path, outputs):
     root = _project(tmp_path / "p", {"00_quickstart": f"base: {ROOT / 'params/00_quickstart_smoke.yaml'}\n",
                                      "01_corver": "grpo: {optim: adamw_torchh}\n"})
     with pytest.raises(ValueError, match=r"01_corver_smoke.yaml: invalid CorVerConfig:\n  'grpo.optim'"):
-        runner.run_all(root=root)
+        runall.run_all(root=root)
     assert ran == [] and index.read_text() == "earlier index"
 
 

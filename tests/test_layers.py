@@ -20,7 +20,7 @@ LAYERS = [
     ("experiment",),
     ("train",),
     ("recipes",),
-    ("report", "manifest", "runner", "sweep", "launch", "evidence", "plan", "cli"),
+    ("report", "manifest", "runner", "runall", "sweep", "launch", "evidence", "plan", "cli"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 

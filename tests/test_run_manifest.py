@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from factlab import cli, manifest, runner
+from factlab import cli, manifest, runall, runner
 
 
 class FakePapermill:
@@ -365,7 +365,7 @@ def test_write_index_shows_unreadable_run_folders_instead_of_crashing(tmp_path):
 
 def test_run_all_only_without_names_is_refused(tmp_path, fake_pm, capsys):
     with pytest.raises(ValueError, match="--only needs at least one notebook name"):
-        runner.run_all(out=tmp_path / "runs", only=[])
+        runall.run_all(out=tmp_path / "runs", only=[])
     with pytest.raises(SystemExit) as e:
         cli.main(["run-all", "--only", "--out", str(tmp_path / "runs")])
     assert e.value.code == 2 and "--only" in capsys.readouterr().err

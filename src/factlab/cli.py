@@ -39,7 +39,8 @@ from .evidence import run as run_evidence
 from .launch import add_command as add_train_command
 from .plan import PlanError, load_strategy, plan_config
 from .rewards import available as available_rewards
-from .runner import default_params, find_notebook, load_params, project_root, run_all, run_notebook
+from .runall import run_all
+from .runner import default_params, find_notebook, load_params, project_root, run_notebook
 from .serve import JudgeServer
 from .sweep import add_command as add_sweep_command
 
@@ -195,7 +196,9 @@ def _cmd_rewards(args) -> int:
 def _cmd_run_all(args) -> int:
     _out_folder(args.out)
     _verify_on_every_load(args)
-    results = run_all(smoke=not args.full, out=args.out, only=args.only, with_code=args.with_code)
+    with _sigterm_as_interrupt():
+        results = run_all(smoke=not args.full, out=args.out, only=args.only, with_code=args.with_code,
+                          jobs=args.jobs)
     failed = [r for r in results if not r.ok]
     for r in results:
         print(f"{'ok    ' if r.ok else 'FAILED'} {r.report}" + (f"  ({r.error})" if r.error else ""))
@@ -316,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--out", help="runs folder (default: outputs/runs)")
     a.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="notebook stems to run (at least one)")
     a.add_argument("--with-code", action="store_true", help="keep the code cells in every report.html")
+    a.add_argument("--jobs", type=int, metavar="N", default=None,
+                   help="notebooks at once, each kernel on cores / N threads (default: one per core, as memory "
+                        "allows; 1: one after another)")
     a.add_argument("--verify", action="store_true",
                    help="checksum every index and datastore file on every load, not only the first time")
     a.set_defaults(func=_cmd_run_all)

@@ -525,35 +525,6 @@ def interactive_run_dir(name: str = "interactive") -> Path:
     return d
 
 
-def run_all(smoke: bool = True, out: str | Path | None = None, root: Path | None = None,
-            only: list[str] | None = None, with_code: bool = False) -> list[RunResult]:
-    """Run every numbered notebook (smoke or full params) and write ``outputs/index.html``.
-
-    Before the first kernel starts, ``only`` (``None``: every notebook) must name at least one
-    notebook and every name in it must be a notebook stem (else ``ValueError`` naming the
-    unknown ones) and every selected notebook's params must
-    validate (else ``ConfigError``). The index is left alone when nothing ran."""
-    root = root or project_root()
-    notebooks = list_notebooks(root)
-    if only is not None and not only:
-        raise ValueError("run-all --only needs at least one notebook name (leave --only out to run every notebook)")
-    if only:
-        known = [nb.stem for nb in notebooks]
-        unknown = [name for name in only if Path(name).stem not in known]
-        if unknown:
-            raise ValueError(f"unknown notebook(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
-        notebooks = [nb for nb in notebooks if nb.stem in {Path(name).stem for name in only}]
-    for nb in notebooks:
-        load_params(nb.stem, default_params(nb, smoke))
-    results = []
-    for nb in notebooks:
-        log.info("running %s", nb.name)
-        results.append(run_notebook(nb, smoke=smoke, out=out, raise_on_error=False, with_code=with_code))
-    if results:
-        write_index(results, (Path(out) if out else outputs_root(root)) / "index.html")
-    return results
-
-
 def save_headline(run_dir: str | Path | None, metrics: dict[str, Any], first: bool = False) -> None:
     """Record a run's headline numbers (a flat name -> value mapping; None values dropped):
     shown first in its report and as its row in ``outputs/index.html``. Each notebook leads

@@ -1,0 +1,188 @@
+"""``factlab run-all`` (``make run``): every notebook, on parallel workers when the machine has the cores.
+
+A notebook on the organism is a chain of small steps (a 1M-parameter model, one question at a
+time): torch's intra-op threads barely help it. Measured on 2 idle cores, 02_binary_rar's smoke
+took 100.5 s with one thread and 99.1 s with two, its user time equal to its wall time, so a
+second core idles. The organism's pretraining is the exception: 0.34 s a step with one thread,
+0.20 s with two. So ``run_all`` runs:
+
+1. the organisms the selected notebooks name (``organism.build``), each once, with every core,
+   beside the notebooks that need none (00_quickstart);
+2. then the rest, ``jobs`` notebooks at a time, one kernel each with ``cores // jobs`` threads.
+
+Each notebook is still one ``runner.run_notebook`` in its own run folder with its own lock, and
+every shared cache (the organism, indexes, datastores, converted models, warm starts) is built
+under a file lock, so two kernels never build one twice. ``jobs=1`` is the old sequential run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import multiprocessing
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import organism, threads
+from .runner import (RunResult, default_params, list_notebooks, load_params, outputs_root, project_root,
+                     run_notebook, write_index)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["run_all", "default_jobs", "organisms_named"]
+
+NOTEBOOK_MEMORY_GB = 2.5  # the most one smoke notebook's kernel held (2.2 GB peak, README "How long")
+
+
+def _available_memory_gb() -> float:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    return float("inf")
+
+
+def default_jobs(notebooks: int) -> int:
+    """Notebooks run at once: one per usable core, no more than there are notebooks, and no
+    more than the available memory holds at ``NOTEBOOK_MEMORY_GB`` each (at least one)."""
+    by_memory = int(_available_memory_gb() // NOTEBOOK_MEMORY_GB)
+    return max(1, min(threads.usable_cores(), notebooks, by_memory))
+
+
+def organisms_named(value: Any) -> set[str]:
+    """Every organism name (``organism.SPECS``) among the strings of a config dump: the
+    policy, a judge, a verifier, a reward model."""
+    if isinstance(value, dict):
+        return set().union(*map(organisms_named, value.values()))
+    if isinstance(value, (list, tuple)):
+        return set().union(*map(organisms_named, value))
+    return {value} if organism.is_organism(value) else set()
+
+
+def run_all(smoke: bool = True, out: str | Path | None = None, root: Path | None = None,
+            only: list[str] | None = None, with_code: bool = False, jobs: int | None = None) -> list[RunResult]:
+    """Run every numbered notebook (smoke or full params) and write ``outputs/index.html``.
+
+    Before the first kernel starts, ``only`` (``None``: every notebook) must name at least one
+    notebook and every name in it must be a notebook stem (else ``ValueError`` naming the
+    unknown ones) and every selected notebook's params must validate (else ``ConfigError``).
+    ``jobs``: notebooks at once (``None``: ``default_jobs``; 1: one after another, in order).
+    Results come back in notebook order. The index is left alone when nothing ran."""
+    root = root or project_root()
+    notebooks = list_notebooks(root)
+    if only is not None and not only:
+        raise ValueError("run-all --only needs at least one notebook name (leave --only out to run every notebook)")
+    if only:
+        known = [nb.stem for nb in notebooks]
+        unknown = [name for name in only if Path(name).stem not in known]
+        if unknown:
+            raise ValueError(f"unknown notebook(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+        notebooks = [nb for nb in notebooks if nb.stem in {Path(name).stem for name in only}]
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"run-all --jobs {jobs}: at least one notebook must run at a time")
+    configs = {nb: load_params(nb.stem, default_params(nb, smoke)) for nb in notebooks}
+    jobs = default_jobs(len(notebooks)) if jobs is None else min(jobs, max(len(notebooks), 1))
+    if jobs <= 1:
+        results = []
+        for nb in notebooks:
+            log.info("running %s", nb.name)
+            results.append(run_notebook(nb, smoke=smoke, out=out, raise_on_error=False, with_code=with_code))
+    else:
+        needs = {nb: organisms_named(cfg.model_dump(mode="json")) for nb, cfg in configs.items()}
+        results = _run_parallel(notebooks, needs, jobs, dict(smoke=smoke, out=out, with_code=with_code))
+    if results:
+        write_index(results, (Path(out) if out else outputs_root(root)) / "index.html")
+    return results
+
+
+def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
+                  kw: dict[str, Any]) -> list[RunResult]:
+    """The notebooks on ``jobs`` worker processes (spawned, one task each), the organisms they
+    name built first; every notebook runs even when another fails, and the first exception a
+    worker raised (not a failed cell: that is a ``RunResult``) is raised at the end."""
+    cores = threads.usable_cores()
+    per_kernel = threads.thread_count() or max(1, cores // jobs)
+    to_build = sorted(set().union(*needs.values()))
+    log.info("run-all: %d notebooks, %d at a time, %d thread(s) each%s", len(notebooks), jobs, per_kernel,
+             f"; first the organism(s) {', '.join(to_build)} with {cores} threads" if to_build else "")
+    futures: dict[cf.Future, Path] = {}
+    results: dict[Path, RunResult] = {}
+    errors: list[BaseException] = []
+    pool = _pool(jobs)
+    try:
+        def submit(nb: Path) -> None:
+            futures[pool.submit(_notebook_task, str(nb), per_kernel, kw)] = nb
+            log.info("running %s", nb.name)
+
+        build = pool.submit(_build_task, to_build, threads.thread_count() or cores) if to_build else None
+        for nb in notebooks:
+            if not needs[nb]:
+                submit(nb)
+        if build is not None:
+            try:
+                log.info("run-all: organism(s) built in %.0f s", build.result())
+            except Exception as e:  # each notebook that needs it meets the same error in its own report
+                log.error("run-all: building the organism(s) failed (%s); the notebooks that use one report it", e)
+        for nb in notebooks:
+            if needs[nb]:
+                submit(nb)
+        for done in cf.as_completed(futures):
+            nb = futures[done]
+            try:
+                results[nb] = done.result()
+                r = results[nb]
+                print(f"{'ok    ' if r.ok else 'FAILED'} {nb.stem} ({r.run_dir})", file=sys.stderr, flush=True)
+            except Exception as e:
+                log.error("%s: %s", nb.stem, e)
+                errors.append(e)
+    except BaseException:  # Ctrl-C / SIGTERM here: stop the workers, which record `interrupted` in their manifests
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            if proc.is_alive():
+                proc.terminate()
+        raise
+    pool.shutdown(wait=True)
+    if errors:
+        raise errors[0]
+    return [results[nb] for nb in notebooks if nb in results]
+
+
+def _pool(jobs: int) -> cf.Executor:
+    """Spawned workers, a fresh one per task: a finished notebook's memory goes back at once."""
+    return cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _sigterm_as_interrupt() -> None:
+    """In a worker: SIGTERM from ``run_all`` ends the run like Ctrl-C (the manifest records
+    ``interrupted``). Not in a thread (the tests' pool), where Python refuses handlers."""
+    try:
+        signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:
+        pass
+
+
+def _build_task(names: list[str], n_threads: int) -> float:
+    """Worker: build the organisms ``names`` (each a no-op when cached) with ``n_threads``."""
+    _sigterm_as_interrupt()
+    threads.configure(n_threads)
+    t0 = time.perf_counter()
+    for name in names:
+        organism.build(name, progress=False)
+    return time.perf_counter() - t0
+
+
+def _notebook_task(notebook: str, n_threads: int, kw: dict[str, Any]) -> RunResult:
+    """Worker: one notebook (``runner.run_notebook``), its kernel started with ``n_threads``."""
+    _sigterm_as_interrupt()
+    threads.configure(n_threads)
+    return run_notebook(notebook, progress=False, raise_on_error=False, **kw)

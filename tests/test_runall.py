@@ -1,0 +1,104 @@
+"""run-all's scheduler (factlab.runall): the organisms first, then the notebooks on parallel
+workers, results in notebook order, one failure never stopping the others. The pool is a thread
+pool here so the fakes apply; the real one spawns processes (measured in README "How long")."""
+
+import concurrent.futures as cf
+import threading
+from pathlib import Path
+
+import pytest
+
+from factlab import organism, runall, runner, threads
+
+NOTEBOOKS = ["00_quickstart", "01_corver", "02_binary_rar", "03_seva", "04_k2v", "05_klcf", "06_compare"]
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """Records builds, notebook starts and the threads each asked for; no kernel starts."""
+    monkeypatch.setenv("FACTLAB_OUTPUTS", str(tmp_path))
+    log, lock = [], threading.Lock()
+    built = threading.Event()
+
+    def build(name, progress=True):
+        with lock:
+            log.append(("build", name))
+        built.set()
+
+    def run_notebook(nb, **kw):
+        stem = Path(nb).stem
+        with lock:
+            log.append(("run", stem, built.is_set()))
+        run_dir = tmp_path / "runs" / stem / "20260101-000000-smoke"
+        if stem == "03_seva":
+            raise_it = kw.get("raise_on_error")
+            assert raise_it is False  # a failed cell is a result, never an exception
+            return runner.RunResult(run_dir, run_dir / "notebook.ipynb", run_dir / "report.html", {}, ok=False,
+                                    error="ValueError: boom (cell 3)")
+        return runner.RunResult(run_dir, run_dir / "notebook.ipynb", run_dir / "report.html", {}, ok=True)
+
+    configured = []
+    monkeypatch.setattr(organism, "build", build)
+    monkeypatch.setattr(runall, "run_notebook", run_notebook)
+    monkeypatch.setattr(runall, "_pool", lambda jobs: cf.ThreadPoolExecutor(jobs))
+    monkeypatch.setattr(threads, "configure", lambda n=None: configured.append(n))
+    monkeypatch.setattr(threads, "usable_cores", lambda: 4)
+    monkeypatch.delenv("FACTLAB_THREADS", raising=False)
+    return log, configured
+
+
+def test_organisms_are_found_anywhere_in_a_config():
+    cfg = {"model": {"name": "organism"}, "judge": {"model": "organism-hesitant"},
+           "arms": [{"policy": "smollm2-135m-instruct"}, {"policy": "organism"}], "n": 3, "x": "organisms"}
+    assert runall.organisms_named(cfg) == {"organism", "organism-hesitant"}
+    assert runall.organisms_named({"model": {"name": "smollm2-135m-instruct"}}) == set()
+
+
+def test_parallel_run_builds_first_and_keeps_notebook_order(fake):
+    log, configured = fake
+    results = runall.run_all(jobs=2)
+    assert [Path(r.run_dir).parent.name for r in results] == NOTEBOOKS  # notebook order, not finishing order
+    assert [r.ok for r in results] == [True, True, True, False, True, True, True]  # 03 failed, the rest still ran
+    builds = [e for e in log if e[0] == "build"]
+    assert builds == [("build", "organism")]  # once, though six notebooks name it
+    runs = {e[1]: e[2] for e in log if e[0] == "run"}
+    assert sorted(runs) == NOTEBOOKS
+    assert all(runs[nb] for nb in NOTEBOOKS[1:])  # every organism notebook started after the build
+    assert configured.count(2) == 7 and configured.count(4) == 1  # kernels: 4 cores / 2 jobs; the build: every core
+    index = Path(runner.outputs_root()) / "index.html"
+    assert index.exists()
+
+
+def test_one_job_runs_in_order_without_a_pool(fake, monkeypatch):
+    log, _ = fake
+    monkeypatch.setattr(runall, "_pool", lambda jobs: pytest.fail("jobs=1 needs no pool"))
+    results = runall.run_all(jobs=1, only=["02_binary_rar", "00_quickstart"])
+    assert [e[1] for e in log] == ["00_quickstart", "02_binary_rar"]
+    assert len(results) == 2
+
+
+def test_a_worker_exception_is_raised_after_the_others_finish(fake, monkeypatch):
+    log, _ = fake
+    inner = runall.run_notebook
+
+    def crash(nb, **kw):
+        if Path(nb).stem == "01_corver":
+            raise RuntimeError("kernel died")
+        return inner(nb, **kw)
+
+    monkeypatch.setattr(runall, "run_notebook", crash)
+    with pytest.raises(RuntimeError, match="kernel died"):
+        runall.run_all(jobs=2)
+    assert len([e for e in log if e[0] == "run"]) == 6  # every other notebook ran
+
+
+def test_bad_jobs_and_memory_cap(monkeypatch):
+    with pytest.raises(ValueError, match="--jobs 0"):
+        runall.run_all(jobs=0)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 8)
+    monkeypatch.setattr(runall, "_available_memory_gb", lambda: 6.0)
+    assert runall.default_jobs(7) == 2  # 6 GB holds two notebooks of 2.5 GB
+    monkeypatch.setattr(runall, "_available_memory_gb", lambda: 1.0)
+    assert runall.default_jobs(7) == 1
+    monkeypatch.setattr(runall, "_available_memory_gb", lambda: 64.0)
+    assert runall.default_jobs(3) == 3
