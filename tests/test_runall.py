@@ -1,8 +1,9 @@
 """run-all's scheduler (factlab.runall): the organisms first, then the notebooks on parallel
-workers, results in notebook order, one failure never stopping the others. The pool is a thread
-pool here so the fakes apply; the real one spawns processes (measured in README "How long")."""
+workers, results in notebook order, one failure never stopping the others. The build runs on a
+thread here so the fake applies; the real one is a spawned process (measured in README "How long")."""
 
 import concurrent.futures as cf
+import os
 import threading
 from pathlib import Path
 
@@ -30,6 +31,7 @@ def fake(tmp_path, monkeypatch):
         with lock:
             log.append(("run", stem, built.is_set()))
         run_dir = tmp_path / "runs" / stem / "20260101-000000-smoke"
+        kernel_threads.append(os.environ.get("FACTLAB_THREADS"))
         if stem == "03_seva":
             raise_it = kw.get("raise_on_error")
             assert raise_it is False  # a failed cell is a result, never an exception
@@ -37,14 +39,15 @@ def fake(tmp_path, monkeypatch):
                                     error="ValueError: boom (cell 3)")
         return runner.RunResult(run_dir, run_dir / "notebook.ipynb", run_dir / "report.html", {}, ok=True)
 
-    configured = []
+    configured, kernel_threads = [], []
     monkeypatch.setattr(organism, "build", build)
     monkeypatch.setattr(runall, "run_notebook", run_notebook)
-    monkeypatch.setattr(runall, "_pool", lambda jobs: cf.ThreadPoolExecutor(jobs))
+    monkeypatch.setattr(runall, "_build_pool", lambda: cf.ThreadPoolExecutor(1))
     monkeypatch.setattr(threads, "configure", lambda n=None: configured.append(n))
     monkeypatch.setattr(threads, "usable_cores", lambda: 4)
     monkeypatch.delenv("FACTLAB_THREADS", raising=False)
-    return log, configured
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    return log, configured, kernel_threads
 
 
 def test_organisms_are_found_anywhere_in_a_config():
@@ -55,7 +58,7 @@ def test_organisms_are_found_anywhere_in_a_config():
 
 
 def test_parallel_run_builds_first_and_keeps_notebook_order(fake):
-    log, configured = fake
+    log, configured, kernel_threads = fake
     results = runall.run_all(jobs=2)
     assert [Path(r.run_dir).parent.name for r in results] == NOTEBOOKS  # notebook order, not finishing order
     assert [r.ok for r in results] == [True, True, True, False, True, True, True]  # 03 failed, the rest still ran
@@ -64,13 +67,15 @@ def test_parallel_run_builds_first_and_keeps_notebook_order(fake):
     runs = {e[1]: e[2] for e in log if e[0] == "run"}
     assert sorted(runs) == NOTEBOOKS
     assert all(runs[nb] for nb in NOTEBOOKS[1:])  # every organism notebook started after the build
-    assert configured.count(2) == 7 and configured.count(4) == 1  # kernels: 4 cores / 2 jobs; the build: every core
+    assert configured == [4]  # the build: every core
+    assert kernel_threads == ["2"] * 7  # each kernel starts with 4 cores / 2 jobs
+    assert "FACTLAB_THREADS" not in os.environ  # put back as it was
     index = Path(runner.outputs_root()) / "index.html"
     assert index.exists()
 
 
 def test_one_job_runs_in_order_without_a_pool(fake, monkeypatch):
-    log, _ = fake
+    log, _, _ = fake
     monkeypatch.setattr(runall, "_pool", lambda jobs: pytest.fail("jobs=1 needs no pool"))
     results = runall.run_all(jobs=1, only=["02_binary_rar", "00_quickstart"])
     assert [e[1] for e in log] == ["00_quickstart", "02_binary_rar"]
@@ -78,7 +83,7 @@ def test_one_job_runs_in_order_without_a_pool(fake, monkeypatch):
 
 
 def test_a_worker_exception_is_raised_after_the_others_finish(fake, monkeypatch):
-    log, _ = fake
+    log, _, _ = fake
     inner = runall.run_notebook
 
     def crash(nb, **kw):

@@ -8,7 +8,8 @@ second core idles. The organism's pretraining is the exception: 0.34 s a step wi
 
 1. the organisms the selected notebooks name (``organism.build``), each once, with every core,
    beside the notebooks that need none (00_quickstart);
-2. then the rest, ``jobs`` notebooks at a time, one kernel each with ``cores // jobs`` threads.
+2. then the rest, ``jobs`` notebooks at a time (threads of this process, each waiting on its
+   own kernel), every kernel with ``cores // jobs`` torch threads.
 
 Each notebook is still one ``runner.run_notebook`` in its own run folder with its own lock, and
 every shared cache (the organism, indexes, datastores, converted models, warm starts) is built
@@ -20,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import multiprocessing
+import os
 import signal
 import sys
 import time
@@ -103,24 +105,34 @@ def run_all(smoke: bool = True, out: str | Path | None = None, root: Path | None
 
 def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
                   kw: dict[str, Any]) -> list[RunResult]:
-    """The notebooks on ``jobs`` worker processes (spawned, one task each), the organisms they
-    name built first; every notebook runs even when another fails, and the first exception a
-    worker raised (not a failed cell: that is a ``RunResult``) is raised at the end."""
+    """The notebooks ``jobs`` at a time, the organisms they name built first; every notebook
+    runs even when another fails, and the first exception a run raised (not a failed cell: that
+    is a ``RunResult``) is raised at the end.
+
+    The notebooks run on threads of this process: each one's kernel is its own process anyway,
+    and a worker process per notebook would import torch, TRL and transformers again (576 MB
+    each) only to wait on its kernel. The build runs in a spawned process of its own, which gives
+    its memory back when it ends. Ctrl-C or SIGTERM here interrupts every running kernel (their
+    manifests record ``interrupted``) and the build, waits for the runs to record it, and re-raises."""
     cores = threads.usable_cores()
     per_kernel = threads.thread_count() or max(1, cores // jobs)
+    per_build = threads.thread_count() or cores
     to_build = sorted(set().union(*needs.values()))
     log.info("run-all: %d notebooks, %d at a time, %d thread(s) each%s", len(notebooks), jobs, per_kernel,
              f"; first the organism(s) {', '.join(to_build)} with {cores} threads" if to_build else "")
     futures: dict[cf.Future, Path] = {}
     results: dict[Path, RunResult] = {}
     errors: list[BaseException] = []
+    saved = {k: os.environ.get(k) for k in (threads.ENV_THREADS, "OMP_NUM_THREADS")}
+    threads.export_env(per_kernel)  # what each kernel inherits when it starts
+    builder = _build_pool() if to_build else None
     pool = _pool(jobs)
     try:
         def submit(nb: Path) -> None:
-            futures[pool.submit(_notebook_task, str(nb), per_kernel, kw)] = nb
+            futures[pool.submit(run_notebook, nb, progress=False, raise_on_error=False, **kw)] = nb
             log.info("running %s", nb.name)
 
-        build = pool.submit(_build_task, to_build, threads.thread_count() or cores) if to_build else None
+        build = builder.submit(_build_task, to_build, per_build) if builder else None
         for nb in notebooks:
             if not needs[nb]:
                 submit(nb)
@@ -135,54 +147,78 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
         for done in cf.as_completed(futures):
             nb = futures[done]
             try:
-                results[nb] = done.result()
-                r = results[nb]
+                r = results[nb] = done.result()
                 print(f"{'ok    ' if r.ok else 'FAILED'} {nb.stem} ({r.run_dir})", file=sys.stderr, flush=True)
             except Exception as e:
                 log.error("%s: %s", nb.stem, e)
                 errors.append(e)
-    except BaseException:  # Ctrl-C / SIGTERM here: stop the workers, which record `interrupted` in their manifests
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            if proc.is_alive():
-                proc.terminate()
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        _interrupt_children()
+        cf.wait(futures)  # the runs record `interrupted` in their manifests
         raise
-    pool.shutdown(wait=True)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if builder is not None:
+            builder.shutdown(wait=True, cancel_futures=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     if errors:
         raise errors[0]
     return [results[nb] for nb in notebooks if nb in results]
 
 
 def _pool(jobs: int) -> cf.Executor:
-    """Spawned workers, a fresh one per task: a finished notebook's memory goes back at once."""
-    return cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1)
+    return cf.ThreadPoolExecutor(jobs, thread_name_prefix="run-all")
+
+
+def _build_pool() -> cf.Executor:
+    """A spawned process for the build: its memory goes back when it ends."""
+    return cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _children() -> list[int]:
+    """The pids of this process's children (the kernels papermill started, the build)."""
+    me, out = os.getpid(), []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                if int(stat.rpartition(")")[2].split()[1]) == me:
+                    out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def _interrupt_children() -> None:
+    """SIGINT to each child's process group: a kernel (its own session, so the terminal's Ctrl-C
+    never reaches it) raises KeyboardInterrupt in its cell, the build stops under its lock."""
+    for pid in _children():
+        try:
+            os.killpg(pid, signal.SIGINT) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGINT)
+        except OSError:
+            pass
 
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _sigterm_as_interrupt() -> None:
-    """In a worker: SIGTERM from ``run_all`` ends the run like Ctrl-C (the manifest records
-    ``interrupted``). Not in a thread (the tests' pool), where Python refuses handlers."""
+def _build_task(names: list[str], n_threads: int) -> float:
+    """In the build process: the organisms ``names`` (each a no-op when cached), ``n_threads``
+    torch threads; SIGTERM ends it like Ctrl-C (its lock and temporary folder are let go)."""
     try:
         signal.signal(signal.SIGTERM, _interrupt)
-    except ValueError:
+    except ValueError:  # not a main thread (the tests build on a thread)
         pass
-
-
-def _build_task(names: list[str], n_threads: int) -> float:
-    """Worker: build the organisms ``names`` (each a no-op when cached) with ``n_threads``."""
-    _sigterm_as_interrupt()
     threads.configure(n_threads)
     t0 = time.perf_counter()
     for name in names:
         organism.build(name, progress=False)
     return time.perf_counter() - t0
-
-
-def _notebook_task(notebook: str, n_threads: int, kw: dict[str, Any]) -> RunResult:
-    """Worker: one notebook (``runner.run_notebook``), its kernel started with ``n_threads``."""
-    _sigterm_as_interrupt()
-    threads.configure(n_threads)
-    return run_notebook(notebook, progress=False, raise_on_error=False, **kw)
