@@ -4,7 +4,7 @@
     factlab run NOTEBOOK --resume RUN_DIR [--force] [--verify]
     factlab check NOTEBOOK [--params FILE] [--smoke] [--gpu-mem GB [--gpus N]]
     factlab plan NOTEBOOK [--params FILE] [--gpus N] [--gpu-mem GB] [--strategy NAME]
-    factlab run-all [--full] [--out DIR] [--only NAME ...] [--verify]
+    factlab run-all [--full] [--out DIR] [--only NAME ...] [--jobs N] [--verify]
     factlab sweep NOTEBOOK [--params FILE] --grid KEY=V1,V2 ... [--executor local|ray] [--dry-run]
     factlab train NOTEBOOK [--params FILE] --accelerate-config {ddp,zero2,zero3,fsdp2,PATH}
                   [--num-processes N] [--set KEY=VALUE ...] [--run-dir DIR] [--dry-run]

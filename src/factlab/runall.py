@@ -129,8 +129,7 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
     pool = _pool(jobs)
     try:
         def submit(nb: Path) -> None:
-            futures[pool.submit(run_notebook, nb, progress=False, raise_on_error=False, **kw)] = nb
-            log.info("running %s", nb.name)
+            futures[pool.submit(_run_one, nb, kw)] = nb
 
         build = builder.submit(_build_task, to_build, per_build) if builder else None
         for nb in notebooks:
@@ -141,6 +140,7 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
                 log.info("run-all: organism(s) built in %.0f s", build.result())
             except Exception as e:  # each notebook that needs it meets the same error in its own report
                 log.error("run-all: building the organism(s) failed (%s); the notebooks that use one report it", e)
+            builder.shutdown(wait=True)  # its process held ~1 GB idle for the rest of the run
         for nb in notebooks:
             if needs[nb]:
                 submit(nb)
@@ -170,6 +170,11 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
     if errors:
         raise errors[0]
     return [results[nb] for nb in notebooks if nb in results]
+
+
+def _run_one(nb: Path, kw: dict[str, Any]) -> RunResult:
+    log.info("running %s", nb.name)
+    return run_notebook(nb, progress=False, raise_on_error=False, **kw)
 
 
 def _pool(jobs: int) -> cf.Executor:
