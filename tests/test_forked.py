@@ -28,12 +28,22 @@ def test_jobs_run_in_forked_one_thread_workers_and_in_process_with_one_worker(tm
     assert json.loads((tmp_path / "here.json").read_text())["pid"] == os.getpid()
 
 
-def test_more_workers_than_cores_is_warned_about(tmp_path, monkeypatch, caplog):
+def test_more_workers_than_cores_run_as_many_as_there_are_cores(tmp_path, monkeypatch, caplog):
+    """Extra one-thread workers only share the cores and hold memory: two notebooks of run-all,
+    each with two forked workers on a 2-core share, peaked 5.5 GB (2026-11-27)."""
     jobs = [Job(f"job {i}", _record(tmp_path / f"{i}.json", i), tmp_path / f"{i}.log") for i in range(2)]
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     with caplog.at_level("WARNING", logger="factlab.forked"):
         run_jobs(jobs, workers=2, progress=False, poll_s=0.05)
-    assert "2 workers on 1 cores" in caplog.text and "at most 1" in caplog.text
+    assert "2 workers on 1 cores: running 1 at a time" in caplog.text and "at most 1" in caplog.text
+    assert {json.loads((tmp_path / f"{i}.json").read_text())["pid"] for i in range(2)} == {os.getpid()}
+    caplog.clear()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setenv("FACTLAB_CORES", "1")  # run-all's share for each of its kernels
+    with caplog.at_level("WARNING", logger="factlab.forked"):
+        run_jobs(jobs, workers=2, progress=False, poll_s=0.05)
+    assert "2 workers on 1 cores" in caplog.text
+    monkeypatch.delenv("FACTLAB_CORES")
     caplog.clear()
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     with caplog.at_level("WARNING", logger="factlab.forked"):
@@ -121,7 +131,7 @@ def test_workers_are_refused_once_cuda_is_initialized(tmp_path, monkeypatch):
     assert ran == [0, 1]
 
 
-def test_workers_that_ignore_sigterm_are_ended_within_one_grace_period(tmp_path):
+def test_workers_that_ignore_sigterm_are_ended_within_one_grace_period(tmp_path, monkeypatch):
     """Ending the workers waited 10 s for each one that ignores SIGTERM, one after the other: with
     8 of them Ctrl-C took 80 s (issue 43 round-3b probe). They share one 10 s grace."""
     import signal
@@ -136,6 +146,7 @@ def test_workers_that_ignore_sigterm_are_ended_within_one_grace_period(tmp_path)
         raise RuntimeError("one job fails")
 
     jobs = [Job(f"stubborn {i}", stubborn, tmp_path / f"s{i}.log") for i in range(3)] + [Job("f", fail, tmp_path / "f.log")]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)  # all four at once
     t0 = time.monotonic()
     with pytest.raises(JobFailed, match="f failed"):
         run_jobs(jobs, workers=4, progress=False, poll_s=0.05)

@@ -31,7 +31,7 @@ def fake(tmp_path, monkeypatch):
         with lock:
             log.append(("run", stem, built.is_set()))
         run_dir = tmp_path / "runs" / stem / "20260101-000000-smoke"
-        kernel_threads.append(os.environ.get("FACTLAB_THREADS"))
+        kernel_threads.append((os.environ.get("FACTLAB_THREADS"), os.environ.get("FACTLAB_CORES")))
         if stem == "03_seva":
             raise_it = kw.get("raise_on_error")
             assert raise_it is False  # a failed cell is a result, never an exception
@@ -47,6 +47,7 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setattr(threads, "usable_cores", lambda: 4)
     monkeypatch.delenv("FACTLAB_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("FACTLAB_CORES", raising=False)
     return log, configured, kernel_threads
 
 
@@ -68,8 +69,8 @@ def test_parallel_run_builds_first_and_keeps_notebook_order(fake):
     assert sorted(runs) == NOTEBOOKS
     assert all(runs[nb] for nb in NOTEBOOKS[1:])  # every organism notebook started after the build
     assert configured == [4]  # the build: every core
-    assert kernel_threads == ["2"] * 7  # each kernel starts with 4 cores / 2 jobs
-    assert "FACTLAB_THREADS" not in os.environ  # put back as it was
+    assert kernel_threads == [("2", "2")] * 7  # each kernel starts with 4 cores / 2 jobs: threads and forked workers
+    assert "FACTLAB_THREADS" not in os.environ and "FACTLAB_CORES" not in os.environ  # put back as they were
     index = Path(runner.outputs_root()) / "index.html"
     assert index.exists()
 

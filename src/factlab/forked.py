@@ -153,9 +153,14 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
                             f"forked child cannot use CUDA ('Cannot re-initialize CUDA in forked subprocess'); set "
                             f"evidence.workers: 1 (the jobs then run one after the other on the GPU)")
     cores = usable_cores()
-    if workers > cores:
-        log.warning("%s: %d workers on %d cores: each worker is one thread, so the extra ones only share "
-                    "the cores (set evidence.workers to at most %d)", desc, workers, cores, cores)
+    if workers > cores:  # each worker is one thread: the extra ones would only share the cores, and hold memory
+        log.warning("%s: %d workers on %d cores: running %d at a time (set evidence.workers to at most %d)",
+                    desc, workers, cores, cores, cores)
+        workers = cores
+        if workers == 1:
+            for job in jobs:
+                job.run()
+            return
     ctx = mp.get_context("fork")
     pending = list(jobs)
     running: dict = {}

@@ -123,8 +123,9 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
     futures: dict[cf.Future, Path] = {}
     results: dict[Path, RunResult] = {}
     errors: list[BaseException] = []
-    saved = {k: os.environ.get(k) for k in (threads.ENV_THREADS, "OMP_NUM_THREADS")}
-    threads.export_env(per_kernel)  # what each kernel inherits when it starts
+    saved = {k: os.environ.get(k) for k in (threads.ENV_THREADS, "OMP_NUM_THREADS", threads.ENV_CORES)}
+    threads.export_env(per_kernel)  # what each kernel inherits when it starts: its threads and its share of
+    os.environ[threads.ENV_CORES] = str(max(1, cores // jobs))  # the cores (a notebook's forked workers)
     builder = _build_pool() if to_build else None
     pool = _pool(jobs)
     try:

@@ -62,9 +62,19 @@ def export_env(threads: int | str | None = None, environ: MutableMapping[str, st
     return done
 
 
+ENV_CORES = "FACTLAB_CORES"  # set by `run-all` for its kernels: the share of the cores each may use
+
+
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS reports one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The cores this process may run on: its CPU affinity where the OS reports one, or fewer
+    when ``$FACTLAB_CORES`` says so (``run-all`` gives each of its N kernels cores / N, so a
+    notebook's forked workers do not oversubscribe the machine)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        share = int(os.environ.get(ENV_CORES) or 0)
+    except ValueError:
+        share = 0
+    return min(cores, share) if share > 0 else cores
 
 
 def configure(threads: int | str | None = None) -> dict[str, Any]:
