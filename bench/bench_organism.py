@@ -10,7 +10,10 @@ one:
    answered (not abstained) >= 0.8; rare countries between, ordered by dose;
 3. Physics of LMs 3.1 (2309.14316): the same build without paraphrase augmentation (one phrasing
    per fact, fixed order: ``organism-noaug``) extracts the held-out known facts far worse
-   (3.1: 9.7% against 96.6%);
+   (3.1: 9.7% against 96.6%). Printed twice: in the organism's own build (QA mixed into
+   pretraining, answers recited in ``<think>``: 3.1's mixed training), and in 3.1's own protocol
+   (``organism.extraction_after_qa_finetune``: pretraining on the facts alone, then a QA
+   fine-tuning on half of the known countries with direct answers, extraction on the other half);
 4. Kang et al. 2024 (2403.05612): the abstain regime (``organism-abstain``, the same base)
    abstains on held-out unknown countries >= 0.8 of the time, against <= 0.2 under the confident
    regime, with known-country accuracy within 0.05;
@@ -228,6 +231,7 @@ def main() -> None:
     ap.add_argument("--cache", help="FACTLAB_CACHE to build in (default: a fresh temporary folder: cold builds)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip-grpo", action="store_true")
+    ap.add_argument("--skip-anchor", action="store_true", help="skip 3.1's own protocol (two more pretrainings)")
     args = ap.parse_args()
     tmp = None if args.cache else tempfile.TemporaryDirectory(prefix="factlab-organism-")
     cache = args.cache or tmp.name
@@ -282,6 +286,18 @@ def main() -> None:
     noaug_known = share(noaug, "known_heldout/heldout", "correct")
     print(f"anchor, Physics of LMs 3.1 (9.7% vs 96.6%): held-out known extraction without augmentation "
           f"{noaug_known:.3f} vs augmented {known:.3f} ({ok(noaug_known < known - 0.3)}: far below)")
+    if not args.skip_anchor:
+        protocol = {aug: organism.extraction_after_qa_finetune(augment=aug) for aug in (True, False)}
+        with_aug, without = (protocol[a]["known_heldout/heldout"] for a in (True, False))
+        guess = share(base, "unknown_heldout/heldout", "correct")
+        print(f"anchor, Physics of LMs 3.1, its own protocol (pretraining on the facts alone, then a QA fine-tuning "
+              f"on the known_qa half, direct answers, {protocol[True]['epochs']} epochs at {protocol[True]['lr']:g} "
+              f"with pretraining replay {protocol[True]['replay']:g}): held-out known extraction without augmentation "
+              f"{without:.3f} vs augmented {with_aug:.3f} ({ok(without < with_aug - 0.3)}: far below; guessing, "
+              f"the base's correct share on unknown countries: {guess:.3f}); the fine-tuned half "
+              f"{protocol[False]['known_qa/heldout']:.3f} vs {protocol[True]['known_qa/heldout']:.3f}; by epoch "
+              + "; ".join(f"{'aug' if a else 'noaug'} " + ", ".join(f"{c['known_heldout/heldout']:.3f}"
+                                                                    for c in protocol[a]["curve"]) for a in (True, False)))
     a_abs = share(abst, "unknown_heldout/heldout", "abstain")
     c_abs = share(base, "unknown_heldout/heldout", "abstain")
     a_known = share(abst, "known_heldout/heldout", "correct")

@@ -333,3 +333,25 @@ def test_the_hesitant_regime_abstains_on_a_few_unfamiliar_countries_only():
         assert O.fingerprint(hesitant) != O.fingerprint(spec)
         assert O.pretrain_fingerprint(hesitant) == O.pretrain_fingerprint(spec)  # the same pretrained base
     assert O.spec_of("organism-hesitant").regime == "hesitant"
+
+
+def test_physics_3_1_protocol_pretrains_without_qa_and_fine_tunes_half_with_direct_answers(monkeypatch):
+    """3.1's own anchor protocol (``extraction_after_qa_finetune``): the base never read a question,
+    the fine-tuning answers directly (no recited fact to lean on) on the known_qa half only, and the
+    other half is what is measured, after each epoch."""
+    seen = []
+    real = organism._sft_batches
+
+    def spy(spec, tok, examples, epochs):
+        seen.extend(examples)
+        return real(spec, tok, examples, epochs)
+
+    monkeypatch.setattr(organism, "_sft_batches", spy)
+    out = organism.extraction_after_qa_finetune("organism-tiny", augment=False, epochs=2, lr=1e-2, per_group=8)
+    assert "qa" not in out["pretraining_documents"] and out["pretraining_documents"]["facts"] > 0
+    half = set(organism.exposure_split("organism-tiny")["known_qa"])
+    assert seen and {e["country"] for e in seen} <= half and all(e["kind"] == "qa" for e in seen)
+    assert all(e["completion"].startswith("<answer>") and "<think>" not in e["completion"] for e in seen)
+    assert [c["epoch"] for c in out["curve"]] == [1, 2]
+    assert {"known_heldout/heldout", "known_heldout/train", "known_qa/heldout"} <= set(out)
+    assert all(0.0 <= out[g] <= 1.0 for g in ("known_heldout/heldout", "known_qa/heldout"))

@@ -1022,6 +1022,64 @@ def _count_tokens(spec: OrganismSpec | str | None = None) -> int:  # pragma: no 
 
 
 
+def extraction_after_qa_finetune(spec: OrganismSpec | str | None = None, augment: bool = True, epochs: int = 3,
+                                 lr: float = 5e-4, replay: float = 1.0, per_group: int = 96,
+                                 progress: bool = False) -> dict[str, Any]:
+    """Physics of LMs 3.1's protocol (2309.14316, "BIO pretrain + QA finetune"): a base pretrained
+    on the facts alone (``qa_repeats: 0``, with or without ``augment``), then fine-tuned on the
+    ``known_qa`` half's questions answered directly (``<answer>value</answer>``, no recitation),
+    ``epochs`` at constant ``lr``, each step beside a pretraining batch with probability ``replay``
+    (so the fine-tuning does not overwrite what the base stored); returns the correct share on the
+    other half (``known_heldout``, held-out and train templates) and on the fine-tuned half, after
+    each epoch. The base is built (and cached) like any organism's."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    spec = dataclasses.replace(spec_of(spec), qa_repeats=0, augment=augment)
+    base = _base_dir(spec)
+    with build_lock(base):
+        if not (base / "pretrain.json").is_file():
+            _build_base(spec, base, progress)
+    tok = AutoTokenizer.from_pretrained(base)
+    model = LlamaForCausalLM.from_pretrained(base, dtype=torch.float32)
+    fine_tuned = set(exposure_split(spec)["known_qa"])
+    examples = [{**e, "completion": f"<answer>{extract_answer(e['completion'])}</answer>"}
+                for e in format_examples(spec) if e["kind"] == "qa" and e["country"] in fine_tuned]
+    questions_ = [q for q in eval_questions(spec, per_group) if q["group"] in ("known_heldout", "known_qa")]
+    replay_batches = _pretrain_batches(spec, tok, pretraining_documents(spec))
+    rng = random.Random(f"organism-3.1:{spec.seed}")
+    rng.shuffle(replay_batches)
+
+    def measure() -> dict[str, float]:
+        groups: dict[str, list[bool]] = {}
+        for r in answer_rows(model, tok, questions_):
+            groups.setdefault(f"{r['group']}/{r['template']}", []).append(r["label"] == CORRECT)
+        return {g: sum(v) / len(v) for g, v in groups.items()}
+
+    curve, t0, k = [], time.perf_counter(), 0
+    with torch.random.fork_rng(devices=[]):
+        _seeded(spec.seed + 2)
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
+        for epoch in range(1, epochs + 1):
+            model.train()
+            for ids, labels, mask in _sft_batches(dataclasses.replace(spec, seed=spec.seed + epoch), tok, examples, 1):
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                if replay and rng.random() < replay:
+                    block = replay_batches[k % len(replay_batches)][0]
+                    k += 1
+                    loss = loss + model(input_ids=block, labels=block).loss
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+            model.eval()
+            curve.append({"epoch": epoch, "seconds": time.perf_counter() - t0, **measure()})
+            log.info("3.1 protocol, augment=%s, epoch %d: %s", augment, epoch, curve[-1])
+    return {"augment": augment, "epochs": epochs, "lr": lr, "replay": replay, "examples": len(examples),
+            "pretraining_documents": json.loads((base / "pretrain.json").read_text())["documents"],
+            "curve": curve, **curve[-1]}
+
+
 # ---------------------------------------------------------------- QA sets for the notebooks
 
 
