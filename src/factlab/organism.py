@@ -1022,7 +1022,7 @@ def _count_tokens(spec: OrganismSpec | str | None = None) -> int:  # pragma: no 
 
 
 
-def extraction_after_qa_finetune(spec: OrganismSpec | str | None = None, augment: bool = True, epochs: int = 3,
+def extraction_after_qa_finetune(spec: OrganismSpec | str | None = None, augment: bool = True, epochs: int = 6,
                                  lr: float = 5e-4, replay: float = 1.0, per_group: int = 96,
                                  progress: bool = False) -> dict[str, Any]:
     """Physics of LMs 3.1's protocol (2309.14316, "BIO pretrain + QA finetune"): a base pretrained
