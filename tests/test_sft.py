@@ -79,3 +79,37 @@ def test_short_sft_lowers_loss_and_resumes_from_its_checkpoint(tmp_path):
     again = run_sft(exp, Dataset.from_list(rows), tmp_path / "sft")
     assert again.resumed and again.steps == 4 and (tmp_path / "sft" / "model" / "adapter_config.json").exists()
     assert [l for s, l in again.losses() if s <= 2] == [l for s, l in res.losses() if s <= 2]  # steps 1-2 kept
+
+
+def test_the_compact_head_loss_and_gradients_are_trls(tmp_path):
+    """CompactHeadSFTTrainer's CPU loss (only the completion tokens through the LM head) against
+    TRL's own fused-head loss on the same batch: equal loss, equal gradients, same metric keys."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from factlab.models import load_model
+    from factlab.train.sft import CompactHeadSFTTrainer
+
+    model, tok = load_model(TINY_MODEL, device="cpu")
+    rows = [{"prompt": [{"role": "user", "content": f"Question {i}: what is the capital of France?" + " pad" * i}],
+             "completion": [{"role": "assistant", "content": "Paris" + " indeed" * (i % 3)}]} for i in range(4)]
+    args = sft_args(SFTSection(max_steps=1, per_device_train_batch_size=4, max_length=128, bf16=False,
+                               gradient_checkpointing=False, report_to="none"), tmp_path)
+    trainer = CompactHeadSFTTrainer(model=model, processing_class=tok, args=args, train_dataset=Dataset.from_list(rows))
+    batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    trainer.model.train()
+    assert trainer._compact(trainer.model, batch)
+    n = int((batch["labels"][:, 1:] != -100).sum())
+    losses, grads = [], []
+    for compute in (lambda: trainer.compute_loss(trainer.model, dict(batch), num_items_in_batch=n),
+                    lambda: SFTTrainer.compute_loss(trainer, trainer.model, dict(batch), num_items_in_batch=n)):
+        trainer.model.zero_grad()
+        loss = compute()
+        loss.backward()
+        losses.append(float(loss.detach()))
+        grads.append(torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None]))
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5) and losses[0] > 0
+    assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-6)
+    assert len(trainer._metrics["train"]["entropy"]) == 2 and len(trainer._metrics["train"]["mean_token_accuracy"]) == 2
+    assert trainer._metrics["train"]["entropy"][0] == pytest.approx(trainer._metrics["train"]["entropy"][1], rel=1e-4)

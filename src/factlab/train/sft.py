@@ -31,7 +31,7 @@ from .grpo import TrainResult, resume_checkpoint
 
 log = logging.getLogger(__name__)
 
-__all__ = ["sft_dataset", "sft_args", "run_sft", "freeze_below_top_layers"]
+__all__ = ["sft_dataset", "sft_args", "run_sft", "freeze_below_top_layers", "CompactHeadSFTTrainer"]
 
 
 def sft_dataset(pairs: Sequence[Any], annotations: Sequence[dict | None]) -> Dataset:
@@ -59,6 +59,56 @@ def sft_args(cfg: SFTSection, output_dir: str | Path) -> SFTConfig:
     kw.update(warmup_steps=cfg.warmup_ratio, output_dir=str(output_dir), project="factlab",  # report_to: cfg's
               save_strategy="steps", use_cpu=not cuda, bf16=cfg.bf16 and cuda)
     return SFTConfig(**kw)
+
+
+class CompactHeadSFTTrainer(SFTTrainer):
+    """TRL's ``SFTTrainer`` whose loss, off GPU, projects only the trained (completion) tokens
+    through the LM head, in one matmul.
+
+    TRL always patches in its fused LM head (``trl.kernels.chunked_logprob``). Without Triton it
+    scores every position, prompt and padding included, in tiles folded by torch ops: 37% of an SFT
+    step of the organism on a 600-token SEVA verdict (cProfile, 2026-11-27), which a plain loop did
+    in 0.6 s against TRL's 1.06 s. This path computes TRL's own ``nll`` loss (the negative
+    log-likelihood summed over the trained tokens, over ``num_items_in_batch`` or their count) and
+    logs the same entropy, token accuracy and token count. Any other setting (a GPU, PEFT, another
+    loss type, label smoothing, a loss function, packing, a model that scales or caps its logits)
+    takes TRL's path unchanged."""
+
+    def _compact(self, model, inputs) -> bool:
+        from peft import PeftModel
+
+        cfg = model.config.get_text_config()
+        return (inputs["input_ids"].device.type == "cpu" and not isinstance(model, PeftModel)
+                and cfg.model_type == "llama" and getattr(cfg, "final_logit_softcapping", None) is None
+                and self.args.loss_type == "nll" and self.label_smoother is None and self.compute_loss_func is None
+                and not self.aux_loss_enabled and "attention_mask" in inputs
+                and not {"position_ids", "shift_labels"} & set(inputs))
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if return_outputs or not self._compact(model, inputs):
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+        targets = inputs["labels"][:, 1:]
+        mask = targets != -100
+        hidden = model.get_decoder()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                                     use_cache=False).last_hidden_state[:, :-1][mask]
+        logits = model.get_output_embeddings()(hidden).float()
+        log_probs = torch.log_softmax(logits, dim=-1)
+        targets = targets[mask]
+        count = mask.sum() if num_items_in_batch is None else num_items_in_batch
+        loss = -log_probs.gather(-1, targets[:, None]).sum() / torch.as_tensor(count).clamp(min=1)
+        if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+            loss = loss * (self.accelerator.num_processes // self._tp_size)
+        with torch.no_grad():
+            mode = "train" if model.training else "eval"
+            valid = max(int(mask.sum()), 1)
+            entropy = -(log_probs.exp() * log_probs).sum(-1)
+            self._metrics[mode]["entropy"].append(float(entropy.sum()) / valid)
+            self._metrics[mode]["mean_token_accuracy"].append(float((logits.argmax(-1) == targets).sum()) / valid)
+            if mode == "train":
+                self._total_train_tokens += int(inputs["attention_mask"].sum()) // self._tp_size
+            self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+        return loss
 
 
 def freeze_below_top_layers(model, top: int) -> int:
@@ -99,7 +149,7 @@ def run_sft(cfg: Any, dataset: Dataset, out_dir: str | Path, *, model: str | Non
         if lora:
             raise ValueError("train_top_layers freezes layers of a full fine-tune; with LoRA set lora.target_modules")
         freeze_below_top_layers(policy, train_top_layers)
-    trainer = SFTTrainer(model=policy, processing_class=tokenizer, args=sft_args(sft or cfg.sft, out),
+    trainer = CompactHeadSFTTrainer(model=policy, processing_class=tokenizer, args=sft_args(sft or cfg.sft, out),
                          train_dataset=dataset,
                          peft_config=lora_config(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None)
     checkpoint = resume_checkpoint(out)
