@@ -46,7 +46,7 @@ from .eval.power import minimum_detectable_effect
 from .manifest import git_state, hardware, package_versions
 from .paths import atomic_write_text
 from .plots import plot_arm_effects, plot_dose_response, plot_evidence_curves
-from .runner import load_metrics, project_root, run_notebook, save_figure, save_headline, save_metrics
+from .runner import load_metrics, load_params, project_root, run_notebook, save_figure, save_headline, save_metrics
 from .experiment import EVIDENCE_HYPOTHESES, HYPOTHESES, Comparison, Hypothesis
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
@@ -321,16 +321,23 @@ def _write_power(folder: Path, name: str, rows: list[dict], wall_minutes: float,
 
 
 def run(names: Sequence[str] | None = None, out: str | Path | None = None, params: dict[str, str] | None = None,
-        root: Path | None = None, replicates: int = 2000, pilot: bool = False) -> list[dict[str, Any]]:
+        root: Path | None = None, replicates: int = 2000, pilot: bool = False,
+        resume: str | Path | None = None) -> list[dict[str, Any]]:
     """Run each named hypothesis (every one without names) and write ``results/`` (module
     docstring); returns the per-hypothesis summaries. ``params`` replaces a hypothesis'
     params file by name (the tests' tiny-step settings). ``pilot``: the base alone on the same
     held-out rows (``EvidenceSection.pilot``), then ``power_analysis`` into
-    ``results/<name>/power.json``; no arm trains and no effect or table is written."""
+    ``results/<name>/power.json``; no arm trains and no effect or table is written.
+    ``resume``: the run folder of an interrupted run of the one name given, continued in place
+    (``runner.run_notebook``: finished arms and seeds are read back), then written as above."""
     names = list(names or EVIDENCE_HYPOTHESES)
     unknown = [n for n in names if n not in HYPOTHESES]
     if unknown:
         raise ValueError(f"unknown hypothesis {unknown}; known: {', '.join(HYPOTHESES)}")
+    if resume is not None:
+        if len(names) != 1:
+            raise ValueError("factlab evidence --resume RUN_DIR continues one hypothesis: name it")
+        _check_resumed(Path(resume), HYPOTHESES[names[0]], pilot)
     root = root or project_root()
     summaries = []
     for name in names:
@@ -339,8 +346,9 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
         if pilot:
             runs = Path(out) if out else root / "outputs" / "evidence"
             t0 = time.perf_counter()
-            res = run_notebook(h.notebook, params=_pilot_params(params_file, runs, name), out=runs,
-                               raise_on_error=True, progress=False)
+            res = (run_notebook(h.notebook, resume=resume, raise_on_error=True, progress=False) if resume else
+                   run_notebook(h.notebook, params=_pilot_params(params_file, runs, name), out=runs,
+                                raise_on_error=True, progress=False))
             rows = load_metrics(res.run_dir)["evidence"]["power"]  # the evidence cell's power_analysis
             path = _write_power(results_dir(root) / name, name, rows, (time.perf_counter() - t0) / 60.0, params_file)
             print(f"evidence {name}: pilot of the base alone -> {path}", flush=True)
@@ -351,8 +359,9 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
         print(f"evidence {name}: running {h.notebook} with {params_file}", flush=True)
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        res = run_notebook(h.notebook, params=params_file, out=out or (root / "outputs" / "evidence"),
-                           raise_on_error=True, progress=False)
+        res = (run_notebook(h.notebook, resume=resume, raise_on_error=True, progress=False) if resume else
+               run_notebook(h.notebook, params=params_file, out=out or (root / "outputs" / "evidence"),
+                            raise_on_error=True, progress=False))
         cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.perf_counter() - t0
         cpu_minutes = ((cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)) / 60.0
@@ -369,6 +378,22 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
         summaries.append(summary)
     write_table(results_dir(root))
     return summaries
+
+
+def _check_resumed(run_dir: Path, h: Hypothesis, pilot: bool) -> None:
+    """``ValueError`` unless ``run_dir`` is a run folder of ``h`` (its notebook, its evidence
+    section, a pilot exactly when ``pilot``): checked before anything runs."""
+    try:
+        cfg = load_params(h.notebook, run_dir / "config.yaml")
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--resume {run_dir}: not a run folder of {h.notebook} ({str(e).splitlines()[0][:200]})") from None
+    section = getattr(cfg, "evidence", None)
+    if section is None or section.hypothesis != h.name:
+        raise ValueError(f"--resume {run_dir}: not a run of the hypothesis {h.name} (its config.yaml tests "
+                         f"{section.hypothesis if section else 'none'})")
+    if section.pilot != pilot:
+        raise ValueError(f"--resume {run_dir}: a {'pilot' if section.pilot else 'full'} run; "
+                         f"{'add' if section.pilot else 'drop'} --pilot")
 
 
 ROWS_FILE = "rows.jsonl.gz"  # results/<name>/rows.jsonl.gz: the record behind effects.json, committed

@@ -157,6 +157,10 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
             f.cancel()
         _interrupt_children()
         cf.wait(futures)  # the runs record `interrupted` in their manifests
+        for f, nb in futures.items():
+            if not f.cancelled() and f.exception() is None and not f.result().ok:
+                log.error("%s interrupted (%s); continue it with: factlab run %s --resume %s", nb.stem,
+                          f.result().error, nb.stem, f.result().run_dir)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
