@@ -561,3 +561,21 @@ def test_the_cli_ends_an_interrupted_evidence_run_with_its_resume_line(monkeypat
     assert cli.main(["evidence", "organism_corver", "--pilot"]) == 130
     err = capsys.readouterr().err
     assert "factlab evidence organism_corver --pilot --resume RUN_DIR" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("planted", ["README.md", "binary_rar/command.txt", "binary_rar/rows.jsonl.gz.tmp"])
+def test_a_link_planted_in_results_is_refused_before_anything_runs_and_its_target_untouched(tmp_path, monkeypatch,
+                                                                                            planted):
+    """results/ is committed: a clone's symbolic link there (README.md, a file of a hypothesis' folder, the rows'
+    temporary file) was written through by `factlab evidence` / `--recompute` (issue 43 round 3c probe)."""
+    E.write_rows(tmp_path / "results" / "binary_rar", _record())
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / "results" / planted
+    link.symlink_to(victim)
+    monkeypatch.setattr(E, "run_notebook", lambda *a, **k: pytest.fail("a notebook ran"))
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        E.run(["binary_rar"], root=tmp_path)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        E.recompute(["binary_rar"], root=tmp_path, replicates=50)
+    assert victim.read_text() == "precious\n"
