@@ -617,3 +617,19 @@ def test_an_interrupted_train_exits_130_with_the_command_to_resume(tmp_path, cap
                  "--num-processes", "1", "--run-dir", str(run_dir)]) == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and f"--run-dir {run_dir}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("planted", ["launch.json", "train"])
+def test_a_link_planted_in_the_run_dir_is_refused_before_anything_launches(tmp_path, capsys, monkeypatch, planted):
+    """`factlab train --run-dir D` wrote launch.json and the checkpoints through a link planted in D (issue 43
+    round 3c probe); `factlab run` refused it already."""
+    monkeypatch.setattr(launch, "_run", lambda cmd: pytest.fail("launched"))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    victim = tmp_path / "victim"
+    victim.mkdir() if planted == "train" else victim.write_text("precious\n")
+    (run_dir / planted).symlink_to(victim)
+    assert main(["train", "01_corver", "--params", str(_tiny(tmp_path)), "--accelerate-config", "ddp",
+                 "--num-processes", "1", "--run-dir", str(run_dir)]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err
+    assert not (run_dir / "config.yaml").exists()

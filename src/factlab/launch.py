@@ -53,6 +53,7 @@ from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, host_name, load_yaml, read_params, redact_text, refuse_url_credentials, validate
 from .manifest import changed_keys, read_manifest
+from .paths import refuse_symlinks
 from .recipes import RECIPES
 from .rewards import Resources
 from .runner import config_for_notebook, default_params, find_notebook, make_run_dir, project_root, sigterm_as_interrupt
@@ -475,6 +476,8 @@ def command(args) -> int:
         run_dir = Path(args.run_dir).resolve()
         _own_run_folder(run_dir, nb.stem)
         _same_config(run_dir, cfg)
+        if run_dir.is_dir():  # config.yaml, launch.json and checkpoints were written through a link planted there
+            refuse_symlinks(run_dir, "a run folder")
     else:  # the folder maker of factlab run; a dry run only names it
         run_dir = make_run_dir(nb, params, args.out, tag="train", create=not args.dry_run).resolve()
     grpo = getattr(cfg, "grpo", None)
