@@ -353,6 +353,8 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
         if len(names) != 1:
             raise ValueError("factlab evidence --resume RUN_DIR continues one hypothesis: name it")
         _check_resumed(Path(resume), HYPOTHESES[names[0]], pilot)
+        log.warning("%s: resumed; the CPU and wall minutes written to results/%s count this attempt only", resume,
+                    names[0])
     root = root or project_root()
     for name in names:  # before anything runs
         results_folder(root, name)
