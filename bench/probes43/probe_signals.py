@@ -151,6 +151,13 @@ def evidence_stop(sig, tag, name="organism_binary_rar_hesitant", after=30.0):
     out = (T / f"{tag}.err").read_text() + (T / f"{tag}.out").read_text()
     record("works as documented" if "--resume" in out else "unclear error", f"{tag}: says how to continue",
            [l for l in out.splitlines() if "resume" in l.lower()][-1:] or out.strip()[-200:])
+    if dirs and os.environ.get("PROBE_EVIDENCE_RESUME"):  # factlab evidence NAME --pilot --resume RUN (writes results/)
+        env = dict(os.environ, PROBE43C=MARK, FACTLAB_THREADS="1", PYTHONPATH=os.environ.get("PROBE_SRC", str(ROOT / "src")))
+        r = subprocess.run(["nice", "-n", "19", PY, "-m", "factlab.cli", "evidence", name, "--pilot", "--resume", dirs[-1]],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+        record("works as documented" if r.returncode == 0 and state(dirs[-1]) == "ok" else "data lost",
+               f"{tag}: factlab evidence --pilot --resume", f"exit {r.returncode}, state {state(dirs[-1])}; "
+               f"{(r.stdout.strip().splitlines() or [''])[0][:160]}")
 
 
 def workers():
