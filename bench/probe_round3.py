@@ -35,3 +35,42 @@ def cli(*args, timeout=60, env=None, input=None):
         return r.returncode, r.stdout + r.stderr
     except subprocess.TimeoutExpired:
         return "TIMEOUT", ""
+
+
+def serve(handler):
+    """A fake judge on the loopback: ``handler(conn, head)`` answers each request (``head``: its request
+    line and headers as bytes, the body already read). Returns (listening socket, base URL ``.../v1``)."""
+    import socket, threading
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+
+    def conn(c):
+        try:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            length = [line.split(b":", 1)[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+            while length and len(rest) < int(length[0]):
+                rest += c.recv(65536)
+            handler(c, head)
+        except Exception:
+            pass
+        finally:
+            c.close()
+
+    def loop():
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            threading.Thread(target=conn, args=(c,), daemon=True).start()
+
+    threading.Thread(target=loop, daemon=True).start()
+    return s, f"http://127.0.0.1:{s.getsockname()[1]}/v1"

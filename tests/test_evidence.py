@@ -505,3 +505,77 @@ def test_a_damaged_or_missing_eval_json_names_the_file(tmp_path, monkeypatch):
     (out / "full" / "seed0" / "eval.json").unlink()
     with pytest.raises(ValueError, match=r"full/seed0/eval.json: missing"):
         R.run_arms(cfg, cfg.evidence, [], None, lambda result: [], out)
+
+
+def _run_folder(tmp_path, name, pilot):
+    from pathlib import Path
+
+    h = E.HYPOTHESES[name]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    root = Path(__file__).resolve().parents[1]
+    (run_dir / "config.yaml").write_text(f"base: {json.dumps(str(root / h.params))}\n"
+                                         + ("evidence: {pilot: true}\n" if pilot else ""))
+    return run_dir
+
+
+def test_an_interrupted_evidence_run_resumes_into_results(tmp_path, monkeypatch):
+    """`factlab evidence NAME --resume RUN`: the interrupted run folder is continued in place and
+    its results written (the runner's `factlab run --resume` line finished the notebook, never results/)."""
+    from factlab import runner
+
+    run_dir = _run_folder(tmp_path, "organism_binary_rar_hesitant", pilot=True)
+    power = [{"comparison": "wrong", "primary": True, "seeds": 3, "mde": 0.1}]
+    (run_dir / "metrics.json").write_text(json.dumps({"evidence": {"power": power}}))
+    calls = []
+
+    def run_notebook(notebook, **kw):
+        calls.append(kw)
+        return runner.RunResult(run_dir, run_dir / "notebook.ipynb", run_dir / "report.html", {}, ok=True)
+
+    monkeypatch.setattr(E, "run_notebook", run_notebook)
+    E.run(["organism_binary_rar_hesitant"], root=tmp_path, pilot=True, resume=run_dir)
+    assert calls[0].get("resume") == run_dir and "params" not in calls[0]
+    assert json.loads((tmp_path / "results" / "organism_binary_rar_hesitant" / "power.json").read_text())["rows"] == power
+
+
+@pytest.mark.parametrize("names, pilot, words", [
+    (["organism_binary_rar_hesitant", "organism_corver"], True, "one hypothesis"),
+    (["organism_binary_rar"], True, "not a run of the hypothesis organism_binary_rar"),
+    (["organism_binary_rar_hesitant"], False, "a pilot run; add --pilot"),
+])
+def test_a_resume_of_another_hypothesis_or_kind_is_refused_before_it_runs(tmp_path, monkeypatch, names, pilot, words):
+    run_dir = _run_folder(tmp_path, "organism_binary_rar_hesitant", pilot=True)
+    monkeypatch.setattr(E, "run_notebook", lambda *a, **k: pytest.fail("a notebook ran"))
+    with pytest.raises(ValueError, match=words):
+        E.run(names, root=tmp_path, pilot=pilot, resume=run_dir)
+
+
+def test_the_cli_ends_an_interrupted_evidence_run_with_its_resume_line(monkeypatch, capsys):
+    from factlab import cli
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt("signal 15")
+
+    monkeypatch.setattr(cli, "run_evidence", interrupted)
+    assert cli.main(["evidence", "organism_corver", "--pilot"]) == 130
+    err = capsys.readouterr().err
+    assert "factlab evidence organism_corver --pilot --resume RUN_DIR" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("planted", ["README.md", "binary_rar/command.txt", "binary_rar/rows.jsonl.gz.tmp"])
+def test_a_link_planted_in_results_is_refused_before_anything_runs_and_its_target_untouched(tmp_path, monkeypatch,
+                                                                                            planted):
+    """results/ is committed: a clone's symbolic link there (README.md, a file of a hypothesis' folder, the rows'
+    temporary file) was written through by `factlab evidence` / `--recompute` (issue 43 round 3c probe)."""
+    E.write_rows(tmp_path / "results" / "binary_rar", _record())
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / "results" / planted
+    link.symlink_to(victim)
+    monkeypatch.setattr(E, "run_notebook", lambda *a, **k: pytest.fail("a notebook ran"))
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        E.run(["binary_rar"], root=tmp_path)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        E.recompute(["binary_rar"], root=tmp_path, replicates=50)
+    assert victim.read_text() == "precious\n"

@@ -258,8 +258,16 @@ class HostileServer:
     def _serve(self, conn):
         end = time.monotonic() + self.limit_s
         try:
-            conn.recv(65536)  # the request (small: headers and a JSON body)
-            if self.body == "header_trickle":  # the status line, then header bytes that never end
+            request = conn.recv(65536)  # the request (small: headers and a JSON body)
+            if self.body.startswith("echo"):  # the request's Authorization header, echoed in an error or a bad answer
+                key = next((line.split(b":", 1)[1].strip() for line in request.split(b"\r\n")
+                            if line.lower().startswith(b"authorization:")), b"")
+                status, payload = {"echo_401": (b"401 Unauthorized", b'{"error": "invalid key ' + key + b'"}'),
+                                   "echo_400": (b"400 Bad Request", b"x" * 280 + key),  # cut at 300 bytes in the error
+                                   "echo_malformed": (b"200 OK", b'{"oops": "' + key + b'"}')}[self.body]
+                conn.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                             % len(payload) + payload)
+            elif self.body == "header_trickle":  # the status line, then header bytes that never end
                 conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
                 while not self.stop.is_set() and time.monotonic() < end:
                     conn.sendall(b"x")
@@ -376,3 +384,17 @@ def test_retry_sleeps_are_capped_in_total_and_refused_at_load(monkeypatch):
     with pytest.raises(JudgeError, match=r"past 3,600 s of backoff for one request \(12 attempts made\)"):
         j.judge(["q"])
     assert sum(slept) <= judges.MAX_TOTAL_BACKOFF_S and len(slept) == 11
+
+
+@pytest.mark.parametrize("body", ["echo_401", "echo_400", "echo_malformed"])
+def test_a_key_the_server_echoes_never_reaches_the_error(body, monkeypatch):
+    """A gateway's "invalid key sk-..." or a proxy echoing the request's headers: the judge error (which
+    reaches manifest.json, the notebook and its report) showed the API key (issue 43 round 3c probe)."""
+    key = "sk-test-0123456789abcdef-SECRET"
+    monkeypatch.setenv("FACTLAB_TEST_API_KEY", key)
+    with HostileServer(body) as srv:
+        j = OpenAIJudge("m", srv.url, cache=None, timeout_s=5.0, max_retries=0, concurrency=1,
+                        api_key_env="FACTLAB_TEST_API_KEY")
+        with pytest.raises(JudgeError) as info:
+            j.judge(["q"])
+    assert "***" in str(info.value) and "SECRET" not in str(info.value) and "0123456789" not in str(info.value)

@@ -9,6 +9,7 @@ FSDP launches need CUDA and are not run here."""
 
 import importlib.util
 import json
+import os
 import shlex
 import socket
 from pathlib import Path
@@ -542,3 +543,93 @@ def test_factlab_train_launches_klcf_on_two_gloo_processes(tmp_path, capsys, tin
     assert rm["report"]["sft"]["method"] == "sft" and rm["report"]["sft"]["steps"] == 1
     assert Path(rm["folder"]).exists()
     assert info["training_items"] == 2
+
+
+RANK = """\
+import os, signal, sys, time
+if sys.argv[2] == "stubborn":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(600)
+"""
+LAUNCHER = """\
+import subprocess, sys
+subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2], sys.argv[3]]).wait()
+"""
+FACTLAB_SIDE = """\
+import sys
+from factlab import launch, runner
+launch.STOP_GRACE_S = 2.0
+with runner.sigterm_as_interrupt():
+    try:
+        launch._run([sys.executable, *sys.argv[1:]])
+    except KeyboardInterrupt:
+        print("INTERRUPTED", flush=True)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("rank", ["plain", "stubborn"])
+def test_sigterm_to_factlab_train_stops_every_launched_process(tmp_path, rank):
+    """SIGTERM to `factlab train` (a scheduler's stop) reaches the launcher's ranks as Ctrl-C, and a rank
+    that ignores it is killed: SIGTERM used to end factlab alone, and `accelerate launch` and its ranks
+    trained on, orphaned, in the run folder (issue 43 round 3c)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for name, text in (("rank.py", RANK), ("launcher.py", LAUNCHER), ("side.py", FACTLAB_SIDE)):
+        (tmp_path / name).write_text(text)
+    pid_file = tmp_path / "rank.pid"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "side.py"), str(tmp_path / "launcher.py"),
+                             str(tmp_path / "rank.py"), str(pid_file), rank], stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (pid_file.exists() and pid_file.read_text()):
+        time.sleep(0.1)
+    pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        stopped = not _alive(pid)
+        if not stopped:
+            os.kill(pid, signal.SIGKILL)
+        proc.kill()
+    assert "INTERRUPTED" in out
+    assert stopped, "the launched rank trains on after factlab train ended"
+
+
+def test_an_interrupted_train_exits_130_with_the_command_to_resume(tmp_path, capsys, monkeypatch):
+    def interrupted(cmd):
+        raise KeyboardInterrupt("signal 15")
+
+    monkeypatch.setattr(launch, "_run", interrupted)
+    run_dir = tmp_path / "run"
+    assert main(["train", "01_corver", "--params", str(_tiny(tmp_path)), "--accelerate-config", "ddp",
+                 "--num-processes", "1", "--run-dir", str(run_dir)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and f"--run-dir {run_dir}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("planted", ["launch.json", "train"])
+def test_a_link_planted_in_the_run_dir_is_refused_before_anything_launches(tmp_path, capsys, monkeypatch, planted):
+    """`factlab train --run-dir D` wrote launch.json and the checkpoints through a link planted in D (issue 43
+    round 3c probe); `factlab run` refused it already."""
+    monkeypatch.setattr(launch, "_run", lambda cmd: pytest.fail("launched"))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    victim = tmp_path / "victim"
+    victim.mkdir() if planted == "train" else victim.write_text("precious\n")
+    (run_dir / planted).symlink_to(victim)
+    assert main(["train", "01_corver", "--params", str(_tiny(tmp_path)), "--accelerate-config", "ddp",
+                 "--num-processes", "1", "--run-dir", str(run_dir)]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err
+    assert not (run_dir / "config.yaml").exists()

@@ -90,6 +90,10 @@ RULES = [
                  "grpo.extra.trackio_space_id", "unless grpo.allow_hub_upload: true", id="extra-trackio-space"),
     pytest.param("03_seva", "sft: {extra: {trackio_bucket_id: someone/bucket}}",
                  "sft.extra.trackio_bucket_id", "uploads to the Hugging Face Hub", id="sft-extra-trackio-bucket"),
+    pytest.param("01_corver", "grpo: {extra: {dataloader_num_workers: 100000}}",  # round 3c: forked at training
+                 "grpo.extra.dataloader_num_workers", "a whole number from 0 to 256", id="extra-dataloader-workers"),
+    pytest.param("03_seva", "sft: {extra: {dataloader_num_workers: -1}}",
+                 "sft.extra.dataloader_num_workers", "a whole number from 0 to 256", id="sft-extra-dataloader-workers"),
     pytest.param("01_corver", "grpo: {extra: {data_seed: 99999999999999999}}",
                  "grpo.extra.data_seed", "a seed is a whole number from 0", id="extra-data-seed"),
     pytest.param("01_corver", "evidence: {hypothesis: corver, arms: [{name: full, rewards: [{name: format}]},\n"

@@ -131,3 +131,82 @@ def test_the_build_process_ends_before_the_organism_notebooks(fake, monkeypatch)
     monkeypatch.setattr(runall, "run_notebook", run_notebook)
     runall.run_all(jobs=2)
     assert all(seen[nb] for nb in NOTEBOOKS[1:]), seen
+
+
+def test_an_interrupted_parallel_run_names_each_run_folder_to_resume(fake, monkeypatch, caplog):
+    """Ctrl-C / SIGTERM during a parallel run-all: every kernel is interrupted, and each run's
+    --resume line is logged (the as_completed loop that printed run folders was left at once)."""
+    import signal
+    import time
+
+    started, stop = threading.Barrier(3), threading.Event()
+
+    def run_notebook(nb, **kw):
+        run_dir = Path(runner.outputs_root()) / "runs" / Path(nb).stem / "20260101-000000-smoke"
+        started.wait()
+        stop.wait(30)
+        return runner.RunResult(run_dir, run_dir / "notebook.ipynb", run_dir / "report.html", {}, ok=False,
+                                error="KeyboardInterrupt:  (cell 3)")
+
+    monkeypatch.setattr(runall, "run_notebook", run_notebook)
+    monkeypatch.setattr(runall, "_interrupt_children", lambda kernels_only=False: stop.set())
+
+    def ctrl_c():
+        started.wait()
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    with caplog.at_level("ERROR", logger="factlab.runall"), pytest.raises(KeyboardInterrupt):
+        runall.run_all(jobs=2, only=["00_quickstart", "01_corver"])
+    for stem in ("00_quickstart", "01_corver"):
+        assert f"continue it with: factlab run {stem} --resume" in caplog.text, caplog.text
+
+
+def test_the_cli_ends_an_interrupted_run_all_with_one_line_and_130(monkeypatch, capsys):
+    from factlab import cli
+
+    def interrupted(**kw):
+        raise KeyboardInterrupt("signal 15")
+
+    monkeypatch.setattr(cli, "run_all", interrupted)
+    assert cli.main(["run-all", "--only", "00_quickstart"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+
+
+def test_a_kernel_idle_between_two_cells_is_interrupted_again_until_its_run_ends(fake, monkeypatch):
+    """ipykernel ignores SIGINT between cells: a stop that reached a kernel there let it run the rest of
+    its notebook (recorded ok) while run-all waited for it (issue 43 round 3c probe)."""
+    import signal
+    import time
+
+    monkeypatch.setattr(runall, "INTERRUPT_AGAIN_S", 0.1)
+    started, again = threading.Barrier(3), threading.Event()
+    calls = []
+
+    def interrupt(kernels_only=False):
+        calls.append(kernels_only)
+        if len(calls) >= 2:  # the first one reached the kernels between two cells: ignored
+            again.set()
+
+    def run_notebook(nb, **kw):
+        run_dir = Path(runner.outputs_root()) / "runs" / Path(nb).stem / "20260101-000000-smoke"
+        started.wait()
+        stopped = again.wait(20)
+        return runner.RunResult(run_dir, run_dir / "notebook.ipynb", run_dir / "report.html", {}, ok=not stopped,
+                                error="KeyboardInterrupt:  (cell 4)" if stopped else None)
+
+    monkeypatch.setattr(runall, "run_notebook", run_notebook)
+    monkeypatch.setattr(runall, "_interrupt_children", interrupt)
+
+    def ctrl_c():
+        started.wait()
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runall.run_all(jobs=2, only=["00_quickstart", "01_corver"])
+    assert time.monotonic() - t0 < 10 and calls[0] is False and calls[1:] and all(calls[1:]), calls

@@ -13,18 +13,16 @@
                         [--shard-tokens N] [--cpus N]
     factlab index verify DIR
     factlab serve [--model NAME] [--port 8000] [--max-batch 16]
-    factlab evidence [NAME ...] [--recompute | --pilot]
+    factlab evidence [NAME ...] [--recompute | --pilot] [--resume RUN_DIR]
     factlab bench [NAME ...]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import logging
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +39,7 @@ from .plan import PlanError, load_strategy, plan_config
 from .rewards import available as available_rewards
 from .runall import run_all
 from .runner import default_params, find_notebook, load_params, project_root, run_notebook
+from .runner import sigterm_as_interrupt as _sigterm_as_interrupt
 from .serve import JudgeServer
 from .sweep import add_command as add_sweep_command
 
@@ -107,42 +106,30 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_evidence(args) -> int:
-    if args.recompute and args.pilot:
-        raise SystemExit("factlab evidence: --pilot runs the base, --recompute reads committed rows: pick one")
+    if args.recompute and (args.pilot or args.resume):
+        raise SystemExit("factlab evidence: --recompute reads committed rows, --pilot / --resume run a notebook: pick one")
     if args.recompute:  # effects and table from the committed rows, no training
         for s in recompute_evidence(args.names or None):
             print(f"{s['hypothesis']}: {s['verdict']} (recomputed from results/{s['hypothesis']}/rows.jsonl.gz)")
         print("results: results/README.md")
         return 0
     _out_folder(args.out)
-    if args.pilot:  # the base alone and the power analysis (results/NAME/power.json)
+    if args.resume and args.out:
+        raise SystemExit("factlab evidence: --resume continues a run folder in place; drop --out")
+    try:
         with _sigterm_as_interrupt():
-            run_evidence(args.names or None, out=args.out, pilot=True)
+            summaries = run_evidence(args.names or None, out=args.out, pilot=args.pilot, resume=args.resume)
+    except KeyboardInterrupt:
+        print(f"interrupted (the run folder's manifest.json says so); finish it into results/ with: factlab evidence "
+              f"{' '.join(args.names) or 'NAME'}{' --pilot' if args.pilot else ''} --resume RUN_DIR, the folder named above",
+              file=sys.stderr)
+        return 130
+    if args.pilot:  # the base alone and the power analysis (results/NAME/power.json), printed as it ran
         return 0
-    with _sigterm_as_interrupt():
-        summaries = run_evidence(args.names or None, out=args.out)
     for s in summaries:
         print(f"{s['hypothesis']}: {s['verdict']} ({s['cpu_minutes']:.1f} CPU minutes, {s['wall_minutes']:.1f} wall)")
     print("results: results/README.md")
     return 0
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM (a job scheduler stopping the run) ends the run like Ctrl-C: the manifest
-    records ``interrupted`` and the run can be resumed."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _plan(args, nb: Path, cfg):
@@ -196,9 +183,13 @@ def _cmd_rewards(args) -> int:
 def _cmd_run_all(args) -> int:
     _out_folder(args.out)
     _verify_on_every_load(args)
-    with _sigterm_as_interrupt():
-        results = run_all(smoke=not args.full, out=args.out, only=args.only, with_code=args.with_code,
-                          jobs=args.jobs)
+    try:
+        with _sigterm_as_interrupt():
+            results = run_all(smoke=not args.full, out=args.out, only=args.only, with_code=args.with_code,
+                              jobs=args.jobs)
+    except KeyboardInterrupt:
+        print("interrupted (each run folder's manifest.json says so); see the --resume lines above", file=sys.stderr)
+        return 130
     failed = [r for r in results if not r.ok]
     for r in results:
         print(f"{'ok    ' if r.ok else 'FAILED'} {r.report}" + (f"  ({r.error})" if r.error else ""))
@@ -367,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--pilot", action="store_true",
                     help="the base alone on the hypothesis' held-out rows, then the minimum detectable effect at 80%% "
                          "power for several seed counts (results/NAME/power.json); no arm trains")
+    ev.add_argument("--resume", metavar="RUN_DIR",
+                    help="continue the interrupted run folder of the one hypothesis named (finished arms and seeds "
+                         "are read back), then write results/ as a new run would")
     ev.set_defaults(func=_cmd_evidence)
 
     b = sub.add_parser("bench", help="run the bench/bench_*.py scripts (each prints its ratios last)")

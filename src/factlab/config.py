@@ -154,6 +154,7 @@ FACTLAB_SET_FIELDS: dict[str, frozenset[str]] = {
                       *_LAUNCH_AND_RESUME, *_NO_EVAL})}
 # TRL fields that upload the model (or its completions, or its metrics: a Trackio Space, public by
 # default, and its bucket) to the Hugging Face Hub with the user's token
+MAX_DATALOADER_WORKERS = 256  # as factlab train's processes per machine: more is a typo, and forks that many trainers
 _HUB_FIELD = re.compile(r"^(?:push_to_hub|hub_|log_completions_hub|trackio_(?:space|static_space|bucket)_id$)")
 
 
@@ -184,6 +185,11 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
         seed = extra[name]
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED):
             raise ParamError(name, f"a seed is a whole number from 0 to {MAX_SEED:,} (2**32 - 1), got {_short(extra[name])}")
+    workers = extra.get("dataloader_num_workers")  # each one a process forked from the trainer when training starts
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
+                                or not 0 <= workers <= MAX_DATALOADER_WORKERS):
+        raise ParamError("dataloader_num_workers", f"a whole number from 0 to {MAX_DATALOADER_WORKERS} (each worker is a "
+                                                   f"process forked from the trainer), got {_short(workers)}")
     hub = sorted(k for k in extra if _HUB_FIELD.match(k))
     if hub and not allow_hub_upload:
         raise ParamError(hub[0], f"{hub[0]} uploads to the Hugging Face Hub with your token; factlab never uploads "

@@ -31,9 +31,11 @@ import gzip
 import json
 import logging
 import math
+import os
 import resource
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -44,9 +46,9 @@ import pandas as pd
 from .eval.bootstrap import Effect, paired_bootstrap, verdict
 from .eval.power import minimum_detectable_effect
 from .manifest import git_state, hardware, package_versions
-from .paths import atomic_write_text
+from .paths import atomic_write_text, no_symlink, refuse_symlinks
 from .plots import plot_arm_effects, plot_dose_response, plot_evidence_curves
-from .runner import load_metrics, project_root, run_notebook, save_figure, save_headline, save_metrics
+from .runner import load_metrics, load_params, project_root, run_notebook, save_figure, save_headline, save_metrics
 from .experiment import EVIDENCE_HYPOTHESES, HYPOTHESES, Comparison, Hypothesis
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
@@ -301,6 +303,19 @@ def results_dir(root: Path | None = None) -> Path:
     return (root or project_root()) / "results"
 
 
+def results_folder(root: Path | None, name: str) -> Path:
+    """``results/<name>``, ``SymlinkRefused`` naming the first symbolic link, hard link or FIFO
+    there (``results/`` and the folder included): results/ is committed, so a clone can carry a
+    link that evidence would write through (``command.txt``, ``rows.jsonl.gz.tmp`` or
+    ``README.md`` pointing at any file of the user's). Checked before a run and before each write."""
+    folder = results_dir(root) / name
+    for path in (folder.parent, folder, folder.parent / "README.md"):
+        no_symlink(path, "results/")
+    if folder.is_dir():
+        refuse_symlinks(folder, "results/")
+    return folder
+
+
 POWER_FILE = "power.json"  # results/<name>/power.json: the pilot's minimum detectable effects (factlab evidence --pilot)
 
 
@@ -321,17 +336,28 @@ def _write_power(folder: Path, name: str, rows: list[dict], wall_minutes: float,
 
 
 def run(names: Sequence[str] | None = None, out: str | Path | None = None, params: dict[str, str] | None = None,
-        root: Path | None = None, replicates: int = 2000, pilot: bool = False) -> list[dict[str, Any]]:
+        root: Path | None = None, replicates: int = 2000, pilot: bool = False,
+        resume: str | Path | None = None) -> list[dict[str, Any]]:
     """Run each named hypothesis (every one without names) and write ``results/`` (module
     docstring); returns the per-hypothesis summaries. ``params`` replaces a hypothesis'
     params file by name (the tests' tiny-step settings). ``pilot``: the base alone on the same
     held-out rows (``EvidenceSection.pilot``), then ``power_analysis`` into
-    ``results/<name>/power.json``; no arm trains and no effect or table is written."""
+    ``results/<name>/power.json``; no arm trains and no effect or table is written.
+    ``resume``: the run folder of an interrupted run of the one name given, continued in place
+    (``runner.run_notebook``: finished arms and seeds are read back), then written as above."""
     names = list(names or EVIDENCE_HYPOTHESES)
     unknown = [n for n in names if n not in HYPOTHESES]
     if unknown:
         raise ValueError(f"unknown hypothesis {unknown}; known: {', '.join(HYPOTHESES)}")
+    if resume is not None:
+        if len(names) != 1:
+            raise ValueError("factlab evidence --resume RUN_DIR continues one hypothesis: name it")
+        _check_resumed(Path(resume), HYPOTHESES[names[0]], pilot)
+        log.warning("%s: resumed; the CPU and wall minutes written to results/%s count this attempt only", resume,
+                    names[0])
     root = root or project_root()
+    for name in names:  # before anything runs
+        results_folder(root, name)
     summaries = []
     for name in names:
         h = HYPOTHESES[name]
@@ -339,10 +365,11 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
         if pilot:
             runs = Path(out) if out else root / "outputs" / "evidence"
             t0 = time.perf_counter()
-            res = run_notebook(h.notebook, params=_pilot_params(params_file, runs, name), out=runs,
-                               raise_on_error=True, progress=False)
+            res = (run_notebook(h.notebook, resume=resume, raise_on_error=True, progress=False) if resume else
+                   run_notebook(h.notebook, params=_pilot_params(params_file, runs, name), out=runs,
+                                raise_on_error=True, progress=False))
             rows = load_metrics(res.run_dir)["evidence"]["power"]  # the evidence cell's power_analysis
-            path = _write_power(results_dir(root) / name, name, rows, (time.perf_counter() - t0) / 60.0, params_file)
+            path = _write_power(results_folder(root, name), name, rows, (time.perf_counter() - t0) / 60.0, params_file)
             print(f"evidence {name}: pilot of the base alone -> {path}", flush=True)
             print(pd.DataFrame(rows).to_string(index=False), flush=True)
             summaries.append({"hypothesis": name, "pilot": True, "power": rows, "run_dir": str(res.run_dir)})
@@ -351,8 +378,9 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
         print(f"evidence {name}: running {h.notebook} with {params_file}", flush=True)
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        res = run_notebook(h.notebook, params=params_file, out=out or (root / "outputs" / "evidence"),
-                           raise_on_error=True, progress=False)
+        res = (run_notebook(h.notebook, resume=resume, raise_on_error=True, progress=False) if resume else
+               run_notebook(h.notebook, params=params_file, out=out or (root / "outputs" / "evidence"),
+                            raise_on_error=True, progress=False))
         cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.perf_counter() - t0
         cpu_minutes = ((cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)) / 60.0
@@ -363,12 +391,28 @@ def run(names: Sequence[str] | None = None, out: str | Path | None = None, param
                    "cpu_minutes": cpu_minutes, "wall_minutes": wall / 60.0, "command": command,
                    "params": str(Path(params_file).relative_to(root)) if Path(params_file).is_relative_to(root)
                    else str(params_file), "run_dir": str(res.run_dir)}
-        _write_hypothesis(results_dir(root) / name, summary, record, res.run_dir)
+        _write_hypothesis(results_folder(root, name), summary, record, res.run_dir)
         print(f"evidence {name}: {summary['verdict']} in {wall / 60:.1f} min wall, {cpu_minutes:.1f} CPU min",
               flush=True)
         summaries.append(summary)
     write_table(results_dir(root))
     return summaries
+
+
+def _check_resumed(run_dir: Path, h: Hypothesis, pilot: bool) -> None:
+    """``ValueError`` unless ``run_dir`` is a run folder of ``h`` (its notebook, its evidence
+    section, a pilot exactly when ``pilot``): checked before anything runs."""
+    try:
+        cfg = load_params(h.notebook, run_dir / "config.yaml")
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--resume {run_dir}: not a run folder of {h.notebook} ({str(e).splitlines()[0][:200]})") from None
+    section = getattr(cfg, "evidence", None)
+    if section is None or section.hypothesis != h.name:
+        raise ValueError(f"--resume {run_dir}: not a run of the hypothesis {h.name} (its config.yaml tests "
+                         f"{section.hypothesis if section else 'none'})")
+    if section.pilot != pilot:
+        raise ValueError(f"--resume {run_dir}: a {'pilot' if section.pilot else 'full'} run; "
+                         f"{'add' if section.pilot else 'drop'} --pilot")
 
 
 ROWS_FILE = "rows.jsonl.gz"  # results/<name>/rows.jsonl.gz: the record behind effects.json, committed
@@ -385,10 +429,14 @@ def write_rows(folder: Path, record: dict) -> Path:
         lines += [json.dumps({"kind": kind, **r}, default=float, sort_keys=True) for r in record.get(key) or []]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / ROWS_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-        gz.write(("\n".join(lines) + "\n").encode("utf-8"))
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{ROWS_FILE}.", suffix=".tmp", dir=folder)  # never a name planted beforehand
+    try:
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+            gz.write(("\n".join(lines) + "\n").encode("utf-8"))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -433,7 +481,7 @@ def recompute(names: Sequence[str] | None = None, root: Path | None = None, repl
     for name in names:
         if name not in HYPOTHESES:
             raise ValueError(f"unknown hypothesis {name!r}; known: {', '.join(HYPOTHESES)}")
-        record = read_rows(folder / name)
+        record = read_rows(results_folder(root, name))
         effects = analyze(record, HYPOTHESES[name], replicates=replicates)
         path = folder / name / "effects.json"
         summary = _run_facts(path) if path.is_file() else {"hypothesis": name}
@@ -499,6 +547,7 @@ def read_effects(path: Path) -> dict:
 
 
 def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) -> None:
+    results_folder(folder.parent.parent, folder.name)  # no link planted since the run started
     write_rows(folder, record)
     write_effects(folder, summary)
     (folder / "command.txt").write_text(summary["command"] + "\n" + f"# params: {summary['params']}\n")
@@ -667,10 +716,9 @@ def write_table(folder: Path) -> Path:
     reproduced = [name for name in HYPOTHESES if (folder / name / REPRODUCED_FILE).exists()]
     tail = ("\nRedone from a fresh clone (its reproduced.md compares the two runs): "
             + ", ".join(f"[{name}]({name}/{REPRODUCED_FILE})" for name in reproduced) + ".\n") if reproduced else ""
-    path = folder / "README.md"
+    path = no_symlink(folder / "README.md", "results/")
     folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(head + "\n".join(rows) + "\n" + tail)
-    return path
+    return atomic_write_text(path, head + "\n".join(rows) + "\n" + tail)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

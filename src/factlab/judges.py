@@ -889,7 +889,7 @@ class OpenAIJudge(Judge):
         except httpx.TransportError as e:
             raise _AttemptFailed(f"{type(e).__name__}: {redact_text(str(e))}") from None
         if not 200 <= status < 300:
-            detail = content[:300].decode("utf-8", "replace")
+            detail = self._scrub(content[:65536].decode("utf-8", "replace"))[:300]  # scrubbed whole, then cut
             if status in (401, 403):
                 raise JudgeError(f"{ep.shown + self._path} refused the request (HTTP {status}); set the API "
                                  f"key in ${self.api_key_env}: {detail}")
@@ -901,9 +901,17 @@ class OpenAIJudge(Judge):
                 content, completions=self.prefill_mode == "completions")
         except MalformedAnswer as e:  # a garbled body is usually transient (a proxy, an overloaded server)
             self._count(malformed=1)
-            raise _AttemptFailed(f"malformed answer: {e}") from None
+            raise _AttemptFailed(f"malformed answer: {self._scrub(str(e))}") from None
         self._count(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
         return text
+
+    def _scrub(self, text: str) -> str:
+        """A server's words (an error body, a malformed answer) as factlab may repeat them in an error,
+        a log or a manifest: URLs redacted, and the API key as ``***`` where the server echoed it (a
+        gateway's "invalid key sk-...", a proxy echoing the request's headers)."""
+        key = os.environ.get(self.api_key_env) or ""
+        text = redact_text(text)
+        return text.replace(key, "***") if len(key) >= 4 else text
 
     def _post(self, prompt: str, prefix: str = "") -> str:
         body = self._body(prompt, prefix)

@@ -34,10 +34,12 @@ The accelerate configs live in ``params/accelerate/`` (``ddp``, ``zero2``, ``zer
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -51,9 +53,10 @@ from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, host_name, load_yaml, read_params, redact_text, refuse_url_credentials, validate
 from .manifest import changed_keys, read_manifest
+from .paths import refuse_symlinks
 from .recipes import RECIPES
 from .rewards import Resources
-from .runner import config_for_notebook, default_params, find_notebook, make_run_dir, project_root
+from .runner import config_for_notebook, default_params, find_notebook, make_run_dir, project_root, sigterm_as_interrupt
 from .sweep import set_dotted
 from .threads import usable_cores
 from .train.grpo import TrainResult
@@ -286,10 +289,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         training_stage(args.notebook)
         cfg = validate(read_params(args.params), config_for_notebook(Path(args.notebook).stem), source=args.params)
-        results = train_stage(args.notebook, cfg, args.run_dir, prepare_only=args.prepare_only)
+        with sigterm_as_interrupt():
+            results = train_stage(args.notebook, cfg, args.run_dir, prepare_only=args.prepare_only)
     except ValueError as e:  # LaunchError, ConfigError
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # factlab train stopping its launch: one line per process, no trace
+        print(f"[rank {rank}] interrupted ({str(e) or 'Ctrl-C'}); checkpoints so far are kept", file=sys.stderr)
+        return 130
     for name, r in results.items():
         log.info("%s: %d steps in %.0f s -> %s", name, r.steps, r.runtime_s, r.model_dir)
     return 0
@@ -336,15 +343,45 @@ def add_command(sub) -> None:
     t.set_defaults(func=command)
 
 
+STOP_GRACE_S = 30.0  # after Ctrl-C / SIGTERM, how long the launched processes get to stop before SIGKILL
+
+
 def _run(cmd: list[str]) -> tuple[int, float]:
-    """Run ``cmd`` to its end (Ctrl-C reaches it too: wait for it to stop its processes)."""
+    """Run ``cmd`` to its end, in a session of its own. Ctrl-C or SIGTERM here (a
+    ``KeyboardInterrupt``) reaches every process it started as SIGINT, what is left of them
+    ``STOP_GRACE_S`` later is killed, and the interrupt is raised: no launched process trains on
+    in the run folder once ``factlab train`` has returned (SIGTERM used to end this process alone,
+    and ``accelerate launch`` and its ranks trained on, orphaned)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, start_new_session=True)
     try:
         rc = proc.wait()
     except KeyboardInterrupt:
-        rc = proc.wait()
+        _stop_group(proc)
+        raise
     return rc, time.perf_counter() - t0
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGINT to ``proc``'s process group, SIGKILL to what is left of it after ``STOP_GRACE_S``
+    (at once on a second Ctrl-C)."""
+    def signal_group(sig: int) -> bool:
+        try:
+            os.killpg(proc.pid, sig)
+            return True
+        except ProcessLookupError:  # every process of the group has ended
+            return False
+
+    deadline = time.monotonic() + STOP_GRACE_S
+    try:
+        signal_group(signal.SIGINT)
+        while time.monotonic() < deadline and signal_group(0):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(0.2)  # reaps the leader: its group lives on only in its children
+    except KeyboardInterrupt:
+        pass
+    signal_group(signal.SIGKILL)
+    proc.wait()
 
 
 MAX_PROCESSES_PER_MACHINE = 256  # more than any machine's GPUs or useful CPU processes: a typo
@@ -439,6 +476,8 @@ def command(args) -> int:
         run_dir = Path(args.run_dir).resolve()
         _own_run_folder(run_dir, nb.stem)
         _same_config(run_dir, cfg)
+        if run_dir.is_dir():  # config.yaml, launch.json and checkpoints were written through a link planted there
+            refuse_symlinks(run_dir, "a run folder")
     else:  # the folder maker of factlab run; a dry run only names it
         run_dir = make_run_dir(nb, params, args.out, tag="train", create=not args.dry_run).resolve()
     grpo = getattr(cfg, "grpo", None)
@@ -467,7 +506,13 @@ def command(args) -> int:
     config.write_text(dump_config(cfg), encoding="utf-8")
     seconds = 0.0
     for step in ([prepare] if alone else []) + [cmd]:
-        rc, s = _run(step)
+        try:
+            with sigterm_as_interrupt():
+                rc, s = _run(step)
+        except KeyboardInterrupt:
+            print(f"interrupted: every launched process stopped; run the same command again to resume from the last "
+                  f"checkpoints (--run-dir {run_dir})", file=sys.stderr)
+            return 130
         seconds += s
         if rc != 0:
             what = "the preparation" if step is prepare else "the launch"

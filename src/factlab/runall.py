@@ -157,7 +157,12 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
         for f in futures:
             f.cancel()
         _interrupt_children()
-        cf.wait(futures)  # the runs record `interrupted` in their manifests
+        while cf.wait(futures, timeout=INTERRUPT_AGAIN_S).not_done:  # the runs record `interrupted` in their manifests;
+            _interrupt_children(kernels_only=True)                    # a kernel idle between two cells ignored SIGINT
+        for f, nb in futures.items():
+            if not f.cancelled() and f.exception() is None and not f.result().ok:
+                log.error("%s interrupted (%s); continue it with: factlab run %s --resume %s", nb.stem,
+                          f.result().error, nb.stem, f.result().run_dir)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -202,14 +207,29 @@ def _children() -> list[int]:
     return out
 
 
-def _interrupt_children() -> None:
+INTERRUPT_AGAIN_S = 2.0  # after a stop, how often the kernels still running are interrupted again
+
+
+def _interrupt_children(kernels_only: bool = False) -> None:
     """SIGINT to each child's process group: a kernel (its own session, so the terminal's Ctrl-C
-    never reaches it) raises KeyboardInterrupt in its cell, the build stops under its lock."""
+    never reaches it) raises KeyboardInterrupt in its cell, the build stops under its lock. A kernel
+    between two cells ignores it and runs the next cell (it ran the notebook to its end, recorded
+    ``ok``, while run-all waited): ``kernels_only`` sends it again to the kernels alone."""
     for pid in _children():
+        if kernels_only and not _is_kernel(pid):
+            continue
         try:
             os.killpg(pid, signal.SIGINT) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGINT)
         except OSError:
             pass
+
+
+def _is_kernel(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"ipykernel" in f.read()
+    except OSError:
+        return False
 
 
 def _interrupt(signum, frame):

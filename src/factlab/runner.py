@@ -19,6 +19,7 @@ injects both.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as _dt
 import html
@@ -27,6 +28,7 @@ import logging
 import math
 import numbers
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -412,6 +414,24 @@ def _execute(nb_path: Path, run_dir: Path, cfg: BaseModel, params_source, *, res
     if error and raise_on_error:
         raise RuntimeError(f"{nb_path.name} failed: {error}; see {report}")
     return result
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM (a job scheduler stopping the run) ends the run like Ctrl-C, as a
+    ``KeyboardInterrupt``: the manifest records ``interrupted`` and the run can be resumed."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _no_resume_flags(*, params, out, smoke) -> None:
