@@ -28,6 +28,7 @@ from ..config import UNREDACTED, SFTSection
 from ..models import load_model, lora_config, release_memory, training_dtype
 from ..rewards import seva
 from .grpo import TrainResult, resume_checkpoint
+from .trl_seam import log_metric
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,8 @@ class CompactHeadSFTTrainer(SFTTrainer):
     step of the organism on a 600-token SEVA verdict (cProfile, 2026-11-27), which a plain loop did
     in 0.6 s against TRL's 1.06 s. This path computes TRL's own ``nll`` loss (the negative
     log-likelihood summed over the trained tokens, over ``num_items_in_batch`` or their count) and
-    logs the same entropy, token accuracy and token count. Any other setting (a GPU, PEFT, another
+    logs the same entropy and token accuracy (not TRL's running token count). Any other setting (a
+    GPU, several processes, PEFT, another
     loss type, label smoothing, a loss function, packing, a model that scales or caps its logits)
     takes TRL's path unchanged."""
 
@@ -78,7 +80,8 @@ class CompactHeadSFTTrainer(SFTTrainer):
         from peft import PeftModel
 
         cfg = model.config.get_text_config()
-        return (inputs["input_ids"].device.type == "cpu" and not isinstance(model, PeftModel)
+        return (inputs["input_ids"].device.type == "cpu" and self.accelerator.num_processes == 1
+                and not isinstance(model, PeftModel)
                 and cfg.model_type == "llama" and getattr(cfg, "final_logit_softcapping", None) is None
                 and self.args.loss_type == "nll" and self.label_smoother is None and self.compute_loss_func is None
                 and not self.aux_loss_enabled and "attention_mask" in inputs
@@ -97,17 +100,12 @@ class CompactHeadSFTTrainer(SFTTrainer):
         targets = targets[mask]
         count = mask.sum() if num_items_in_batch is None else num_items_in_batch
         loss = -log_probs.gather(-1, targets[:, None]).sum() / torch.as_tensor(count).clamp(min=1)
-        if self.args.average_tokens_across_devices and num_items_in_batch is not None:
-            loss = loss * (self.accelerator.num_processes // self._tp_size)
         with torch.no_grad():
             mode = "train" if model.training else "eval"
             valid = max(int(mask.sum()), 1)
             entropy = -(log_probs.exp() * log_probs).sum(-1)
-            self._metrics[mode]["entropy"].append(float(entropy.sum()) / valid)
-            self._metrics[mode]["mean_token_accuracy"].append(float((logits.argmax(-1) == targets).sum()) / valid)
-            if mode == "train":
-                self._total_train_tokens += int(inputs["attention_mask"].sum()) // self._tp_size
-            self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+            log_metric(self, mode, "entropy", float(entropy.sum()) / valid)
+            log_metric(self, mode, "mean_token_accuracy", float((logits.argmax(-1) == targets).sum()) / valid)
         return loss
 
 

@@ -89,6 +89,13 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "go there (log_metric) so they land in the log history beside TRL's.",
         set_in="trl.GRPOTrainer.__init__"),
     PrivateName(
+        "_metrics", "trl.SFTTrainer", "attribute",
+        "trl/trainer/sft_trainer.py: SFTTrainer.__init__ (self._metrics = {'train': defaultdict(list), ...}); "
+        "read by SFTTrainer.log",
+        "train.sft.CompactHeadSFTTrainer's loss logs the entropy and token accuracy TRL's own loss logs there "
+        "(log_metric).",
+        set_in="trl.SFTTrainer.__init__"),
+    PrivateName(
         "_tokenizer", "trl.GRPOTrainer", "attribute",
         "trl/trainer/grpo_trainer.py: GRPOTrainer.__init__ (self._tokenizer = processing_class[.tokenizer])",
         "the pad id factlab.decoding pads rollouts with, the same one TRL's generation uses.",
