@@ -284,8 +284,10 @@ def main() -> None:
           + ", ".join(f"{d}: {c:.3f}" for d, c in zip(doses, rare))
           + f"; ladder unknown {unknown_c:.3f} <= ... <= known {known:.3f}: {ok(ordered)}")
     noaug_known = share(noaug, "known_heldout/heldout", "correct")
-    print(f"anchor, Physics of LMs 3.1 (9.7% vs 96.6%): held-out known extraction without augmentation "
-          f"{noaug_known:.3f} vs augmented {known:.3f} ({ok(noaug_known < known - 0.3)}: far below)")
+    print(f"anchor, Physics of LMs 3.1, in the organism's own build (QA mixed into pretraining, answers recited in "
+          f"<think>: 3.1's mixed training, 86.6% there): held-out known extraction without augmentation "
+          f"{noaug_known:.3f} vs augmented {known:.3f} (far below: {noaug_known < known - 0.3}; the issue's "
+          f"9.7% vs 96.6% is 3.1's own protocol, the next line)")
     if not args.skip_anchor:
         protocol = {aug: organism.extraction_after_qa_finetune(augment=aug) for aug in (True, False)}
         with_aug, without = (protocol[a]["known_heldout/heldout"] for a in (True, False))
