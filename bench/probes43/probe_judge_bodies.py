@@ -8,27 +8,12 @@ from factlab.judges import OpenAIJudge, JudgeError
 from factlab.config import ConfigError
 OK = json.dumps({"choices": [{"message": {"content": "yes"}, "finish_reason": "stop"}]}).encode()
 
+import probe_round3
+
+
 def serve(handler):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen(16)
-    def conn(c):
-        try:
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                d = c.recv(65536)
-                if not d: return
-                buf += d
-            handler(c)
-        except Exception:
-            pass
-        finally:
-            c.close()
-    def loop():
-        while True:
-            try: c, _ = s.accept()
-            except OSError: return
-            threading.Thread(target=conn, args=(c,), daemon=True).start()
-    threading.Thread(target=loop, daemon=True).start()
-    return s, f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    """probe_round3.serve, for this file's handlers that take the connection only."""
+    return probe_round3.serve(lambda c, head: handler(c))
 
 def chunk(c, data): c.sendall(b"%x\r\n" % len(data) + data + b"\r\n")
 BLOCK = b"\0" * 1_000_000

@@ -6,34 +6,12 @@ from factlab.judges import OpenAIJudge, JudgeError
 
 OK_BODY = json.dumps({"choices": [{"message": {"content": "yes"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
 
+import probe_round3
+
+
 def serve(handler):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen(16)
-    def loop():
-        while True:
-            try:
-                c, _ = s.accept()
-            except OSError:
-                return
-            threading.Thread(target=conn, args=(c,), daemon=True).start()
-    def conn(c):
-        try:
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                d = c.recv(65536)
-                if not d: return
-                buf += d
-            head, _, rest = buf.partition(b"\r\n\r\n")
-            n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0] or 0) if b"ontent-" in head else 0
-            while len(rest) < n:
-                rest += c.recv(65536)
-            handler(c)
-        except Exception:
-            pass
-        finally:
-            try: c.close()
-            except Exception: pass
-    threading.Thread(target=loop, daemon=True).start()
-    return s, f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    """probe_round3.serve, for this file's handlers that take the connection only."""
+    return probe_round3.serve(lambda c, head: handler(c))
 
 def header_drip(c):
     c.sendall(b"HTTP/1.1 200 OK\r\n")
