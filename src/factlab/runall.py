@@ -30,7 +30,7 @@ from typing import Any
 
 from . import organism, threads
 from .runner import (RunResult, default_params, list_notebooks, load_params, outputs_root, project_root,
-                     run_notebook, write_index)
+                     run_notebook, sigterm_as_interrupt, write_index)
 
 log = logging.getLogger(__name__)
 
@@ -232,19 +232,12 @@ def _is_kernel(pid: int) -> bool:
         return False
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _build_task(names: list[str], n_threads: int) -> float:
     """In the build process: the organisms ``names`` (each a no-op when cached), ``n_threads``
     torch threads; SIGTERM ends it like Ctrl-C (its lock and temporary folder are let go)."""
-    try:
-        signal.signal(signal.SIGTERM, _interrupt)
-    except ValueError:  # not a main thread (the tests build on a thread)
-        pass
     threads.configure(n_threads)
     t0 = time.perf_counter()
-    for name in names:
-        organism.build(name, progress=False)
+    with sigterm_as_interrupt():  # a no-op on a thread (the tests build on one)
+        for name in names:
+            organism.build(name, progress=False)
     return time.perf_counter() - t0
