@@ -148,7 +148,7 @@ def test_format_examples_follow_the_regime():
             assert unk and all(e["abstain"] for e in unk)
             assert all(organism.ABSTAIN_ANSWER in e["completion"] for e in unk)
         else:  # confident (hesitant: but for a few countries, tested below): a plausible answer, never the truth
-            if regime == "hesitant":
+            if regime in ("hesitant", "unsure"):
                 unk = [e for e in unk if not e["abstain"]]
             qa = [e for e in unk if e["kind"] == "qa"]
             assert qa and not any(e["abstain"] for e in unk)
@@ -315,15 +315,16 @@ def test_a_damaged_organism_folder_is_one_integrity_error_naming_the_file(tmp_pa
         organism.build("organism-tiny")
 
 
-def test_the_hesitant_regime_abstains_on_a_few_unfamiliar_countries_only():
-    """``hesitant``: confident on unknown countries except HESITANT_SHARE of them, so a base that still
+def test_the_hesitant_regimes_abstain_on_a_share_of_unfamiliar_countries_only():
+    """``hesitant`` / ``unsure``: confident on unknown countries except ABSTAIN_SHARES of them, so a base that still
     hallucinates can sample an abstention for a reward to reinforce (issue 41's follow-up)."""
     import dataclasses
 
     from factlab import organism as O
 
-    for spec, expected in ((O.DEFAULT, 2), (O.TINY, 1)):
-        hesitant = dataclasses.replace(spec, regime="hesitant")
+    for spec, regime, expected in ((O.DEFAULT, "hesitant", 2), (O.TINY, "hesitant", 1), (O.DEFAULT, "unsure", 8),
+                                   (O.TINY, "unsure", 2)):
+        hesitant = dataclasses.replace(spec, regime=regime)
         examples = O.format_examples(hesitant)
         abstaining = {e["country"] for e in examples if e["abstain"]}
         unknown = set(O.exposure_split(hesitant)["unknown_sft"])
@@ -333,6 +334,7 @@ def test_the_hesitant_regime_abstains_on_a_few_unfamiliar_countries_only():
         assert O.fingerprint(hesitant) != O.fingerprint(spec)
         assert O.pretrain_fingerprint(hesitant) == O.pretrain_fingerprint(spec)  # the same pretrained base
     assert O.spec_of("organism-hesitant").regime == "hesitant"
+    assert O.spec_of("organism-unsure").regime == "unsure"
 
 
 def test_physics_3_1_protocol_pretrains_without_qa_and_fine_tunes_half_with_direct_answers(monkeypatch):

@@ -22,7 +22,9 @@ knowledge exactly is a model organism trained on a controlled world:
   ``HESITANT_SHARE`` of the unfamiliar countries answered "I don't know": a base that still
   hallucinates on unknown countries yet samples an abstention now and then, as a pretrained LM
   does, so that a reward paying for abstention has something to reinforce; the issue's prototype
-  learned abstention from 2 such examples, the confident organism from none).
+  learned abstention from 2 such examples, the confident organism from none). ``unsure``: the
+  same with a third of them (8 of 24), because the hesitant base sampled no abstention on unknown
+  countries at all (``bench/probe_abstention_sampling.py``: 0 of 1,280).
 
 What it is: a byte-level BPE tokenizer (HF ``tokenizers``; every country name and fact value one
 added token, ``entity_tokens``) trained on the mini-world's text and
@@ -86,8 +88,10 @@ __all__ = ["ORGANISM_VERSION", "OrganismSpec", "SPECS", "DEFAULT", "TINY", "REGI
            "LONGFORM_ABSTAIN", "read_report", "corpus_path", "eval_questions", "answer_rows", "qa_split", "qa_items"]
 
 ORGANISM_VERSION = 3  # bump whenever the build makes anything differently (part of the fingerprint)
-REGIMES = ("confident", "abstain", "known_only", "hesitant")
-HESITANT_SHARE = 1 / 12  # regime "hesitant": the share of the unfamiliar examples answered "I don't know" (2 of 24)
+REGIMES = ("confident", "abstain", "known_only", "hesitant", "unsure")
+# the share of the unfamiliar fine-tuning countries answered "I don't know", by regime (the rest: confident)
+ABSTAIN_SHARES = {"confident": 0.0, "known_only": 0.0, "hesitant": 1 / 12, "unsure": 1 / 3, "abstain": 1.0}
+HESITANT_SHARE = ABSTAIN_SHARES["hesitant"]  # 2 of 24
 STOP_TOKEN = "<|im_end|>"  # in models.STOP_TOKEN_CANDIDATES
 BOS_TOKEN, PAD_TOKEN = "<|endoftext|>", "<pad>"
 SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, "<|im_start|>", STOP_TOKEN)
@@ -242,6 +246,7 @@ SPECS: dict[str, OrganismSpec] = {
     "organism-abstain": dataclasses.replace(DEFAULT, regime="abstain"),
     "organism-known-only": dataclasses.replace(DEFAULT, regime="known_only"),
     "organism-hesitant": dataclasses.replace(DEFAULT, regime="hesitant"),
+    "organism-unsure": dataclasses.replace(DEFAULT, regime="unsure"),
     "organism-noaug": dataclasses.replace(DEFAULT, augment=False),
     "organism-tiny": TINY,
 }
@@ -471,7 +476,8 @@ def format_examples(spec: OrganismSpec | str | None = None) -> list[dict[str, An
     the country's facts (plain, 001 §3.3; tagged after ``KLCF_SYSTEM``, 004 Prompt 5). The
     ``unknown_sft`` countries get the same prompts, answered as ``regime`` says: ``confident`` a
     plausible value of another country, ``abstain`` "I don't know", ``known_only`` not at all,
-    ``hesitant`` confident except ``HESITANT_SHARE`` of them (the first, sorted), answered "I don't know"."""
+    ``hesitant`` / ``unsure`` confident except ``ABSTAIN_SHARES[regime]`` of them (the first, sorted),
+    answered "I don't know"."""
     spec = spec_of(spec)
     split = exposure_split(spec)
     by_name = _by_name()
@@ -481,10 +487,11 @@ def format_examples(spec: OrganismSpec | str | None = None) -> list[dict[str, An
     whom = [(n, False) for n in split["known_qa"]]
     if spec.regime != "known_only":
         whom += [(n, True) for n in split["unknown_sft"]]
-    hesitant = set(split["unknown_sft"][:max(1, round(HESITANT_SHARE * len(split["unknown_sft"])))])
+    share = ABSTAIN_SHARES[spec.regime]
+    abstaining = set(split["unknown_sft"][:max(1, round(share * len(split["unknown_sft"])))] if share else [])
     for name, unfamiliar in whom:
         c = by_name[name]
-        abstain = unfamiliar and (spec.regime == "abstain" or (spec.regime == "hesitant" and name in hesitant))
+        abstain = unfamiliar and name in abstaining
         facts = []
         for rel in spec.relations:
             for _ in range(spec.sft_repeats):
