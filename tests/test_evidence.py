@@ -200,11 +200,35 @@ def test_per_step_comparison_and_cpu_scaling():
     h = E.Hypothesis("x", "02_binary_rar", "claim", (
         E.Comparison("nonzero_advantage", "binary", "rating", "higher", per="step"),
         E.Comparison("wrong", "binary", "rating", "lower", scale="cpu_minutes")))
-    step, scaled = E.analyze(rec, h, replicates=200)
+    step, same_cost = E.analyze(rec, h, replicates=200)
     assert step["mean"] == pytest.approx(0.4) and step["verdict"] == "held"
     plain = E.analyze(rec, E.Hypothesis("y", "02_binary_rar", "c", (E.Comparison("wrong", "binary", "rating", "lower"),)),
                       replicates=200)[0]
+    # both arms cost 120 CPU seconds: the scale would be a constant, so the plain effect is reported
+    assert same_cost["mean"] == pytest.approx(plain["mean"]) and same_cost["comparison"] == "wrong: binary - rating"
+    for c in rec["cpu_seconds"]:
+        c["cpu_seconds"] = 120.0 if c["arm"] == "binary" else 60.0
+    scaled = E.analyze(rec, h, replicates=200)[1]
     assert scaled["mean"] == pytest.approx(plain["mean"] / 2.0)  # 120 CPU seconds = 2 minutes
+    assert scaled["comparison"] == "wrong per CPU-minute: binary - rating"
+
+
+def test_the_table_reads_a_record_by_its_registered_rule(tmp_path):
+    """compare's claim is "every family": a record that made only Binary RAR primary (issue 41's
+    "held (hypothesis: held)" with three of four families null) reads null by the registration."""
+    effects = [{"comparison": f"truth per CPU-minute: {fam} kb - {fam} judge", "metric": "truth",
+                "treatment": f"{fam} kb", "control": f"{fam} judge", "direction": "higher", "primary": fam == "Binary RAR",
+                "per": "question", "mean": 0.4 if fam == "Binary RAR" else 0.0, "lo": 0.1 if fam == "Binary RAR" else -0.1,
+                "hi": 0.8, "seeds": 3, "questions": 16, "replicates": 100,
+                "verdict": "held" if fam == "Binary RAR" else "null"}
+               for fam in ("Binary RAR", "K2V", "KLCF", "SEVA claims")]
+    assert all(e["primary"] for e in E.registered_roles("compare", effects))
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "effects.json").write_text(json.dumps({"hypothesis": "compare", "effects": effects,
+                                                                   "verdict": "held", "cpu_minutes": 1.0}))
+    table = E.write_table(tmp_path).read_text()
+    assert "held (hypothesis: null)" in table and "null (hypothesis: null)" in table
+    assert "(hypothesis: held)" not in table and "compare (secondary)" not in table
 
 
 def test_every_hypothesis_has_a_valid_evidence_params_file():

@@ -53,7 +53,7 @@ from .experiment import EVIDENCE_HYPOTHESES, HYPOTHESES, Comparison, Hypothesis
 from .recipes.evidence import BASE_ARM, EVIDENCE_FILE, run_arms, truth_evaluator
 
 __all__ = ["Comparison", "Hypothesis", "HYPOTHESES", "EVIDENCE_HYPOTHESES", "write_rows", "read_rows", "recompute",
-           "power_analysis", "POWER_SEEDS", "POWER_SEED_SD", "POWER_FILE", "arm_effects", "ARMS_FIGURE",
+           "power_analysis", "registered_roles", "COST_TIE", "POWER_SEEDS", "POWER_SEED_SD", "POWER_FILE", "arm_effects", "ARMS_FIGURE",
            "ROWS_FILE", "dose_response", "analyze", "overall", "report_frame", "run_in_notebook", "summary", "headline",
            "run",
            "write_table", "main"]
@@ -99,6 +99,9 @@ def _per_step(curves: Sequence[dict], arm: str, metric: str) -> dict:
     return out
 
 
+COST_TIE = 0.1  # a per-CPU-minute comparison is scaled only when its arms' mean CPU costs differ by more than this share
+
+
 def analyze(record: dict, hypothesis: Hypothesis, replicates: int = 2000) -> list[dict[str, Any]]:
     """Every comparison of ``hypothesis`` on an ``evidence.json`` record: the effect, its 95%
     interval, the verdict, the seeds and questions it is over."""
@@ -119,18 +122,24 @@ def analyze(record: dict, hypothesis: Hypothesis, replicates: int = 2000) -> lis
                         "direction": c.direction, "primary": c.primary, "per": c.per,
                         **Effect(math.nan, math.nan, math.nan, 0, 0, replicates).as_dict(), "verdict": NO_DATA})
             continue
+        scaled = None
         if c.scale == "cpu_minutes":
             minutes = float(cpu.loc[cpu["arm"] == c.treatment, "cpu_seconds"].mean()) / 60.0
-            effect = Effect(effect.mean / minutes, effect.lo / minutes, effect.hi / minutes, effect.seeds,
-                            effect.questions, effect.replicates)
+            control = float(cpu.loc[cpu["arm"] == c.control, "cpu_seconds"].mean()) / 60.0
+            # issue 41: arms of one cost make the per-minute scale a constant (0.5 / 1.083 = 0.461), not a result
+            scaled = not (abs(minutes - control) <= COST_TIE * max(minutes, control))
+            if scaled:
+                effect = Effect(effect.mean / minutes, effect.lo / minutes, effect.hi / minutes, effect.seeds,
+                                effect.questions, effect.replicates)
         if c.direction == "not lower" and c.margin is not None:
             v = "held" if effect.lo > -c.margin else ("not held" if effect.hi < -c.margin else "null")
         elif c.direction == "not lower":
             v = "not held" if effect.hi < 0 else "held"
         else:
             v = verdict(effect, c.direction)
-        out.append({"comparison": c.label(), "metric": c.metric, "treatment": c.treatment, "control": c.control,
-                    "direction": c.direction, "primary": c.primary, "per": c.per, **effect.as_dict(), "verdict": v})
+        out.append({"comparison": c.label(scaled), "metric": c.metric, "treatment": c.treatment,
+                    "control": c.control, "direction": c.direction, "primary": c.primary, "per": c.per,
+                    **effect.as_dict(), "verdict": v})
     return out
 
 
@@ -667,6 +676,16 @@ def _read_power(path: Path) -> dict:
     return data
 
 
+def registered_roles(name: str, effects: Sequence[dict]) -> list[dict]:
+    """``effects`` with each comparison's ``primary`` as registered in ``HYPOTHESES[name]`` (matched
+    on metric, treatment and control), so a record written before a rule was corrected is read by
+    the registered claim (issue 41: compare's "every family")."""
+    h = HYPOTHESES.get(name)
+    roles = {(c.metric, c.treatment, c.control): c.primary for c in h.comparisons} if h is not None else {}
+    return [{**e, "primary": roles.get((e.get("metric"), e.get("treatment"), e.get("control")), e["primary"])}
+            for e in effects]
+
+
 def write_table(folder: Path) -> Path:
     """``results/README.md``: one row per comparison of every hypothesis with results."""
     rows = []
@@ -677,9 +696,11 @@ def write_table(folder: Path) -> Path:
             log.warning("%s", e)
             rows.append(f"| {f.parent.name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | unreadable: {e} |")
             continue
-        for e in s["effects"]:
+        effects = registered_roles(s["hypothesis"], s["effects"])
+        verdict = overall(effects)
+        for e in effects:
             role = "" if e["primary"] else (" (guard)" if e["direction"] == "not lower" else " (secondary)")
-            overall_note = f" (hypothesis: {s['verdict']})" if e["primary"] else ""
+            overall_note = f" (hypothesis: {verdict})" if e["primary"] else ""
             h = HYPOTHESES.get(s["hypothesis"])
             budget = ORGANISM_BUDGET_MINUTES if h is not None and h.model.startswith("organism") else BUDGET_MINUTES
             rows.append(f"| {s['hypothesis']}{role} | {e['comparison']} | {e['direction']} | {_fmt(e['mean'])} "
@@ -700,6 +721,11 @@ def write_table(folder: Path) -> Path:
             "MDE: the minimum detectable effect at 80% power from the pilot of the base alone\n"
             "(`factlab evidence --pilot`, `power.json`) at the row's seeds, for seeds whose whole effects\n"
             "spread by 0 / 0.02 / 0.05 (n/a: no pilot; the first round had none).\n"
+            "Verdicts follow each hypothesis' registered rule: every primary comparison must hold, and no\n"
+            "guard may fail (compare's claim is \"every family\", so its four families are all primary).\n"
+            "A per-CPU-minute effect is scaled only where the arms' CPU costs differ (by over 10%); the\n"
+            "first round's compare record predates that rule and its arms cost the same, so its\n"
+            "per-CPU-minute effects are truth effects divided by one constant.\n"
             "CPU minutes: the notebook run's CPU time (2 cores); wall minutes: its runtime, against a\n"
             "budget of 30 (20 on the organism; a run over it is marked). Each folder holds the figures, the\n"
             "command, the run manifest and `runtime.md` (where the minutes went: each notebook cell's\n"

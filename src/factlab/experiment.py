@@ -119,7 +119,8 @@ class Comparison:
     """One effect: ``metric`` of ``treatment`` minus ``control`` (``base``: the untrained start),
     expected ``direction``; ``per``: ``question`` (evaluation rows) or ``step`` (training curves,
     paired on the step: a per-step training statistic); ``scale``: ``cpu_minutes`` divides the
-    effect by the treatment's mean training CPU minutes (truth gain per CPU-minute)."""
+    effect by the treatment's mean training CPU minutes (truth gain per CPU-minute), only where the
+    two arms' costs differ (``evidence.COST_TIE``); arms that cost the same get the plain effect."""
 
     metric: str
     treatment: str
@@ -136,8 +137,9 @@ class Comparison:
     # first round's rule (not held only when the whole interval is below 0)
     margin: float | None = None
 
-    def label(self) -> str:
-        unit = " per CPU-minute" if self.scale == "cpu_minutes" else ""
+    def label(self, scaled: bool | None = None) -> str:
+        """``scaled``: whether the per-CPU-minute scale was applied (default: whenever it is asked for)."""
+        unit = " per CPU-minute" if self.scale == "cpu_minutes" and scaled is not False else ""
         where = f" on {self.subset}" if self.subset else ""
         bound = f" (margin {self.margin:g})" if self.margin is not None else ""
         return f"{self.metric}{where}{unit}: {self.treatment} - {self.control}{bound}"
@@ -204,8 +206,10 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
     Hypothesis("compare", "06_compare",
                "On one budget, every reward family raises the held-out truth score per CPU-minute of training "
                "more with verdict: kb (a perfect judge) than with the 135M judge.",
-               tuple(Comparison("truth", f"{fam} kb", f"{fam} judge", "higher", scale="cpu_minutes",
-                                primary=(fam == "Binary RAR"))
+               # the claim is "every family": each family's comparison is primary, so the hypothesis holds only
+               # when all four hold (``evidence.overall``). The first record made only Binary RAR primary
+               # (issue 41: "held" with three of four families null); the table reads it by this rule.
+               tuple(Comparison("truth", f"{fam} kb", f"{fam} judge", "higher", scale="cpu_minutes")
                      for fam in ("Binary RAR", "K2V", "KLCF", "SEVA claims")),
                "all five papers"),
     # ---- round 2, on the knowledge organism (README "Evidence on the organism"; issue 41). Held-out
