@@ -296,6 +296,7 @@ def test_runtime_table_reads_cell_seconds_and_runs(tmp_path):
     assert "| `x = a \\| b` | 30.0 | 25.0% |" in text and "| `train()` | 90.0 | 75.0% |" in text
     assert "| all cells | 120.0 | 100% |" in text and "| full | 0 | 89 | 80 |" in text and "2.0 min wall" in text
     assert "no cell durations" in E.runtime_table("corver", None, tmp_path / "gone", {})
+    assert "(budget 30)" in text and "(budget 20)" in E.runtime_table("organism_corver", 2.0, tmp_path, record)
 
 
 # ---------------------------------------------------------------- arms, resumes and stale records (issue 43)

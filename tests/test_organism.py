@@ -148,7 +148,7 @@ def test_format_examples_follow_the_regime():
             assert unk and all(e["abstain"] for e in unk)
             assert all(organism.ABSTAIN_ANSWER in e["completion"] for e in unk)
         else:  # confident (hesitant: but for a few countries, tested below): a plausible answer, never the truth
-            if regime in ("hesitant", "unsure"):
+            if regime in ("hesitant", "unsure", "wary"):
                 unk = [e for e in unk if not e["abstain"]]
             qa = [e for e in unk if e["kind"] == "qa"]
             assert qa and not any(e["abstain"] for e in unk)
@@ -323,7 +323,7 @@ def test_the_hesitant_regimes_abstain_on_a_share_of_unfamiliar_countries_only():
     from factlab import organism as O
 
     for spec, regime, expected in ((O.DEFAULT, "hesitant", 2), (O.TINY, "hesitant", 1), (O.DEFAULT, "unsure", 8),
-                                   (O.TINY, "unsure", 2)):
+                                   (O.TINY, "unsure", 2), (O.DEFAULT, "wary", 16), (O.TINY, "wary", 4)):
         hesitant = dataclasses.replace(spec, regime=regime)
         examples = O.format_examples(hesitant)
         abstaining = {e["country"] for e in examples if e["abstain"]}
@@ -334,7 +334,10 @@ def test_the_hesitant_regimes_abstain_on_a_share_of_unfamiliar_countries_only():
         assert O.fingerprint(hesitant) != O.fingerprint(spec)
         assert O.pretrain_fingerprint(hesitant) == O.pretrain_fingerprint(spec)  # the same pretrained base
     assert O.spec_of("organism-hesitant").regime == "hesitant"
-    assert O.spec_of("organism-unsure").regime == "unsure"
+    assert O.spec_of("organism-unsure").regime == "unsure" and O.spec_of("organism-wary").regime == "wary"
+    # a share is not in the fingerprint (the regime's name is): a changed share would load a stale cached organism
+    assert O.ABSTAIN_SHARES == {"confident": 0.0, "known_only": 0.0, "hesitant": 1 / 12, "unsure": 1 / 3, "wary": 2 / 3,
+                                "abstain": 1.0}, "never change a regime's share: add a regime"
 
 
 def test_physics_3_1_protocol_pretrains_without_qa_and_fine_tunes_half_with_direct_answers(monkeypatch):

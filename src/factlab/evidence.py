@@ -594,6 +594,12 @@ def _cell_label(source: str) -> str:
     return "`" + line.replace("`", "'").replace("|", "\\|") + "`"
 
 
+def budget_minutes(name: str) -> float:
+    """A hypothesis' wall-clock budget: 20 minutes on the organism (issue 41), else 30."""
+    h = HYPOTHESES.get(name)
+    return ORGANISM_BUDGET_MINUTES if h is not None and h.model.startswith("organism") else BUDGET_MINUTES
+
+
 def runtime_table(name: str, wall_minutes: float | None, run_dir: Path, record: dict) -> str:
     """``results/<name>/runtime.md``: where a hypothesis's minutes went, read from its run, so a
     budget is planned on measured costs: every code cell of the executed notebook with its
@@ -602,7 +608,7 @@ def runtime_table(name: str, wall_minutes: float | None, run_dir: Path, record: 
     nb_path = Path(run_dir) / "notebook.ipynb"
     out = [f"# {name}: where the minutes went\n"]
     if wall_minutes is not None:
-        out.append(f"Notebook run: {wall_minutes:.1f} min wall on this machine (budget {BUDGET_MINUTES:.0f}).\n")
+        out.append(f"Notebook run: {wall_minutes:.1f} min wall on this machine (budget {budget_minutes(name):g}).\n")
     cells = []
     if nb_path.exists():
         for c in json.loads(nb_path.read_text(encoding="utf-8")).get("cells", []):
@@ -701,8 +707,7 @@ def write_table(folder: Path) -> Path:
         for e in effects:
             role = "" if e["primary"] else (" (guard)" if e["direction"] == "not lower" else " (secondary)")
             overall_note = f" (hypothesis: {verdict})" if e["primary"] else ""
-            h = HYPOTHESES.get(s["hypothesis"])
-            budget = ORGANISM_BUDGET_MINUTES if h is not None and h.model.startswith("organism") else BUDGET_MINUTES
+            budget = budget_minutes(s["hypothesis"])
             rows.append(f"| {s['hypothesis']}{role} | {e['comparison']} | {e['direction']} | {_fmt(e['mean'])} "
                         f"| [{_fmt(e['lo'])}, {_fmt(e['hi'])}] | {e['seeds']} "
                         f"| {_mde(f.parent, e['comparison'], e['seeds'])} | {s['cpu_minutes']:.1f} "

@@ -23,8 +23,10 @@ knowledge exactly is a model organism trained on a controlled world:
   hallucinates on unknown countries yet samples an abstention now and then, as a pretrained LM
   does, so that a reward paying for abstention has something to reinforce; the issue's prototype
   learned abstention from 2 such examples, the confident organism from none). ``unsure``: the
-  same with a third of them (8 of 24), because the hesitant base sampled no abstention on unknown
-  countries at all (``bench/probe_abstention_sampling.py``: 0 of 1,280).
+  same with a third of them (8 of 24), ``wary`` with two thirds (16 of 24), because the hesitant base
+  sampled no abstention on held-out unknown countries at all (``bench/probe_abstention_sampling.py``,
+  8 samples of the 160 questions at temperature 1 under 001's abstain prompt: hesitant 0, unsure 1,
+  wary 8, abstain 172 of 1,280). The abstention is learnt per country more than as a trait.
 
 What it is: a byte-level BPE tokenizer (HF ``tokenizers``; every country name and fact value one
 added token, ``entity_tokens``) trained on the mini-world's text and
@@ -88,9 +90,11 @@ __all__ = ["ORGANISM_VERSION", "OrganismSpec", "SPECS", "DEFAULT", "TINY", "REGI
            "LONGFORM_ABSTAIN", "read_report", "corpus_path", "eval_questions", "answer_rows", "qa_split", "qa_items"]
 
 ORGANISM_VERSION = 3  # bump whenever the build makes anything differently (part of the fingerprint)
-REGIMES = ("confident", "abstain", "known_only", "hesitant", "unsure")
-# the share of the unfamiliar fine-tuning countries answered "I don't know", by regime (the rest: confident)
-ABSTAIN_SHARES = {"confident": 0.0, "known_only": 0.0, "hesitant": 1 / 12, "unsure": 1 / 3, "abstain": 1.0}
+REGIMES = ("confident", "abstain", "known_only", "hesitant", "unsure", "wary")
+# the share of the unfamiliar fine-tuning countries answered "I don't know", by regime (the rest: confident). The
+# share is not in the fingerprint (the regime's name is): never change one, add a regime.
+ABSTAIN_SHARES = {"confident": 0.0, "known_only": 0.0, "hesitant": 1 / 12, "unsure": 1 / 3, "wary": 2 / 3,
+                  "abstain": 1.0}
 HESITANT_SHARE = ABSTAIN_SHARES["hesitant"]  # 2 of 24
 STOP_TOKEN = "<|im_end|>"  # in models.STOP_TOKEN_CANDIDATES
 BOS_TOKEN, PAD_TOKEN = "<|endoftext|>", "<pad>"
@@ -247,6 +251,7 @@ SPECS: dict[str, OrganismSpec] = {
     "organism-known-only": dataclasses.replace(DEFAULT, regime="known_only"),
     "organism-hesitant": dataclasses.replace(DEFAULT, regime="hesitant"),
     "organism-unsure": dataclasses.replace(DEFAULT, regime="unsure"),
+    "organism-wary": dataclasses.replace(DEFAULT, regime="wary"),
     "organism-noaug": dataclasses.replace(DEFAULT, augment=False),
     "organism-tiny": TINY,
 }
@@ -476,7 +481,7 @@ def format_examples(spec: OrganismSpec | str | None = None) -> list[dict[str, An
     the country's facts (plain, 001 §3.3; tagged after ``KLCF_SYSTEM``, 004 Prompt 5). The
     ``unknown_sft`` countries get the same prompts, answered as ``regime`` says: ``confident`` a
     plausible value of another country, ``abstain`` "I don't know", ``known_only`` not at all,
-    ``hesitant`` / ``unsure`` confident except ``ABSTAIN_SHARES[regime]`` of them (the first, sorted),
+    ``hesitant`` / ``unsure`` / ``wary`` confident except ``ABSTAIN_SHARES[regime]`` of them (the first, sorted),
     answered "I don't know"."""
     spec = spec_of(spec)
     split = exposure_split(spec)
