@@ -151,3 +151,86 @@ def test_workers_that_ignore_sigterm_are_ended_within_one_grace_period(tmp_path,
     with pytest.raises(JobFailed, match="f failed"):
         run_jobs(jobs, workers=4, progress=False, poll_s=0.05)
     assert time.monotonic() - t0 < 18  # one grace period (10 s), not three
+
+
+def _running(pid):
+    """Whether ``pid`` is a live process (not a zombie waiting for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_a_second_ctrl_c_while_the_workers_are_ended_still_ends_them(tmp_path, monkeypatch):
+    """A second Ctrl-C during the grace period cut the cleanup short: workers in a long C call
+    (SIGTERM pending) trained on, and the parent's exit waited for them (issue 43 round-4 probe).
+    The workers are killed whatever interrupts the wait."""
+    import signal
+    import time
+
+    from factlab import forked
+
+    def stubborn(i):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        (tmp_path / f"pid{i}").write_text(str(os.getpid()))
+        time.sleep(3600)
+
+    def fail():
+        while len(list(tmp_path.glob("pid*"))) < 2:
+            time.sleep(0.05)
+        raise RuntimeError("one job fails")
+
+    def second_ctrl_c(proc):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(forked, "_end", second_ctrl_c)
+    jobs = [Job(f"stubborn {i}", (lambda i=i: stubborn(i)), tmp_path / f"s{i}.log") for i in range(2)]
+    pids = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_jobs(jobs + [Job("f", fail, tmp_path / "f.log")], workers=3, progress=False, poll_s=0.05)
+        pids = [int(f.read_text()) for f in tmp_path.glob("pid*")]
+        assert len(pids) == 2 and not [p for p in pids if _running(p)]
+    finally:
+        for p in pids:
+            if _running(p):
+                os.kill(p, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    """SIGKILL to the process running the workers (the OOM killer) left them training, for hours,
+    into the folders a resumed run trains in (issue 43 round-4 probe): they die with it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import os, sys, time\nfrom pathlib import Path\nfrom factlab.forked import Job, run_jobs\nT = Path(sys.argv[1])\n"
+            "def work(i):\n    (T / f'pid{i}').write_text(str(os.getpid())); time.sleep(3600)\n"
+            "run_jobs([Job(f'j{i}', (lambda i=i: work(i)), T / f'w{i}.log') for i in range(2)], 2, progress=False)\n")
+    env = dict(os.environ, FACTLAB_CORES="2")
+    p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env)
+    pids = []
+    try:
+        t0 = time.monotonic()
+        while len(list(tmp_path.glob("pid*"))) < 2 and time.monotonic() - t0 < 60:
+            time.sleep(0.1)
+        pids = [int(f.read_text()) for f in tmp_path.glob("pid*")]
+        assert len(pids) == 2
+        p.kill()
+        p.wait()
+        t0 = time.monotonic()
+        while [q for q in pids if _running(q)] and time.monotonic() - t0 < 5:
+            time.sleep(0.1)
+        assert not [q for q in pids if _running(q)]
+    finally:
+        for q in pids:
+            if _running(q):
+                os.kill(q, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()

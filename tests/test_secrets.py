@@ -353,3 +353,17 @@ def test_a_run_refuses_credentials_in_a_url_before_it_starts(tmp_path):
                                overrides={"judge": {"base_url": "https://judge.example.com/v1"},
                                           "grpo": {"vllm_server_base_url": "http://gen:8000"}})
     config.refuse_url_credentials(clean)  # no credentials: nothing to refuse
+
+
+def test_check_prints_a_model_name_with_credentials_redacted(tmp_path, capsys):
+    """``factlab check`` printed ``model.name`` as given in its summary line, password included,
+    where config.yaml writes it redacted (issue 43 round-4 probe)."""
+    from factlab.cli import main
+
+    p = tmp_path / "p.yaml"
+    p.write_text("base: {}\nmodel: {{name: 'https://alice:hunter2pw@h.example/m?api_key=k3yk3y'}}\n".format(
+        config.__file__.replace("src/factlab/config.py", "params/00_quickstart_smoke.yaml")))
+    assert main(["check", "00_quickstart", "--params", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "model https://***@h.example/m?api_key=***" in out
+    assert "hunter2pw" not in out and "k3yk3y" not in out

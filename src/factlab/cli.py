@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from . import threads
+from .config import redact_text
 from .corpus import CorpusIndex
 from .integrity import VERIFY_ENV
 from .data.miniworld import build_world, default_world_dir
@@ -157,7 +158,9 @@ def _cmd_check(args) -> int:
                   f"--gpu-mem {args.gpu_mem:g} prints every term)", file=sys.stderr)
             return 1
         rewards += f"; fits {args.gpus} x {args.gpu_mem:g} GB with {plan.strategy.name}"
-    print(f"ok: {params} is a valid {type(cfg).__name__} for {nb.stem} (model {cfg.model.name}; rewards: {rewards})")
+    # redacted as config.yaml is: a model name may be a URL with a password (issue 43 round-4 probe)
+    print(redact_text(f"ok: {params} is a valid {type(cfg).__name__} for {nb.stem} (model {cfg.model.name}; "
+                      f"rewards: {rewards})"))
     return 0
 
 

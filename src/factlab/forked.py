@@ -75,10 +75,27 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log written)"
 
 
-def _child(job: Job) -> None:
-    """The forked side: one torch thread, output to the job's log. multiprocessing ends the
-    process itself (exit code 0, or 1 after an error, its traceback in the log) without running
-    the parent's exit hooks."""
+def _die_with(parent: int) -> None:
+    """SIGKILL this process when ``parent`` dies (Linux ``PR_SET_PDEATHSIG``; elsewhere nothing):
+    a parent killed outright (SIGKILL, the OOM killer) cannot stop its workers, which would train
+    on for hours into the folders a resumed run trains in (issue 43 round-4 probe). Ends at once
+    when the parent died before this was set."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _child(job: Job, parent: int) -> None:
+    """The forked side: one torch thread, output to the job's log, ended with its parent
+    (``_die_with``). multiprocessing ends the process itself (exit code 0, or 1 after an error,
+    its traceback in the log) without running the parent's exit hooks."""
+    _die_with(parent)
     job.log.parent.mkdir(parents=True, exist_ok=True)
     out = open(job.log, "w", buffering=1, encoding="utf-8")
     os.dup2(out.fileno(), 1)
@@ -170,7 +187,7 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
         while pending or running:
             while pending and len(running) < workers:
                 job = pending.pop(0)
-                proc = ctx.Process(target=_child, args=(job,), name=f"factlab-{job.name}")
+                proc = ctx.Process(target=_child, args=(job, os.getpid()), name=f"factlab-{job.name}")
                 proc.start()
                 log.info("%s: started %s (pid %d), log %s", desc, job.name, proc.pid, job.log)
                 running[proc] = job
@@ -190,13 +207,15 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
                                     f"its last lines:\n{_tail(job.log)}")
                 bar.update(1)
     finally:
-        for proc in running:
-            _end(proc)
-        deadline = time.monotonic() + 10  # 10 s for all of them: one after the other, 8 workers that ignore
-        for proc in running:              # SIGTERM kept Ctrl-C waiting 80 s (issue 43 round-3b probe)
-            proc.join(max(0.0, deadline - time.monotonic()))
-        for proc in running:
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
-        bar.close()
+        try:
+            for proc in running:
+                _end(proc)
+            deadline = time.monotonic() + 10  # 10 s for all of them: one after the other, 8 workers that ignore
+            for proc in running:              # SIGTERM kept Ctrl-C waiting 80 s (issue 43 round-3b probe)
+                proc.join(max(0.0, deadline - time.monotonic()))
+        finally:  # also when a second Ctrl-C cuts that wait short: it left the workers running, and the parent's
+            for proc in running:  # exit waited for them to finish their jobs (issue 43 round-4 probe)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(5)
+            bar.close()
