@@ -89,6 +89,24 @@ def test_failed_and_interrupted_runs_say_so(tmp_path, fake_pm):
     assert runner.exit_state(RuntimeError("boom\nmore")) == ("failed", "RuntimeError: boom")
 
 
+def test_a_kernel_that_dies_of_a_stop_reads_interrupted(tmp_path, fake_pm):
+    """run-all's Ctrl-C can reach a kernel while it starts: it dies ("Kernel died before replying to
+    kernel_info"). After a stop was asked for (``runner.STOP_REQUESTED``) that is ``interrupted``."""
+    fake_pm.outcome = RuntimeError("Kernel died before replying to kernel_info")
+    with pytest.raises(RuntimeError):
+        _run(tmp_path)
+    first = max((tmp_path / "runs/00_quickstart").iterdir())
+    assert manifest.read_manifest(first)["state"] == "failed"  # no stop asked for: a failure
+    runner.STOP_REQUESTED.set()
+    try:
+        with pytest.raises(RuntimeError):
+            _run(tmp_path)
+    finally:
+        runner.STOP_REQUESTED.clear()
+    m = manifest.read_manifest(max((tmp_path / "runs/00_quickstart").iterdir()))
+    assert m["state"] == "interrupted" and m["error"] == "stopped: RuntimeError: Kernel died before replying to kernel_info"
+
+
 def test_resume_continues_in_the_same_folder(tmp_path, fake_pm):
     fake_pm.outcome = KeyboardInterrupt()
     with pytest.raises(KeyboardInterrupt):

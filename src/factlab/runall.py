@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import organism, threads
+from . import organism, runner, threads
 from .runner import (RunResult, default_params, list_notebooks, load_params, outputs_root, project_root,
                      run_notebook, sigterm_as_interrupt, write_index)
 
@@ -128,6 +128,7 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
     os.environ[threads.ENV_CORES] = str(max(1, cores // jobs))  # the cores (a notebook's forked workers)
     builder = _build_pool() if to_build else None
     pool = _pool(jobs)
+    runner.STOP_REQUESTED.clear()
     try:
         def submit(nb: Path) -> None:
             futures[pool.submit(_run_one, nb, kw)] = nb
@@ -156,6 +157,7 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
     except BaseException:
         for f in futures:
             f.cancel()
+        runner.STOP_REQUESTED.set()  # a kernel that dies of the interrupt while it starts reads `interrupted`
         _interrupt_children()
         while cf.wait(futures, timeout=INTERRUPT_AGAIN_S).not_done:  # the runs record `interrupted` in their manifests;
             _interrupt_children(kernels_only=True)                    # a kernel idle between two cells ignored SIGINT

@@ -29,6 +29,7 @@ import math
 import numbers
 import os
 import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -385,6 +386,20 @@ def execute_notebook(nb_path: Path, executed: Path, parameters: dict, *, progres
                         progress_bar=progress, kernel_name="python3", extra_arguments=KERNEL_ARGUMENTS)
 
 
+# Set by a caller that stopped every run at once (run-all's Ctrl-C / SIGTERM, ``runall``): a run that then ends in
+# an error ended because of the stop (a kernel interrupted while it starts dies: "Kernel died before replying to
+# kernel_info"), so its manifest says ``interrupted``, not ``failed``. Cleared when such a caller starts.
+STOP_REQUESTED = threading.Event()
+
+
+def _ended_state(outcome: BaseException | str | None) -> tuple[str, str | None]:
+    """``exit_state`` of a run, an error after ``STOP_REQUESTED`` read as the stop."""
+    state, line = exit_state(outcome)
+    if state == "failed" and STOP_REQUESTED.is_set():
+        return "interrupted", f"stopped: {line}"
+    return state, line
+
+
 def _execute(nb_path: Path, run_dir: Path, cfg: BaseModel, params_source, *, resumed: bool, progress: bool,
              raise_on_error: bool, with_code: bool) -> RunResult:
     """Run the notebook in ``run_dir`` (its lock held), recording start and end in the manifest."""
@@ -403,12 +418,12 @@ def _execute(nb_path: Path, run_dir: Path, cfg: BaseModel, params_source, *, res
         report = (html_report(executed, run_dir / "report.html", with_code) if executed.exists()
                   else run_dir / "report.html")
     except BaseException as e:  # Ctrl-C / SIGTERM, or the runner itself failed: say so in the manifest
-        state, line = exit_state(e)
+        state, line = _ended_state(e)
         finish_manifest(run_dir, state, line)
         log.error("%s %s (%s); continue it with: factlab run %s --resume %s",
                   nb_path.stem, state, line, nb_path.stem, run_dir)
         raise
-    finish_manifest(run_dir, *exit_state(error))
+    finish_manifest(run_dir, *_ended_state(error))
     metrics = load_metrics(run_dir)
     result = RunResult(run_dir, executed, report, metrics, ok=error is None, error=error)
     if error and raise_on_error:
