@@ -15,7 +15,11 @@ for extra in [{"eval_strategy": "steps"}, {"torch_compile": True}, {"use_liger_k
               {"dataloader_num_workers": 100000}, {"metric_for_best_model": "loss"}, {"full_determinism": True},
               {"accelerator_config": {"split_batches": True}}, {}]:
     p = params("ex", yaml.safe_dump({"grpo": {"extra": extra}}), base="01_corver_smoke.yaml")
-    cfg = load("01_corver", p)
+    try:
+        cfg = load("01_corver", p)
+    except Exception as e:  # refused when params load (round 4: eval_strategy): the defence, not a crash
+        record("clear error", f"grpo.extra {extra}", f"{type(e).__name__}: {str(e)[:160]}")
+        continue
     try:
         args = grpo_args(cfg.grpo.model_copy(update={"max_steps": 1}), tempfile.mkdtemp(), reward_weights=[1.0])
         trl.GRPOTrainer(model=model, processing_class=tok, reward_funcs=[lambda completions, **k: [0.0] * len(completions)],
