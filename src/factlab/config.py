@@ -866,11 +866,6 @@ def _merge(base: dict, override: dict) -> dict:
     return out
 
 
-def merge_params(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """``override`` on top of ``base``, mappings merged key by key (lists are replaced)."""
-    return _merge(base, override)
-
-
 def _read_text(path: Path, named_by: str) -> str:
     """The file's text, or a ``ConfigError`` naming it (and the file whose ``base:`` named it)."""
     if not path.exists():

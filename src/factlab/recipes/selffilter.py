@@ -35,7 +35,7 @@ import logging
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from pydantic import Field, model_validator
 from tqdm.auto import tqdm
@@ -381,13 +381,3 @@ def select_learning_zone(results: Sequence[SelfFilterResult], cfg: SelfFilterCon
                 "selected": len(items)}
     table = pd.concat([table, pd.DataFrame([retained])], ignore_index=True)
     return items, table
-
-
-def results_table(results: Iterable[SelfFilterResult]):
-    """One row per question: id, question, n_correct (both modes), n_samples, bucket."""
-    import pandas as pd
-
-    return pd.DataFrame([{"id": r.item.id, "question": r.item.question, "n_correct": r.n_correct,
-                          "n_correct_lenient": r.n_correct_lenient,
-                          "n_correct_strict": r.n_correct_strict, "n_samples": r.n_samples,
-                          "bucket": r.bucket, "cached": r.cached} for r in results])
