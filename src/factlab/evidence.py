@@ -682,6 +682,11 @@ def _read_power(path: Path) -> dict:
     return data
 
 
+# a figure that answers its hypothesis' own question is named by it in the table's figure list
+FIGURE_LABELS = {("reward_hallucination", ARMS_FIGURE):
+                 "the reward-hallucination figure (wrong answers on unknown countries under each judge, against the base)"}
+
+
 def registered_roles(name: str, effects: Sequence[dict]) -> list[dict]:
     """``effects`` with each comparison's ``primary`` as registered in ``HYPOTHESES[name]`` (matched
     on metric, treatment and control), so a record written before a rule was corrected is read by
@@ -739,7 +744,7 @@ def write_table(folder: Path) -> Path:
             "| wall minutes | verdict |\n"
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
     folders = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-    figures = [f"[{d.name}: {label}]({d.name}/{png})" for d in folders
+    figures = [f"[{d.name}: {FIGURE_LABELS.get((d.name, png), label)}]({d.name}/{png})" for d in folders
                for png, label in ((DOSE_FIGURE, "the primary effect by training steps"),
                                   (ARMS_FIGURE, "each arm against the base")) if (d / png).exists()]
     if figures:
