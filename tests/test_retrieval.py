@@ -410,3 +410,31 @@ def test_ensure_datastore_rebuilds_one_saved_before_manifests(tmp_path, world, m
         again = R.ensure_datastore(cfg, corpus, tokenizer, 128)
     assert "no file manifest" in caplog.text and (folder / MANIFEST_FILE).is_file()
     assert len(again) == len(first) > 0
+
+
+@pytest.mark.parametrize("name", ["chunks.jsonl", "factlab_retriever.json", "bm25s", "dangling"])
+def test_save_never_writes_through_a_link_in_the_datastore_folder(tmp_path, store, name):
+    """A datastore is saved in place (``ensure_datastore`` rebuilds one in its cache folder): a link
+    planted there had its target overwritten, a dangling one created, a linked ``bm25s/`` filled
+    (issue 43 round-5 probe). The link is refused before anything is written."""
+    from factlab.paths import SymlinkRefused
+
+    out = tmp_path / "ds"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    if name == "bm25s":
+        victim.mkdir()
+        (out / name).symlink_to(victim, target_is_directory=True)
+    elif name == "dangling":
+        (out / "chunks.jsonl").symlink_to(victim)
+    else:
+        victim.write_text("precious")
+        (out / name).symlink_to(victim)
+    with pytest.raises(SymlinkRefused, match="symbolic link"):
+        store.save(out)
+    if name == "bm25s":
+        assert not any(victim.iterdir())
+    elif name == "dangling":
+        assert not victim.exists()
+    else:
+        assert victim.read_text() == "precious"

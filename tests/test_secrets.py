@@ -34,6 +34,9 @@ from factlab.judges import JudgeError, OpenAIJudge, TransformersJudge
     ("https://h/v1?api_key[]=s3cret&token[0]=s3cret", "https://h/v1?api_key[]=***&token[0]=***"),  # array names
     ("https://h/v1?session_id=s3cret", "https://h/v1?session_id=***"),
     ("https://h/v1;api_key=s3cret", "https://h/v1;api_key=***"),  # a path parameter
+    ("https://f.azurewebsites.net/api/judge?code=s3cret", "https://f.azurewebsites.net/api/judge?code=***"),  # a
+    ("https://h/v1?auth_code=s3cret&state=x", "https://h/v1?auth_code=***&state=x"),  # function key, an OAuth code
+    ("https://h/v1?api%255Fkey=s3cret&key%3D=s3cret", "https://h/v1?api%255Fkey=***&key%3D=***"),  # issue 43 round 5
     ("https://u:pa/s3cret@h/v1", "https://***"),  # a password with an unencoded / ends the host early
     ("https://u:pa#s3cret@h/v1", "https://***"),
     ("https://u:pa?s3cret@h/v1", "https://***"),

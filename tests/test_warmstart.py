@@ -404,3 +404,30 @@ def test_freeze_below_top_layers_leaves_the_top_trainable():
     assert all(p.requires_grad for p in layers.parameters())  # more than the model has: every layer trains
     with pytest.raises(ValueError, match="at least one"):
         freeze_below_top_layers(model, 0)
+
+
+@pytest.mark.parametrize("plant", ["work", "work/sft"])
+def test_a_link_planted_in_the_work_folder_is_refused_before_anything_is_written(tmp_path, monkeypatch, section,
+                                                                                   plant):
+    """A ``<key>.work`` (or a folder in it) that is a symbolic link: the demos, the SFT and the stage
+    (removed, then renamed into place) went through it, deleting ``stage/`` where it points (issue 43
+    round-5 probe)."""
+    from factlab.paths import SymlinkRefused
+
+    monkeypatch.setattr(W, "run_sft", _fake_sft(tmp_path / "calls.log"))
+    ws = section.model_copy(update={"check_questions": 0})
+    root, key = tmp_path / "ws", W.cache_key(ws, "smollm2-135m-instruct")
+    victim = tmp_path / "victim"
+    (victim / "stage").mkdir(parents=True)
+    (victim / "stage" / "notes.txt").write_text("precious")
+    work = root / f"{key}.work"
+    if plant == "work":
+        root.mkdir()
+        work.symlink_to(victim, target_is_directory=True)
+    else:
+        work.mkdir(parents=True)
+        (work / "sft").symlink_to(victim, target_is_directory=True)
+    with pytest.raises(SymlinkRefused, match="symbolic link"):
+        W.build(ws, "smollm2-135m-instruct", root=root)
+    assert sorted(p.relative_to(victim).as_posix() for p in victim.rglob("*")) == ["stage", "stage/notes.txt"]
+    assert not (tmp_path / "calls.log").exists()  # refused before the SFT

@@ -540,10 +540,11 @@ class SFTSection(Section):
         return self
 
 
-# A query or fragment parameter carries a secret when its name (percent-decoded) is, or ends in
-# after a non-letter, one of these words (api_key, client_secret, X-Amz-Credential, access_token,
-# authorization, ...), or ends in one of them in camelCase (apiKey, accessToken, clientSecret).
-_SECRET_NAME = re.compile(r"(?:(?:^|[^a-z0-9])(?:api[_-]?key|key|pwd|pass|sig|auth|bearer|session|cookie|jwt)|"
+# A query or fragment parameter carries a secret when its name (percent-decoded, twice encoded too,
+# without a trailing "=") is, or ends in after a non-letter, one of these words (api_key, client_secret,
+# X-Amz-Credential, access_token, authorization, code: an Azure Functions key or an OAuth code, ...),
+# or ends in one of them in camelCase (apiKey, accessToken, clientSecret).
+_SECRET_NAME = re.compile(r"(?:(?:^|[^a-z0-9])(?:api[_-]?key|key|pwd|pass|sig|auth|bearer|session|cookie|jwt|code)|"
                           r"apikey|token|secret|password|passwd|passphrase|signature|credentials?|authorization|"
                           r"session[_-]?id)$")  # the long words also glued to a prefix: accesstoken, apitoken
 _ARRAY_SUFFIX = re.compile(r"(?:\[[^\]]*\])+$")  # api_key[]=, token[0]=: the name without its brackets
@@ -555,7 +556,7 @@ LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
 def _secret_param(name: str) -> bool:
-    name = _ARRAY_SUFFIX.sub("", unquote_plus(name).strip())
+    name = _ARRAY_SUFFIX.sub("", unquote_plus(unquote_plus(name)).strip().rstrip("=").strip())
     return bool(_SECRET_NAME.search(name.lower()) or _CAMEL_SECRET_NAME.search(name))
 
 
@@ -570,8 +571,8 @@ def redact_url(url: str | None) -> str | None:
     """``url`` with credentials hidden, the one redaction of factlab (config dumps, manifests,
     logs, errors, reports): ``user:password@`` and the values of secret-named query and
     fragment parameters (``_SECRET_NAME``: ``api_key=``, ``key=``, ``token=``, ``password=``,
-    ``sig=``, ``authorization=``, ``client_secret=``, ``credentials=``, percent-encoded names
-    such as ``api%5Fkey``, ``#access_token=``, ``;api_key=`` path parameters, ...) become ``***``.
+    ``sig=``, ``authorization=``, ``client_secret=``, ``credentials=``, ``code=``, percent-encoded
+    names such as ``api%5Fkey`` (or ``api%255Fkey``, ``key%3D``), ``#access_token=``, ``;api_key=`` path parameters, ...) become ``***``.
     A URL that does not parse is shown as its scheme only: one whose port is not a number (a
     password with an unencoded ``/``, ``?`` or ``#`` ends the host early: ``https://u:pa/ss@h``),
     or one without ``//`` that holds an ``@`` (``u:pass@h:8000``, ``https:/u:pass@h``)."""

@@ -49,7 +49,7 @@ from ..config import ParamError, Section
 from ..data.types import read_jsonl
 from ..models import load_tokenizer
 from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
-from ..paths import build_lock, cache_dir
+from ..paths import build_lock, cache_dir, no_symlink, refuse_symlinks
 
 log = logging.getLogger(__name__)
 
@@ -290,8 +290,9 @@ class BM25Retriever:
     def save(self, directory: str | Path) -> Path:
         """Write the bm25s index, the chunks (JSONL) and the settings into ``directory``."""
         self._check_built()
-        out = Path(directory)
+        out = no_symlink(Path(directory), "a datastore folder")
         out.mkdir(parents=True, exist_ok=True)
+        refuse_symlinks(out, "a datastore folder")  # files there are rewritten in place, never through a link
         self._bm25.save(str(out / _BM25_DIR), show_progress=False)
         with (out / _CHUNKS_FILE).open("w", encoding="utf-8") as f:
             for c in self.chunks:

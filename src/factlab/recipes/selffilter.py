@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,6 +46,7 @@ from ..config import MAX_TOKENS, ParamError, Section
 from ..data.types import QAItem
 from ..eval.shortform import grade_completion
 from ..models import chat_prompt, generate, model_fingerprint
+from ..paths import open_nofollow
 from ..prompts import CORVER_TRAIN_SYSTEM
 
 log = logging.getLogger(__name__)
@@ -171,16 +173,20 @@ def _settings_key(model_name: str, cfg: SelfFilterConfig) -> str:
 
 
 def _read_cache(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """Cached rows keyed by (settings key, question id); torn or foreign lines are skipped."""
+    """Cached rows keyed by (settings key, question id); torn or foreign lines (counts missing, of
+    the wrong type or outside ``[0, n_samples]``) are skipped, so their questions are sampled again.
+    Never read or written through a symbolic link, hard link or FIFO (``paths.open_nofollow``)."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         return rows
-    with path.open(encoding="utf-8") as f:
+    with os.fdopen(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK, where="factlab's cache"), encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
+                if not _row_ok(row):
+                    raise TypeError("counts missing or out of range")
                 rows[(row["settings"], row["id"])] = row
             except (json.JSONDecodeError, KeyError, TypeError):
                 log.warning("%s:%d: unreadable self-filter cache line skipped (interrupted write?)",
@@ -188,9 +194,22 @@ def _read_cache(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return rows
 
 
+def _row_ok(row: Any) -> bool:
+    """Whether a cache line holds what ``_result_from_row`` reads: counts in ``[0, n_samples]``."""
+    def count(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+    return (isinstance(row, dict) and isinstance(row.get("settings"), str) and isinstance(row.get("id"), str)
+            and count(row.get("n_samples")) and row["n_samples"] >= 1
+            and all(count(row.get(k)) and 0 <= row[k] <= row["n_samples"]
+                    for k in ("n_correct_lenient", "n_correct_strict"))
+            and all(isinstance(row.get(k), list) for k in ("labels_lenient", "labels_strict"))
+            and isinstance(row.get("answers", []), list))
+
+
 def _append_cache(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+", encoding="utf-8") as f:
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, where="factlab's cache")
+    with os.fdopen(fd, "a+", encoding="utf-8") as f:
         f.seek(0, 2)
         if f.tell() > 0:  # a killed run may have left a line without its newline
             f.seek(f.tell() - 1)

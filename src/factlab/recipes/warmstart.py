@@ -88,7 +88,7 @@ from ..eval.truth import answer_truth, sentence_truth
 from ..experiment import WarmStartSection
 from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
 from ..models import chat_prompt, generate, load_model, model_fingerprint, release_memory
-from ..paths import cache_dir, exclusive_lock
+from ..paths import cache_dir, exclusive_lock, no_symlink, refuse_symlinks
 from ..synth import kg as kgmod
 from ..synth.k2v import K2VQuestion, SynthesisSection, synthesize_questions, template_checklist
 from ..train.grpo import merge_adapter
@@ -465,7 +465,8 @@ def build(ws: WarmStartSection, model_name: str, *, world: WorldConfig | None = 
             raise IntegrityError(f"{folder / _DONE} is missing or not a file, so the warm start {folder} is damaged; "
                                  f"remove {folder} (the warm start trains again on next use)")
         work = root / f"{key}.work"
-        work.mkdir(parents=True, exist_ok=True)
+        no_symlink(work, "factlab's cache").mkdir(parents=True, exist_ok=True)
+        refuse_symlinks(work, "factlab's cache")  # a resumed one: no demo, checkpoint or stage written through a link
         demos = write_demos(ws, world)
         write_jsonl(work / "demos.jsonl", demos)
         log.info("warm start %s: SFT of %s on %d demonstrations (%s)", key, model_name, len(demos),
