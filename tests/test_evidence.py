@@ -291,10 +291,13 @@ def test_runtime_table_reads_cell_seconds_and_runs(tmp_path):
                      "metadata": {"papermill": {"duration": 30.0}}},
                     {"cell_type": "code", "source": "train()", "metadata": {"papermill": {"duration": 90.0}}}]}
     (tmp_path / "notebook.ipynb").write_text(json.dumps(nb))
-    record = {"cpu_seconds": [{"arm": "full", "seed": 0, "cpu_seconds": 80.4, "wall_seconds": 88.6}]}
+    record = {"cpu_seconds": [{"arm": "full", "seed": 0, "cpu_seconds": 80.4, "wall_seconds": 88.6},
+                              {"arm": "A1", "seed": 0, "cpu_seconds": 1.0, "wall_seconds": 1.0}],
+              "curves": [{"arm": "full", "seed": 0, "step": s} for s in (1, 2, 24)]}  # 24 of 60: DAPO ran out
     text = E.runtime_table("corver", 2.0, tmp_path, record)
     assert "| `x = a \\| b` | 30.0 | 25.0% |" in text and "| `train()` | 90.0 | 75.0% |" in text
-    assert "| all cells | 120.0 | 100% |" in text and "| full | 0 | 89 | 80 |" in text and "2.0 min wall" in text
+    assert "| all cells | 120.0 | 100% |" in text and "| full | 0 | 24 | 89 | 80 |" in text and "2.0 min wall" in text
+    assert "| A1 | 0 | n/a | 1 | 1 |" in text
     assert "no cell durations" in E.runtime_table("corver", None, tmp_path / "gone", {})
     assert "(budget 30)" in text and "(budget 20)" in E.runtime_table("organism_corver", 2.0, tmp_path, record)
 

@@ -626,10 +626,15 @@ def runtime_table(name: str, wall_minutes: float | None, run_dir: Path, record: 
         out.append(f"No executed notebook in {nb_path.parent.name}: no cell durations.\n")
     runs = record.get("cpu_seconds") or []
     if runs:
+        last: dict[tuple, int] = {}  # the steps each run trained: its curves' last step (DAPO's refills can end it early)
+        for c in record.get("curves") or []:
+            key = (c.get("arm"), c.get("seed"))
+            last[key] = max(last.get(key, 0), int(c.get("step") or 0))
         out += ["Evidence runs (training only, from `evidence.json`; each is followed by its held-out "
-                "evaluation in the same worker):\n", "| arm | seed | wall s | CPU s |", "| --- | --- | --- | --- |"]
-        out += [f"| {r['arm']} | {r['seed']} | {float(r.get('wall_seconds') or float('nan')):.0f} "
-                f"| {float(r['cpu_seconds']):.0f} |" for r in runs]
+                "evaluation in the same worker; steps: the last logged training step):\n",
+                "| arm | seed | steps | wall s | CPU s |", "| --- | --- | --- | --- | --- |"]
+        out += [f"| {r['arm']} | {r['seed']} | {last.get((r['arm'], r['seed']), 'n/a')} "
+                f"| {float(r.get('wall_seconds') or float('nan')):.0f} | {float(r['cpu_seconds']):.0f} |" for r in runs]
     return "\n".join(out) + "\n"
 
 
