@@ -133,7 +133,18 @@ def test_the_build_process_ends_before_the_organism_notebooks(fake, monkeypatch)
     assert all(seen[nb] for nb in NOTEBOOKS[1:]), seen
 
 
-def test_an_interrupted_parallel_run_names_each_run_folder_to_resume(fake, monkeypatch, caplog):
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt, as in a terminal: a shell's background job (``cmd &``, as a CI
+    script may start the tests) starts with SIGINT ignored, and Python then installs no handler."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_an_interrupted_parallel_run_names_each_run_folder_to_resume(fake, monkeypatch, caplog, ctrl_c_raises):
     """Ctrl-C / SIGTERM during a parallel run-all: every kernel is interrupted, and each run's
     --resume line is logged (the as_completed loop that printed run folders was left at once)."""
     import signal
@@ -175,7 +186,7 @@ def test_the_cli_ends_an_interrupted_run_all_with_one_line_and_130(monkeypatch, 
     assert "interrupted" in err and "Traceback" not in err
 
 
-def test_a_kernel_idle_between_two_cells_is_interrupted_again_until_its_run_ends(fake, monkeypatch):
+def test_a_kernel_idle_between_two_cells_is_interrupted_again_until_its_run_ends(fake, monkeypatch, ctrl_c_raises):
     """ipykernel ignores SIGINT between cells: a stop that reached a kernel there let it run the rest of
     its notebook (recorded ok) while run-all waited for it (issue 43 round 3c probe)."""
     import signal

@@ -87,8 +87,8 @@ def _die_with(parent: int) -> None:
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(1)
+    if os.getppid() != parent:  # the parent died before the death signal was armed: end as it would have
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _child(job: Job, parent: int) -> None:
