@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from factlab import forked
 from factlab.forked import Job, JobFailed, run_jobs
 from factlab.judges import JudgeCache
 
@@ -147,10 +148,11 @@ def test_workers_that_ignore_sigterm_are_ended_within_one_grace_period(tmp_path,
 
     jobs = [Job(f"stubborn {i}", stubborn, tmp_path / f"s{i}.log") for i in range(3)] + [Job("f", fail, tmp_path / "f.log")]
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)  # all four at once
+    monkeypatch.setattr(forked, "GRACE_S", 2.0)
     t0 = time.monotonic()
     with pytest.raises(JobFailed, match="f failed"):
         run_jobs(jobs, workers=4, progress=False, poll_s=0.05)
-    assert time.monotonic() - t0 < 18  # one grace period (10 s), not three
+    assert time.monotonic() - t0 < 5  # one grace period (2 s), not three
 
 
 def _running(pid):

@@ -75,6 +75,9 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log written)"
 
 
+GRACE_S = 10.0  # how long ended workers get, all together, between SIGTERM and SIGKILL
+
+
 def _die_with(parent: int) -> None:
     """SIGKILL this process when ``parent`` dies (Linux ``PR_SET_PDEATHSIG``; elsewhere nothing):
     a parent killed outright (SIGKILL, the OOM killer) cannot stop its workers, which would train
@@ -210,7 +213,7 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, *, desc: str = "jobs", progr
         try:
             for proc in running:
                 _end(proc)
-            deadline = time.monotonic() + 10  # 10 s for all of them: one after the other, 8 workers that ignore
+            deadline = time.monotonic() + GRACE_S  # one grace for all of them: one after the other, 8 workers that ignore
             for proc in running:              # SIGTERM kept Ctrl-C waiting 80 s (issue 43 round-3b probe)
                 proc.join(max(0.0, deadline - time.monotonic()))
         finally:  # also when a second Ctrl-C cuts that wait short: it left the workers running, and the parent's
