@@ -109,7 +109,7 @@ def scenario(sig, when="build"):
     tmp = [str(t) for t in building(cache)]
     states = [json.loads(m.read_text()).get("state") for m in out.glob("*/*/manifest.json")]
     problems = ([f"left running {left}"] if left else []) + ([f"temporary folders left {tmp}"] if tmp else []) \
-        + (["Traceback on stderr: " + se[se.index("Traceback"):][:300].replace("\n", " / ")] if "Traceback" in se else []) \
+        + (["Traceback on stderr: " + se[se.index("Traceback"):][:int(os.environ.get("P43D_TB", "300"))].replace("\n", " / ")] if "Traceback" in se else []) \
         + ([f"states {states}"] if any(s not in ("interrupted",) for s in states) else [])
     cls = ("hang / crash" if rc == "TIMEOUT" or left or took > 30 else "silently wrong" if any(s == "ok" for s in states)
            else "traceback" if "Traceback" in se else "data lost" if tmp else
