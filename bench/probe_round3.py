@@ -11,6 +11,24 @@ T = Path(tempfile.mkdtemp(prefix="p43-"))
 RESULTS = []
 
 
+
+def marked_processes(variable: str, mark: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process (not this one) whose environment carries
+    ``variable=mark``: what a probe started, found again to check nothing was left behind."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            env = open(f"/proc/{entry}/environ", "rb").read()
+            stat = open(f"/proc/{entry}/stat").read()
+            cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"{variable}={mark}".encode() in env and stat[stat.rfind(")") + 2] != "Z":
+            found.append((int(entry), cmd[:120]))
+    return found
+
 def record(cls, name, detail=""):
     RESULTS.append((cls, name, detail))
     print(f"{cls:28s} | {name} | {str(detail)[:300]}", flush=True)

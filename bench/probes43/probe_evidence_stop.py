@@ -44,19 +44,9 @@ PARENT = textwrap.dedent("""
 """)
 
 
-def marked():
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            env = open(f"/proc/{entry}/environ", "rb").read()
-            stat = open(f"/proc/{entry}/stat").read()
-        except OSError:
-            continue
-        if f"P43D_MARK={MARK}".encode() in env and stat[stat.rfind(")") + 2] != "Z":
-            found.append(int(entry))
-    return found
+def marked() -> list[tuple[int, str]]:
+    """(pid, command line) of every live process this probe started."""
+    return marked_processes("P43D_MARK", MARK)
 
 
 def start(out, steps, stubborn=False):
@@ -68,7 +58,7 @@ def start(out, steps, stubborn=False):
 
 
 def workers(p):
-    return [pid for pid in marked() if pid != p.pid]
+    return [pid for pid, _ in marked() if pid != p.pid]
 
 
 def damage(out):
@@ -98,7 +88,7 @@ def scenario(tag, stop, stubborn=False, expect_rc=130):
         rc, so, se = "TIMEOUT", "", ""
     took = time.monotonic() - t1
     time.sleep(1)
-    left = marked()
+    left = [pid for pid, _ in marked()]
     for pid in left:
         try:
             os.kill(pid, signal.SIGKILL)

@@ -44,20 +44,9 @@ CODE = textwrap.dedent("""
 """)
 
 
-def marked():
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            env = open(f"/proc/{entry}/environ", "rb").read()
-            stat = open(f"/proc/{entry}/stat").read()
-            cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if f"P43D_MARK={MARK}".encode() in env and stat[stat.rfind(")") + 2] != "Z":
-            found.append((int(entry), cmd[:100]))
-    return found
+def marked() -> list[tuple[int, str]]:
+    """(pid, command line) of every live process this probe started."""
+    return marked_processes("P43D_MARK", MARK)
 
 
 def start(cache, out):
