@@ -136,7 +136,7 @@ def test_empty_and_blank_words(tiny):
 
 
 def test_engine_count_cnf_drops_matches_as_window_grows(tmp_path):
-    """The disagreement DESIGN.md reports, pinned: eleven short documents each holding
+    """The disagreement docs/design.md reports, pinned: eleven short documents each holding
     both words; infini-gram 2.6.0's count_cnf falls from 11 to 1 as W grows."""
     docs = [[5, 1, 6, 2, 7] for _ in range(11)]
     index = build_from_token_ids(docs, tmp_path / "idx")
@@ -239,7 +239,7 @@ def test_parallel_suffix_array_on_tiny_data_is_guarded(tmp_path):
     docs = [[1, 2, 3, 1, 2]] * 30
     index = build_from_token_ids(docs, tmp_path / "idx", cpus=4)  # small shard: one job, valid
     assert index.cooccurrence_ids([[[1]], [[3]]], 2) == reference_cooccurrence(docs, [[[1]], [[3]]], 2)
-    # DESIGN.md's fact, pinned: forcing parallel parts on tiny data corrupts the array,
+    # docs/design.md's fact, pinned: forcing parallel parts on tiny data corrupts the array,
     # and the post-build check catches it
     ds = index.path / "tokenized.0"
     with pytest.raises(RuntimeError, match="corrupt"):

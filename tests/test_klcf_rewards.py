@@ -15,10 +15,10 @@ from factlab.models import TINY_MODEL
 from factlab.experiment import TrainingConfig
 from factlab.rewards import Resources, RewardSpec, available, build_rewards
 from factlab.rewards.klcf import (DEFAULT_WEIGHTS, LABELS, TABLE2_WEIGHTS, VERDICT_PREFILL, ChecklistReward,
-                                  ChecklistVerifier, ClaimTruth, FactReward, KLCFFactArgs, LengthPenalty,
-                                  LengthPenaltyArgs, TruthfulnessScorer, TruthReward, checklist_scores, verdict_scores,
-                                  combined_reward, core_reward, fact_reward, format_reward, length_penalty,
-                                  missing_truth_reward, parse_verification, truth_reward)
+                                  ChecklistVerifier, ClaimTruth, FactReward, KLCFFactArgs, TruthfulnessScorer,
+                                  TruthReward, checklist_scores, verdict_scores, combined_reward, core_reward,
+                                  fact_reward, format_reward, missing_truth_reward, parse_verification, truth_reward)
+from factlab.rewards.length import LengthPenalty, LengthPenaltyArgs, length_penalty
 from factlab.rewards.rar import ClaimVerifier
 from factlab.rewards.registry import parse_args
 

@@ -209,7 +209,7 @@ def test_every_training_notebook_dry_runs_on_eight_processes(tmp_path, capsys, n
                  "--run-dir", str(run_dir), "--dry-run"]) == 0
     out = capsys.readouterr().out
     recipe = recipes.recipe(notebook)
-    assert out.startswith(f"{notebook}: {recipe.WHAT}")
+    assert out.startswith(f"{notebook}: {recipe.what}")
     *first, cmd = _commands(out)
     assert _after(cmd, "--num_processes") == "8" and Path(_after(cmd, "--config_file")) == ACC / "ddp.yaml"
     assert cmd[cmd.index("-m", 3):] == ["-m", "factlab.launch", "--notebook", notebook, "--params",

@@ -1,4 +1,4 @@
-"""The library's layers (DESIGN.md "Shape"): imports only point down, no circles, and
+"""The library's layers (docs/design.md "Shape"): imports only point down, no circles, and
 factlab's own modules are imported at module top, never hidden inside functions."""
 
 import ast
@@ -74,7 +74,7 @@ def test_imports_point_down_and_sit_at_module_top(module):
     src = _layer(module)
     if src == "__init__":
         return
-    assert src in RANK, f"{module}: add its layer to LAYERS in this test (and to DESIGN's picture)"
+    assert src in RANK, f"{module}: add its layer to LAYERS in this test (and to docs/design.md's picture)"
     for target, at_top in _imports(MODULES[module]):
         target = _resolve(target)
         assert at_top, f"{module} imports {target} inside a function: factlab's own imports sit at module top"

@@ -221,3 +221,48 @@ def test_a_kernel_idle_between_two_cells_is_interrupted_again_until_its_run_ends
     with pytest.raises(KeyboardInterrupt):
         runall.run_all(jobs=2, only=["00_quickstart", "01_corver"])
     assert time.monotonic() - t0 < 10 and calls[0] is False and calls[1:] and all(calls[1:]), calls
+
+
+def test_a_kernel_that_never_answers_its_interrupt_is_killed(fake, monkeypatch, ctrl_c_raises):
+    """An interrupt that lands in ipykernel's own code (after a cell, before its reply) leaves the kernel
+    alive and silent: run-all waited 300 s and left a manifest `running` (issue 43 probe race-term).
+    After KILL_AFTER_S the kernels are killed; nbclient then sees a dead kernel and the run ends."""
+    import signal
+    import time
+
+    monkeypatch.setattr(runall, "INTERRUPT_AGAIN_S", 0.05)
+    monkeypatch.setattr(runall, "KILL_AFTER_S", 0.3)
+    started, killed = threading.Barrier(3), threading.Event()
+    monkeypatch.setattr(runall, "_interrupt_children", lambda kernels_only=False: None)  # never answered
+    monkeypatch.setattr(runall, "_kill_kernels", killed.set)
+
+    def run_notebook(nb, **kw):
+        run_dir = Path(runner.outputs_root()) / "runs" / Path(nb).stem / "20260101-000000-smoke"
+        started.wait()
+        dead = killed.wait(20)
+        return runner.RunResult(run_dir, run_dir / "notebook.ipynb", run_dir / "report.html", {}, ok=not dead,
+                                error="DeadKernelError: Kernel died" if dead else None)
+
+    monkeypatch.setattr(runall, "run_notebook", run_notebook)
+
+    def ctrl_c():
+        started.wait()
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runall.run_all(jobs=2, only=["00_quickstart", "01_corver"])
+    assert killed.is_set() and time.monotonic() - t0 < 10
+
+
+def test_kill_kernels_kills_only_kernels(monkeypatch):
+    sent = []
+    monkeypatch.setattr(runall, "_children", lambda: [11, 12])
+    monkeypatch.setattr(runall, "_is_kernel", lambda pid: pid == 12)
+    monkeypatch.setattr(os, "getpgid", lambda pid: pid)
+    monkeypatch.setattr(os, "killpg", lambda pid, sig: sent.append((pid, sig)))
+    runall._kill_kernels()
+    import signal
+    assert sent == [(12, signal.SIGKILL)]

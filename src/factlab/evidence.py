@@ -31,11 +31,9 @@ import gzip
 import json
 import logging
 import math
-import os
 import resource
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -43,10 +41,11 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from .eval.alarms import ZERO_STD_KEY, nonzero_advantage_share
 from .eval.bootstrap import Effect, paired_bootstrap, verdict
 from .eval.power import minimum_detectable_effect
 from .manifest import git_state, hardware, package_versions
-from .paths import atomic_write_text, no_symlink, refuse_symlinks
+from .paths import atomic_write_text, no_symlink, refuse_symlinks, write_json, atomic_open
 from .plots import plot_arm_effects, plot_dose_response, plot_evidence_curves
 from .runner import load_metrics, load_params, project_root, run_notebook, save_figure, save_headline, save_metrics
 from .experiment import EVIDENCE_HYPOTHESES, HYPOTHESES, Comparison, Hypothesis
@@ -92,8 +91,7 @@ def _per_step(curves: Sequence[dict], arm: str, metric: str) -> dict:
     for c in curves:
         if c["arm"] != arm:
             continue
-        value = (1.0 - c["frac_reward_zero_std"] if metric == "nonzero_advantage" and c.get("frac_reward_zero_std")
-                 is not None else c.get(metric))
+        value = nonzero_advantage_share(c.get(ZERO_STD_KEY)) if metric == "nonzero_advantage" else c.get(metric)
         if value is not None:
             out[(c["seed"], c["step"])] = float(value)
     return out
@@ -338,9 +336,9 @@ def _pilot_params(params_file: str, out: Path, name: str) -> str:
 
 def _write_power(folder: Path, name: str, rows: list[dict], wall_minutes: float, params_file: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / POWER_FILE, json.dumps({"hypothesis": name, "params": params_file,
+    write_json(folder / POWER_FILE, {"hypothesis": name, "params": params_file,
                                                       "wall_minutes": wall_minutes, "rows": rows},
-                                                     indent=1, default=float))
+                                                     indent=1, default=float)
     return folder / POWER_FILE
 
 
@@ -438,14 +436,8 @@ def write_rows(folder: Path, record: dict) -> Path:
         lines += [json.dumps({"kind": kind, **r}, default=float, sort_keys=True) for r in record.get(key) or []]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / ROWS_FILE
-    fd, tmp = tempfile.mkstemp(prefix=f".{ROWS_FILE}.", suffix=".tmp", dir=folder)  # never a name planted beforehand
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-            gz.write(("\n".join(lines) + "\n").encode("utf-8"))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+        gz.write(("\n".join(lines) + "\n").encode("utf-8"))
     return path
 
 
@@ -524,7 +516,7 @@ def write_effects(folder: Path, summary: dict) -> Path:
     """``<folder>/effects.json``, written atomically: a crash or a full disk leaves the earlier
     one whole (a truncated one broke every later ``factlab evidence``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(folder / EFFECTS_FILE, json.dumps(summary, indent=1, default=float))
+    return write_json(folder / EFFECTS_FILE, summary, indent=1, default=float)
 
 
 def read_effects(path: Path) -> dict:
@@ -564,9 +556,9 @@ def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) 
     if manifest.exists():
         shutil.copyfile(manifest, folder / "manifest.json")
     else:  # a run folder without one (never, from run_notebook): record the same facts here
-        (folder / "manifest.json").write_text(json.dumps({"git": git_state(project_root()),
+        write_json(folder / "manifest.json", {"git": git_state(project_root()),
                                                           "packages": package_versions(),
-                                                          "hardware": hardware()}, indent=1, default=str))
+                                                          "hardware": hardware()}, indent=1, default=str)
     (folder / RUNTIME_FILE).write_text(runtime_table(summary["hypothesis"], summary.get("wall_minutes"), run_dir,
                                                      record))
     fig = plot_evidence_curves(record, f"{summary['hypothesis']}: truth and reward over steps")
@@ -575,7 +567,7 @@ def _write_hypothesis(folder: Path, summary: dict, record: dict, run_dir: Path) 
     if any(not d["final"] for d in doses):
         fig = plot_dose_response(doses, f"{summary['hypothesis']}: the primary effect by training steps")
         fig.savefig(folder / DOSE_FIGURE, dpi=110, bbox_inches="tight")
-        (folder / "dose_response.json").write_text(json.dumps(doses, indent=1, default=float))
+        write_json(folder / "dose_response.json", doses, indent=1, default=float)
     plt.close(fig)
     arms = arm_effects(record, HYPOTHESES[summary["hypothesis"]])
     if len(arms) >= 2:

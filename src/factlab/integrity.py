@@ -23,7 +23,7 @@ import logging
 import os
 from pathlib import Path
 
-from .paths import atomic_write_text, cache_dir
+from .paths import cache_dir, write_json
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,8 @@ def write_file_manifest(folder: str | os.PathLike) -> Path:
     folder = Path(folder)
     names = _listed(folder)
     files = {name: {"bytes": (folder / name).stat().st_size, "sha256": file_sha256(folder / name)} for name in names}
-    path = atomic_write_text(folder / MANIFEST_FILE, json.dumps({"format": FORMAT, "version": VERSION,
-                                                                 "files": files}, indent=1) + "\n")
+    path = write_json(folder / MANIFEST_FILE, {"format": FORMAT, "version": VERSION,
+                                                                 "files": files}, indent=1, end="\n")
     _write_stamp(folder, names)
     return path
 
@@ -99,7 +99,7 @@ def _write_stamp(folder: Path, names) -> None:
     path = stamp_path(folder)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(_state(folder, [*names, MANIFEST_FILE])))
+        write_json(path, _state(folder, [*names, MANIFEST_FILE]))
     except OSError as e:  # nowhere to write: every load hashes again, nothing worse
         log.debug("cannot write %s (%s); checksums will be compared on every load", path, e)
 

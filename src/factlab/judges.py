@@ -57,6 +57,7 @@ from .decoding import next_token_logits
 from .parsing import loads_bounded, parse_json, parse_score  # noqa: F401  (parse_*: the public API names them here)
 from .models import chat_prompt, generate, load_frozen_model, load_tokenizer, model_fingerprint, resolve_model
 from .paths import cache_dir, no_symlink
+from .prompts import chat_messages
 
 log = logging.getLogger(__name__)
 redact_http_logs()  # httpx logs each request's URL at INFO, credentials included
@@ -335,8 +336,7 @@ class Judge(ABC):
         """Continuations of the answers to ``prompts`` that start with ``prefix``."""
 
     def _messages(self, prompt: str, prefix: str = "") -> list[dict[str, str]]:
-        msgs = ([{"role": "system", "content": self.system}] if self.system else []) + [
-            {"role": "user", "content": prompt}]
+        msgs = chat_messages(prompt, self.system)
         return msgs + ([{"role": "assistant", "content": prefix}] if prefix else [])
 
     def summary(self) -> dict[str, float]:
@@ -577,7 +577,7 @@ def render_prompt(tok, prompt: str, *, system: str | None = None, enable_thinkin
     """``prompt`` as one chat turn in ``tok``'s template, ready for generation, followed by the
     answer ``prefix`` (the text a prefilled answer continues)."""
     if enable_thinking is not None and getattr(tok, "chat_template", None):
-        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        msgs = chat_messages(prompt, system)
         text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True,
                                        enable_thinking=enable_thinking)
     else:

@@ -44,7 +44,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import torch
@@ -53,8 +52,8 @@ from pydantic import BaseModel
 
 from .config import ConfigError, dump_config, host_name, load_yaml, read_params, redact_text, refuse_url_credentials, validate
 from .manifest import changed_keys, read_manifest
-from .paths import refuse_symlinks
-from .recipes import RECIPES
+from .paths import refuse_symlinks, write_json
+from .recipes import RECIPES, Recipe
 from .rewards import Resources
 from .runner import config_for_notebook, default_params, find_notebook, make_run_dir, project_root, sigterm_as_interrupt
 from .sweep import set_dotted
@@ -85,7 +84,7 @@ NOT_LAUNCHABLE: dict[str, str] = {
 }
 
 
-def training_stage(notebook: str) -> ModuleType:
+def training_stage(notebook: str) -> Recipe:
     """The recipe (``factlab.recipes``) whose stages train a notebook stem, or ``LaunchError``
     naming it and why."""
     stem = Path(notebook).stem
@@ -258,19 +257,19 @@ def train_stage(notebook: str, cfg: BaseModel, run_dir: str | Path, *, prepare_o
     prepared_s = time.perf_counter() - t0
     n_items = _size(train_input)
     log.info("process %d/%d: %s training input ready in %.1f s (%d items)", state.process_index,
-             state.num_processes, recipe.NOTEBOOK, prepared_s, n_items)
+             state.num_processes, recipe.notebook, prepared_s, n_items)
     if prepare_only:
         state.wait_for_everyone()
         return {}
     results = recipe.train(cfg, train_input, resources, run_dir)
     if state.is_main_process:
-        info = {"notebook": recipe.NOTEBOOK, "num_processes": state.num_processes,
+        info = {"notebook": recipe.notebook, "num_processes": state.num_processes,
                 "distributed_type": str(getattr(state.distributed_type, "value", state.distributed_type)),
                 "backend": state.backend, "device": str(state.device),
                 "mixed_precision": os.environ.get("ACCELERATE_MIXED_PRECISION", "no"),
                 "training_items": n_items, "prepare_seconds": prepared_s,
                 "seconds": time.perf_counter() - t0, "runs": {n: _result_row(r) for n, r in results.items()}}
-        (run_dir / LAUNCH_FILE).write_text(json.dumps(info, indent=1, default=str), encoding="utf-8")
+        write_json(run_dir / LAUNCH_FILE, info, indent=1, default=str)
     state.wait_for_everyone()
     return results
 
@@ -495,7 +494,7 @@ def command(args) -> int:
     alone = not args.prepare_only and (trains or n > 1)
     detail = ", ".join(f"{k} {v}" for k, v in acc.items() if k not in ("num_processes", "mixed_precision"))
     steps = f"$ {shlex.join(prepare)}\n" if alone else ""
-    print(f"{recipe.NOTEBOOK}: {recipe.WHAT}\naccelerate: {acc_path} ({detail}); {n} processes on {machines} "
+    print(f"{recipe.notebook}: {recipe.what}\naccelerate: {acc_path} ({detail}); {n} processes on {machines} "
           f"machine(s), mixed precision {mixed} (grpo.bf16)\nrun folder: {run_dir}"
           + (f"\nprepared first in one process ({'its preparation trains: warm start or reward model' if trains else f'{n} processes would wait for rank 0 to prepare'})"
              if alone else "")

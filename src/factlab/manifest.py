@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .config import redact_text, redact_value
-from .paths import atomic_write_text, open_nofollow, refuse_symlinks
+from .paths import open_nofollow, refuse_symlinks, write_json
 
 MANIFEST = "manifest.json"
 LOCK_FILE = ".run.lock"
@@ -123,7 +123,7 @@ def find_seeds(config: Any, path: str = "") -> dict[str, Any]:
 
 def write_manifest(run_dir: str | Path, manifest: dict[str, Any]) -> Path:
     """Write ``manifest.json`` atomically (``paths.atomic_write_text``)."""
-    return atomic_write_text(Path(run_dir) / MANIFEST, json.dumps(manifest, indent=2, default=str))
+    return write_json(Path(run_dir) / MANIFEST, manifest, indent=2, default=str)
 
 
 class RunInUse(ValueError):

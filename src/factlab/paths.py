@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def cache_dir() -> Path:
@@ -29,15 +31,30 @@ def cache_dir() -> Path:
     return Path(base) / "factlab"
 
 
-def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half of
-    one: a temporary file beside it, flushed, then renamed over it. On any failure (a full disk)
-    the temporary file is removed and the old file is left as it was."""
+def _umask() -> int:
+    """The process's umask, read without setting it (``os.umask`` sets it, racing other threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
+    """A file to write ``path`` through, so that readers see the old file or the new one, never
+    half of one: a temporary file beside it (a fresh name, never one planted beforehand), flushed
+    and renamed over ``path`` when the block ends. On any failure (a full disk) the temporary file
+    is removed and the old file is left as it was. The one way factlab replaces a file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding=encoding) as f:
-            f.write(text)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide a shared cache's files from its other users
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -45,7 +62,19 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    """``text`` written to ``path`` atomically (``atomic_open``)."""
+    with atomic_open(path, "w", encoding) as f:
+        f.write(text)
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike, obj: Any, *, end: str = "", **dumps: Any) -> Path:
+    """The one writer of factlab's JSON files (results, manifests, reports, done markers):
+    ``json.dumps(obj, **dumps) + end``, written atomically (``atomic_write_text``)."""
+    return atomic_write_text(path, json.dumps(obj, **dumps) + end)
 
 
 class SymlinkRefused(ValueError):

@@ -713,3 +713,9 @@ KLCF_WIN_RATE = (
     "Your response must be a valid Python dictionary and should contain nothing else because we will directly "
     "execute it in Python. Please provide the ranking that the majority of humans would give."
 )
+
+
+def chat_messages(user: str, system: str | None = None) -> list[dict[str, str]]:
+    """One chat turn as messages: ``system`` (left out when None or empty), then ``user``. Every
+    chat prompt factlab builds (GRPO rows, demonstrations, judges, generation) comes from here."""
+    return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]

@@ -113,7 +113,8 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
     and a worker process per notebook would import torch, TRL and transformers again (576 MB
     each) only to wait on its kernel. The build runs in a spawned process of its own, which gives
     its memory back when it ends. Ctrl-C or SIGTERM here interrupts every running kernel (their
-    manifests record ``interrupted``) and the build, waits for the runs to record it, and re-raises."""
+    manifests record ``interrupted``) and the build, waits for the runs to record it (a kernel that
+    has not answered within ``KILL_AFTER_S`` is killed), and re-raises."""
     cores = threads.usable_cores()
     per_kernel = threads.thread_count() or max(1, cores // jobs)
     per_build = threads.thread_count() or cores
@@ -159,8 +160,13 @@ def _run_parallel(notebooks: list[Path], needs: dict[Path, set[str]], jobs: int,
             f.cancel()
         runner.STOP_REQUESTED.set()  # a kernel that dies of the interrupt while it starts reads `interrupted`
         _interrupt_children()
+        stopped_at, killed = time.monotonic(), False
         while cf.wait(futures, timeout=INTERRUPT_AGAIN_S).not_done:  # the runs record `interrupted` in their manifests;
-            _interrupt_children(kernels_only=True)                    # a kernel idle between two cells ignored SIGINT
+            if not killed and time.monotonic() - stopped_at > KILL_AFTER_S:
+                killed = True
+                _kill_kernels()
+            else:
+                _interrupt_children(kernels_only=True)  # a kernel idle between two cells ignored SIGINT
         for f, nb in futures.items():
             if not f.cancelled() and f.exception() is None and not f.result().ok:
                 log.error("%s interrupted (%s); continue it with: factlab run %s --resume %s", nb.stem,
@@ -210,6 +216,11 @@ def _children() -> list[int]:
 
 
 INTERRUPT_AGAIN_S = 2.0  # after a stop, how often the kernels still running are interrupted again
+# After a stop, how long a kernel may take to answer its interrupt before it is killed. An interrupt that lands
+# in ipykernel's own code, after a cell's body but before its reply, leaves the kernel alive and silent:
+# papermill (no cell timeout) waited on it forever, its manifest said `running` (issue 43, probe race-term).
+# A killed kernel is a dead kernel to nbclient: the run ends and records `interrupted` (STOP_REQUESTED).
+KILL_AFTER_S = 60.0
 
 
 def _interrupt_children(kernels_only: bool = False) -> None:
@@ -224,6 +235,17 @@ def _interrupt_children(kernels_only: bool = False) -> None:
             os.killpg(pid, signal.SIGINT) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGINT)
         except OSError:
             pass
+
+
+def _kill_kernels() -> None:
+    """SIGKILL to every kernel still running, ``KILL_AFTER_S`` after a stop they did not answer."""
+    for pid in _children():
+        if _is_kernel(pid):
+            log.warning("run-all: kernel %d did not stop within %.0f s of the stop; killed it", pid, KILL_AFTER_S)
+            try:
+                os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _is_kernel(pid: int) -> bool:

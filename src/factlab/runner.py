@@ -42,7 +42,7 @@ from .experiment import QuickstartConfig
 from .manifest import (changed_keys, finish_manifest, last_config, read_manifest, resumable, run_lock,
                        start_manifest)
 from .models import DEFAULT_MODEL
-from .paths import atomic_write_text, no_symlink
+from .paths import atomic_write_text, no_symlink, write_json
 from .report import sanitize_html
 from .recipes import RECIPES
 from .plan import PlanError, STRATEGIES, plan_config
@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 # Every notebook's params schema, by notebook stem.
 NOTEBOOK_CONFIGS: dict[str, type[BaseModel]] = {
     "00_quickstart": QuickstartConfig,
-    **{stem: recipe.CONFIG for stem, recipe in RECIPES.items()},  # each paper's recipe (factlab.recipes)
+    **{stem: recipe.config for stem, recipe in RECIPES.items()},  # each paper's recipe (factlab.recipes)
 }
 
 
@@ -522,7 +522,7 @@ def save_metrics(run_dir: str | Path | None, metrics: dict[str, Any], key: str |
         data[key] = {**(section if isinstance(section, dict) else {}), **metrics}
     else:
         data.update(metrics)
-    atomic_write_text(path, json.dumps(data, indent=2, default=float))
+    write_json(path, data, indent=2, default=float)
 
 
 def load_metrics(run_dir: str | Path) -> dict[str, Any]:
@@ -572,7 +572,7 @@ def save_headline(run_dir: str | Path | None, metrics: dict[str, Any], first: bo
     run_dir = Path(run_dir) if run_dir else interactive_run_dir()
     data = load_metrics(run_dir)
     data["headline"] = {**new, **{k: v for k, v in (data.get("headline") or {}).items() if k not in new}}
-    atomic_write_text(run_dir / "metrics.json", json.dumps(data, indent=2, default=float))
+    write_json(run_dir / "metrics.json", data, indent=2, default=float)
 
 
 def before_after(before: float | None, after: float | None, digits: int = 3) -> str:

@@ -50,6 +50,7 @@ import yaml
 from .plots import plot_metric
 from .config import ConfigError, SweepSection, dump_config, load_yaml, read_params, redact_text, redact_value, refuse_url_credentials, validate
 from .runner import config_for_notebook, default_params, find_notebook, outputs_root, run_notebook
+from .paths import write_json
 
 log = logging.getLogger(__name__)
 
@@ -297,9 +298,9 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path | None = None, runner_fn: Run
     returns the summary frame (one row per point)."""
     out = Path(out_dir) if out_dir else default_sweep_dir(plan)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "sweep.json").write_text(json.dumps(
+    write_json(out / "sweep.json",
         {"notebook": plan.notebook, "params_file": str(plan.params_file), "settings": plan.settings.model_dump(),
-         "points": [{"id": p.id, "overrides": p.overrides} for p in plan.points]}, indent=1, default=str))
+         "points": [{"id": p.id, "overrides": p.overrides} for p in plan.points]}, indent=1, default=str)
     jobs = []
     for p in plan.points:
         folder = out / "points" / p.id
@@ -319,7 +320,7 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path | None = None, runner_fn: Run
     for pid, res in results:
         status = {"id": pid, "overrides": by_id[pid].overrides, "params_hash": by_id[pid].params_hash,
                   "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **res}
-        (out / "points" / pid / "status.json").write_text(json.dumps(status, indent=1, default=str))
+        write_json(out / "points" / pid / "status.json", status, indent=1, default=str)
         if res.get("ok"):
             log.info("sweep point %s: ok in %.0f s", pid, res.get("seconds", 0.0))
         else:

@@ -70,7 +70,7 @@ Measured against ``reference_cooccurrence`` (tests/test_corpus.py pins these):
   when the neighbour on one side is in the same document. Eleven documents
   ``[5, 1, 6, 2, 7]`` with clauses {1} AND {2}: the engine returns 11 at W=2 and 3,
   but 1 at W=10 and W=1000 (only the first document has no earlier neighbour); the
-  true count is 11 for every W >= 2. This is the drop DESIGN.md reports (11 at W=10, 0
+  true count is 11 for every W >= 2. This is the drop docs/design.md reports (11 at W=10, 0
   at W=1000 on short documents).
 * With three or more clauses the window is chained, not bounded: each further clause
   may lie up to W tokens beyond the range found so far, so matches spanning up to
@@ -147,7 +147,7 @@ from pydantic import Field
 from ..config import Section
 from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
 from ..models import load_tokenizer
-from ..paths import build_lock, cache_dir
+from ..paths import build_lock, cache_dir, write_json
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ DEFAULT_SHARD_TOKENS = 500_000_000
 BUILD_HINT = "run `factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR` first"
 
 # infini_gram.indexing.HACK: each suffix-array part overlaps the next by this many
-# bytes. A part shorter than that yields a corrupt array (DESIGN.md, measured again
+# bytes. A part shorter than that yields a corrupt array (docs/design.md, measured again
 # here: 128 kB of u16 data split over 2 jobs gives a table of the right size that is
 # not a permutation), so every part must be comfortably longer.
 _SA_PART_OVERLAP = 100_000
@@ -552,7 +552,7 @@ def _write_index(token_docs: Iterable[Sequence[int]], out_dir: str | os.PathLike
             "build_seconds": round(time.perf_counter() - t0, 3),
             "infini_gram": _infini_gram_version(),
         }
-        (work / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        write_json(work / META_FILE, meta, indent=2, end="\n")
         write_file_manifest(work)
         _swap_in(work, out_dir)
     except BaseException:

@@ -49,7 +49,7 @@ from ..config import ParamError, Section
 from ..data.types import read_jsonl
 from ..models import load_tokenizer
 from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
-from ..paths import build_lock, cache_dir, no_symlink, refuse_symlinks
+from ..paths import build_lock, cache_dir, no_symlink, refuse_symlinks, write_json
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ class BM25Retriever:
         meta = dict(k1=self.k1, b=self.b, method=self.method, stopwords=self.stopwords,
                     stemmer=self.stemmer_name, index_title=self.index_title,
                     n_chunks=len(self.chunks))
-        (out / _META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        write_json(out / _META_FILE, meta, indent=1)
         write_file_manifest(out)
         return out
 
@@ -501,7 +501,7 @@ class Datastore:
     def save(self, directory: str | Path) -> Path:
         """Retriever files plus ``precache.json``, then their manifest."""
         out = self.retriever.save(directory)
-        (out / _CACHE_FILE).write_text(json.dumps(self.cache), encoding="utf-8")
+        write_json(out / _CACHE_FILE, self.cache)
         write_file_manifest(out)
         return out
 

@@ -1,7 +1,7 @@
 """The mini-world: an offline stand-in for Wikipedia plus short-form QA benchmarks.
 
 Built deterministically from the real country facts shipped in the ``countryinfo``
-package (README.md / DESIGN.md "Embedded defaults"), with ``pycountry`` naming currency
+package (README.md / docs/design.md "Embedded defaults"), with ``pycountry`` naming currency
 and language codes. Nothing is downloaded and nothing is invented: a fact missing or
 empty in a record is left out of the article, the questions and the claims.
 
@@ -32,10 +32,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import random
 import re
-import tempfile
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -614,17 +612,6 @@ def build_claims(countries: Sequence[CountryFacts], seed: int = 0) -> list[dict[
 # --------------------------------------------------------------------------- files
 
 
-def _write_atomic(path: Path, rows: Iterable[Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write_jsonl(tmp, rows)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def world_paths(out_dir: str | Path) -> dict[str, Path]:
     out = Path(out_dir)
     return {k: out / f"{k}.jsonl" for k in WORLD_FILES}
@@ -644,8 +631,8 @@ def build_world(out_dir: str | Path, heldout_fraction: float = DEFAULT_HELDOUT_F
         "facts": countries,
     }
     for key in WORLD_FILES:
-        _write_atomic(paths[key], rows[key])
-    _write_atomic(Path(out_dir) / SPLIT_FILE, [_split(heldout_fraction, seed)])  # last: the files it describes are whole
+        write_jsonl(paths[key], rows[key])
+    write_jsonl(Path(out_dir) / SPLIT_FILE, [_split(heldout_fraction, seed)])  # last: the files it describes are whole
     return paths
 
 

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..paths import atomic_open
+
 
 @dataclass
 class QAItem:
@@ -34,11 +36,11 @@ class QAItem:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> int:
-    """Write dicts (or objects with ``to_dict``) one per line; returns the row count."""
+    """Write dicts (or objects with ``to_dict``) one per line, atomically; returns the row count."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
-    with path.open("w", encoding="utf-8") as f:
+    with atomic_open(path) as f:
         for row in rows:
             if hasattr(row, "to_dict"):
                 row = row.to_dict()

@@ -231,6 +231,18 @@ def format_only_wins(frame: pd.DataFrame, cfg: AlarmsSection) -> Alarm:
     return _first(name, fmt_gain, hit, thr, note=note)
 
 
+def nonzero_advantage_share(zero_std: float | pd.DataFrame | None) -> float | None:
+    """The share of GRPO groups whose rewards differ, so that some completion gets a nonzero
+    advantage (002 §3: a graded reward gives GRPO a signal where a binary one is flat): one minus
+    TRL's ``frac_reward_zero_std``, of one step's value or a run's frame (its mean over steps).
+    None where TRL logged none. The one definition (notebook 03, compare, evidence)."""
+    if isinstance(zero_std, pd.DataFrame):
+        if ZERO_STD_KEY not in zero_std or zero_std[ZERO_STD_KEY].isna().all():
+            return None
+        zero_std = zero_std[ZERO_STD_KEY].mean()
+    return None if zero_std is None or zero_std != zero_std else 1.0 - float(zero_std)
+
+
 def zero_std_groups(frame: pd.DataFrame, cfg: AlarmsSection) -> Alarm:
     """The rolling share of groups whose rewards all agree (no advantage, no learning signal)
     exceeds ``zero_std``."""

@@ -17,9 +17,9 @@ notebook           recipe                     paper
 06_compare         ``recipes.compare``        every reward family under one budget
 =================  =========================  =================================================
 
-Every recipe module has the same stage names (``recipes.stages`` describes the contract):
-``CONFIG`` (the params class), ``NOTEBOOK``, ``WHAT`` (one line: what it trains), ``start(cfg)``
-(the warm start), ``prepare(cfg, resources, run_dir)`` (the training input),
+Every recipe module ends with ``RECIPE``, a ``recipes.stages.Recipe`` (the contract, written
+down): ``notebook``, ``config`` (the params class), ``what`` (one line: what it trains),
+``start(cfg)`` (the warm start), ``prepare(cfg, resources, run_dir)`` (the training input),
 ``prepare_alone(cfg)`` (whether ``prepare`` trains and so runs in its own process first) and
 ``train(cfg, inputs, resources, run_dir) -> dict[str, TrainResult]``. The shared helpers:
 ``warmstart`` (SFT before RL), ``selffilter`` (CorVer's learning zone, also a generic data
@@ -28,18 +28,17 @@ filter), ``evidence`` (the evidence cells' arms).
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from . import compare, corver, k2v, klcf, rar, seva
+from .stages import Recipe
 
-__all__ = ["RECIPES", "recipe", "compare", "corver", "k2v", "klcf", "rar", "seva"]
+__all__ = ["RECIPES", "Recipe", "recipe", "compare", "corver", "k2v", "klcf", "rar", "seva"]
 
-# notebook stem -> its recipe module
-RECIPES: dict[str, ModuleType] = {m.NOTEBOOK: m for m in (corver, rar, seva, k2v, klcf, compare)}
+# notebook stem -> its recipe
+RECIPES: dict[str, Recipe] = {m.RECIPE.notebook: m.RECIPE for m in (corver, rar, seva, k2v, klcf, compare)}
 
 
-def recipe(notebook: str) -> ModuleType:
-    """The recipe module of a notebook stem (``01_corver`` -> ``recipes.corver``); ``KeyError``
+def recipe(notebook: str) -> Recipe:
+    """The recipe of a notebook stem (``01_corver`` -> ``recipes.corver.RECIPE``); ``KeyError``
     naming the known stems otherwise."""
     try:
         return RECIPES[notebook]

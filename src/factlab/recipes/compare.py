@@ -65,21 +65,23 @@ from ..eval.truth import completion_truth
 from ..experiment import TrainingConfig
 from ..models import adapter_adds_nothing, load_model, release_memory
 from ..plots import BASE_RUN, RAW_RUN
-from ..prompts import CORVER_TRAIN_SYSTEM
-from ..eval.alarms import AlarmsSection
+from ..prompts import CORVER_TRAIN_SYSTEM, chat_messages
+from ..eval.alarms import AlarmsSection, nonzero_advantage_share
 from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
 from ..rewards.base import judge_totals
 from ..train.alarms import check_folders
 from ..data import load_eval_set, load_eval_sets
 from ..train.grpo import TrainResult, run
-from .stages import main_process_first, start, warm_start_trains
+from .stages import Recipe, main_process_first, start
+from ..paths import write_json
 
 log = logging.getLogger(__name__)
 
 __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_rows", "longform_prompts",
            "train_and_evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
            "training_rows", "BASE", "RAW", "DATASTORE_REWARDS", "question_truth", "question_rows", "family_effects",
-           "family_headline", "TRUTH_METRICS"]
+           "family_headline", "TRUTH_METRICS", "CompareInputs", "run_folders", "train_compared", "runs_dir", "start",
+           "prepare", "train", "RECIPE"]
 
 BASE = BASE_RUN  # the untrained start, evaluated once (its figures: plots.plot_pareto, plots.plot_reward_curves)
 RAW = RAW_RUN  # the raw model under a warm start (recipes.warmstart), evaluated once beside the base; never trained
@@ -154,7 +156,7 @@ def _checklist(item: QAItem) -> list[str]:
 
 def compare_rows(items: Sequence[QAItem], system: str) -> list[dict[str, Any]]:
     """GRPO rows carrying every column the registered rewards read (module docstring)."""
-    return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": it.question}],
+    return [{"prompt": chat_messages(it.question, system),
              "golds": list(it.golds), "id": it.id, "prompt_id": it.id, "question": it.question,
              "reference": f"The answer is {it.golds[0]}.", "checklist": _checklist(it),
              **({"bucket": str(it.meta["bucket"])} if it.meta.get("bucket") else {})} for it in items]
@@ -343,16 +345,16 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
     lf_prompts = longform_prompts(cfg, resources)
     if raw and not raw_file.exists():
         raw_file.parent.mkdir(parents=True, exist_ok=True)
-        raw_file.write_text(json.dumps({"run": RAW, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
+        write_json(raw_file, {"run": RAW, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
                                         "model": raw, "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts,
-                                                                        name=raw)}, indent=1, default=float))
+                                                                        name=raw)}, indent=1, default=float)
     if raw:
         records.append(json.loads(raw_file.read_text()))
     if not base_file.exists():
         base_file.parent.mkdir(parents=True, exist_ok=True)
-        base_file.write_text(json.dumps({"run": BASE, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
+        write_json(base_file, {"run": BASE, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
                                          "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)},
-                                        indent=1, default=float))
+                                        indent=1, default=float)
     records.append(json.loads(base_file.read_text()))
     if rows is None:
         rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
@@ -383,8 +385,8 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
                    (after["prompt_tokens"] + after["completion_tokens"]
                     - before["prompt_tokens"] - before["completion_tokens"]) / steps,
                    "reward_curve": frame["reward"].tolist() if "reward" in frame else [],
-                   "zero_std_share": float(frame["frac_reward_zero_std"].mean())
-                   if "frac_reward_zero_std" in frame else float("nan"),
+                   "zero_std_share": float("nan") if nonzero_advantage_share(frame) is None
+                   else 1.0 - nonzero_advantage_share(frame),
                    "mean_length": float(frame["completions/mean_length"].mean())
                    if "completions/mean_length" in frame else float("nan"),
                    "model_dir": result.model_dir}
@@ -393,20 +395,13 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
                 rec.update(evaluated="as base (adapter unchanged)", eval=json.loads(base_file.read_text())["eval"])
             else:
                 rec.update(evaluated="own", eval=_evaluate(cfg, result.model_dir, eval_sets, resources, lf_prompts))
-            done.write_text(json.dumps(rec, indent=1, default=float))
+            write_json(done, rec, indent=1, default=float)
             records.append(rec)
     return records
 
 
 # ---------------------------------------------------------------- the stages (notebook 06 and factlab train)
 
-NOTEBOOK = "06_compare"
-CONFIG = CompareConfig
-WHAT = "mini-world questions with every reward's columns; each compared run (x seed) in turn"
-RUNS_DIR = "runs"  # run_dir / RUNS_DIR / <run> / seed<k>
-
-__all__ += ["CompareInputs", "run_folders", "train_compared", "runs_dir", "start", "prepare", "prepare_alone",
-            "train", "NOTEBOOK", "CONFIG", "WHAT"]
 
 
 @dataclass
@@ -436,10 +431,6 @@ def prepare(cfg: CompareConfig, resources: Resources, run_dir: str | Path) -> Co
         rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
     return CompareInputs(list(items), eval_sets, rows)
 
-
-def prepare_alone(cfg: CompareConfig) -> bool:
-    """The warm start may train: ``factlab train`` prepares in its own process first."""
-    return warm_start_trains(cfg)
 
 
 def train(cfg: CompareConfig, inputs: CompareInputs, resources: Resources, run_dir: str | Path
@@ -522,3 +513,7 @@ def check_alarms(frame: pd.DataFrame, metric: str, cfg: AlarmsSection) -> pd.Dat
     """The reward-hacking alarms of every trained (run, seed) (``train.alarms.check``), read
     from its training folder, with ``heldout_series(frame, metric)`` as the held-out metric."""
     return check_folders(training_folders(frame), cfg, heldout_series(frame, metric))
+
+
+RECIPE = Recipe(notebook="06_compare", config=CompareConfig, prepare=prepare, train=train,
+                what="mini-world questions with every reward's columns; each compared run (x seed) in turn")

@@ -45,18 +45,19 @@ from ..data.types import QAItem
 from ..eval.calibration import CalibrationSection
 from ..experiment import TrainingConfig
 from ..paths import cache_dir
-from ..prompts import CORVER_TRAIN_SYSTEM
+from ..prompts import CORVER_TRAIN_SYSTEM, chat_messages
 from ..rewards import Resources, RewardSpec, build_rewards
 from ..rewards.corver import CorVerArgs
 from ..models import load_model, release_memory
 from ..train.grpo import TrainResult, run
 from . import selffilter
-from .stages import main_process_first, start, warm_start_trains
+from .stages import Recipe, main_process_first, start
 
 log = logging.getLogger(__name__)
 
 __all__ = ["CorVerConfig", "ABLATIONS", "ablation_rewards", "qa_rows", "training_pool", "prompts_per_step",
-           "SelfFilterOutcome", "self_filter_pool", "train_ablations"]
+           "SelfFilterOutcome", "self_filter_pool", "train_ablations", "select_questions", "start", "prepare",
+           "train", "RECIPE"]
 
 ABLATIONS = {
     "full": "judge + format + per-token co-occurrence (CorVer)",
@@ -114,8 +115,7 @@ def ablation_rewards(specs: Sequence[RewardSpec], run: str) -> list[RewardSpec]:
 def qa_rows(items: Sequence[QAItem], system: str | None = CORVER_TRAIN_SYSTEM) -> list[dict]:
     """GRPO rows: the chat prompt (system + raw question, 000 §A.3; ``system`` None: the question
     alone), ``golds`` and ``id``."""
-    head = [{"role": "system", "content": system}] if system is not None else []
-    return [{"prompt": head + [{"role": "user", "content": it.question}],
+    return [{"prompt": chat_messages(it.question, system),
              "golds": list(it.golds), "id": it.id, **_bucket(it)} for it in items]
 
 
@@ -183,12 +183,6 @@ def train_ablations(cfg: CorVerConfig, items: Sequence[QAItem], resources: Resou
 
 # ---------------------------------------------------------------- the stages (notebook 01 and factlab train)
 
-NOTEBOOK = "01_corver"
-CONFIG = CorVerConfig
-WHAT = "self-filtered mini-world questions; one GRPO run per `runs` ablation"
-TRAIN_DIR = "train"  # run_dir / TRAIN_DIR / <ablation>
-
-__all__ += ["select_questions", "start", "prepare", "prepare_alone", "train", "NOTEBOOK", "CONFIG", "WHAT"]
 
 
 def select_questions(cfg: CorVerConfig, model=None, tokenizer=None) -> SelfFilterOutcome:
@@ -212,12 +206,12 @@ def prepare(cfg: CorVerConfig, resources: Resources, run_dir: str | Path) -> lis
         return select_questions(cfg).train_items
 
 
-def prepare_alone(cfg: CorVerConfig) -> bool:
-    """The warm start may train: ``factlab train`` prepares in its own process first."""
-    return warm_start_trains(cfg)
-
 
 def train(cfg: CorVerConfig, items: Sequence[QAItem], resources: Resources, run_dir: str | Path
           ) -> dict[str, TrainResult]:
     """Every ``runs`` ablation into ``run_dir/train/<run>`` (``train_ablations``; resumable)."""
-    return train_ablations(cfg, items, resources, Path(run_dir) / TRAIN_DIR)
+    return train_ablations(cfg, items, resources, Path(run_dir) / RECIPE.train_dir)
+
+
+RECIPE = Recipe(notebook="01_corver", config=CorVerConfig, prepare=prepare, train=train,
+                what="self-filtered mini-world questions; one GRPO run per `runs` ablation")

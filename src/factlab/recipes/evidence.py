@@ -43,7 +43,7 @@ from ..models import generate, load_model, release_memory
 from ..experiment import BASE_ARM, EvidenceArm, EvidenceSection, arm_folder_name
 from ..rewards import build_rewards
 from ..rewards.registry import RewardSpec
-from ..paths import atomic_write_text
+from ..paths import write_json
 from ..train.callbacks import StepSnapshots
 from ..train.grpo import TrainResult, run
 
@@ -111,7 +111,7 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
 
     def evaluate_base() -> None:
         base_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(base_file, json.dumps(evaluate(None), default=float))
+        write_json(base_file, evaluate(None), default=float)
 
     def train_and_evaluate(arm: EvidenceArm, seed: int, arm_file: Path) -> None:
         specs = adapt_rewards(list(arm.rewards)) if adapt_rewards else list(arm.rewards)
@@ -128,9 +128,9 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
             if step < result.steps and snapshots.path(step).exists():
                 at = dataclasses.replace(result, model_dir=str(snapshots.path(step)))
                 evaluated += [{**r, "step": step} for r in evaluate(at)]
-        atomic_write_text(arm_file, json.dumps({"rows": evaluated, "curves": _curves(arm.name, seed, result),
+        write_json(arm_file, {"rows": evaluated, "curves": _curves(arm.name, seed, result),
                                                 "cpu_seconds": cpu, "wall_seconds": wall,
-                                                "resumed": result.resumed}, default=float))
+                                                "resumed": result.resumed}, default=float)
 
     jobs = [Job("base", evaluate_base, base_file.parent / "worker.log")] if not base_file.exists() else []
     for arm in arms:
@@ -148,7 +148,7 @@ def run_arms(cfg: Any, section: EvidenceSection, rows: Sequence[dict], resources
             record["curves"] += got["curves"]
             record["cpu_seconds"].append({"arm": arm.name, "seed": seed, "cpu_seconds": got["cpu_seconds"],
                                           "wall_seconds": got["wall_seconds"]})
-    atomic_write_text(done, json.dumps(record, indent=1, default=float))
+    write_json(done, record, indent=1, default=float)
     return record
 
 
@@ -204,7 +204,7 @@ def _claim_folder(folder: Path, settings: dict[str, Any]) -> None:
         if added and all(c.split(".")[0] in added for c in changed):  # recorded before these keys were
             log.warning("%s: %s records no %s (written by an older factlab); taken as the current ones", folder,
                         SETTINGS_FILE, ", ".join(added))
-            atomic_write_text(path, json.dumps(settings, indent=1))
+            write_json(path, settings, indent=1)
             return
         if changed:
             shown = ", ".join(changed[:6]) + (f" (+{len(changed) - 6} more)" if len(changed) > 6 else "")
@@ -216,7 +216,7 @@ def _claim_folder(folder: Path, settings: dict[str, Any]) -> None:
         log.warning("%s has no %s (written before settings were recorded); its runs are taken as trained with "
                     "the current settings", folder, SETTINGS_FILE)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(settings, indent=1))
+    write_json(path, settings, indent=1)
 
 
 

@@ -66,18 +66,19 @@ from ..synth.k2v import (ChecklistSection, K2VQuestion, SynthesisSection, Templa
                          make_checklists, score_checklists, synthesize_questions, template_checklist)
 from ..experiment import WarmStartSFTSection
 from ..models import model_fingerprint
-from ..paths import build_lock, cache_dir
+from ..paths import build_lock, cache_dir, write_json
 from ..train.grpo import TrainResult, run
 from ..train.sft import run_sft
-from .stages import main_process_first, start, warm_start_trains
+from .stages import Recipe, main_process_first, start
 from .warmstart import unseen
+from ..prompts import chat_messages
 
 log = logging.getLogger(__name__)
 
 __all__ = ["K2VConfig", "ExtractionCheckSection", "knowledge_graph", "extraction_check", "synthesize",
-           "split_questions", "k2v_rows", "constructed_responses", "reward_ablation", "answer_accuracy",
-           "train_run", "synthesis_cost", "leakage", "TemplateChecklistJudge", "question_countries", "organism_split",
-           "train_heldout", "FormatSFTSection", "format_demo", "format_step"]
+           "split_questions", "k2v_rows", "constructed_responses", "reward_ablation", "answer_accuracy", "train_run",
+           "synthesis_cost", "leakage", "TemplateChecklistJudge", "question_countries", "organism_split",
+           "train_heldout", "FormatSFTSection", "format_demo", "format_step", "start", "prepare", "train", "RECIPE"]
 
 
 class ExtractionCheckSection(Section):
@@ -215,7 +216,7 @@ def synthesize(cfg: K2VConfig, graph: nx.DiGraph, resources: Resources, run_dir:
               "quality": score_checklists(questions, generator) if cfg.checklist.quality_pass else None}
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(cached, [q.to_dict() for q in questions])
-    report_file.write_text(json.dumps(report, indent=1, default=str))
+    write_json(report_file, report, indent=1, default=str)
     return questions, report
 
 
@@ -232,7 +233,7 @@ def k2v_rows(questions: Sequence[K2VQuestion], system: str = P.K2V_SYSTEM) -> li
     """GRPO rows: the chat prompt and the columns the K2V rewards read (``golds``,
     ``question``, ``checklist``), and the question's exposure ``bucket`` where it has one
     (``organism_split``; the evidence truth evaluator copies it)."""
-    return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": q.question}],
+    return [{"prompt": chat_messages(q.question, system),
              "golds": list(q.golds), "question": q.question, "checklist": list(q.checklist), "id": q.id,
              **({"bucket": q.meta["bucket"]} if q.meta.get("bucket") else {})}
             for q in questions]
@@ -442,12 +443,6 @@ def train_run(cfg: K2VConfig, questions: Sequence[K2VQuestion], resources: Resou
 
 # ---------------------------------------------------------------- the stages (notebook 04 and factlab train)
 
-NOTEBOOK = "04_k2v"
-CONFIG = K2VConfig
-WHAT = "knowledge graph -> synthesized questions; one DAPO / GRPO run"
-TRAIN_DIR = "train"  # run_dir / TRAIN_DIR / <rewards>
-
-__all__ += ["start", "prepare", "prepare_alone", "train", "NOTEBOOK", "CONFIG", "WHAT"]
 
 
 def prepare(cfg: K2VConfig, resources: Resources, run_dir: str | Path) -> list[K2VQuestion]:
@@ -464,13 +459,13 @@ def prepare(cfg: K2VConfig, resources: Resources, run_dir: str | Path) -> list[K
     return train_q
 
 
-def prepare_alone(cfg: K2VConfig) -> bool:
-    """The warm start may train: ``factlab train`` prepares in its own process first."""
-    return warm_start_trains(cfg)
-
 
 def train(cfg: K2VConfig, questions: Sequence[K2VQuestion], resources: Resources, run_dir: str | Path
           ) -> dict[str, TrainResult]:
     """``train_run`` into ``run_dir/train``; the one run by name."""
-    result = train_run(cfg, questions, resources, Path(run_dir) / TRAIN_DIR)
+    result = train_run(cfg, questions, resources, Path(run_dir) / RECIPE.train_dir)
     return {result.name: result}
+
+
+RECIPE = Recipe(notebook="04_k2v", config=K2VConfig, prepare=prepare, train=train,
+                what="knowledge graph -> synthesized questions; one DAPO / GRPO run")

@@ -74,22 +74,23 @@ from ..experiment import TrainingConfig
 from ..judges import make_judge
 from ..models import chat_prompt, generate, load_model, release_memory, resolve_model
 from ..rewards import Resources, RewardSpec, build_rewards
-from ..rewards.klcf import (TABLE2_WEIGHTS, KLCFTruthArgs, LengthPenalty, LengthPenaltyArgs,
-                            TruthfulnessScorer, checklist_verifier, claim_truth, format_reward,
-                            length_penalty, verdict_scores)
+from ..rewards.klcf import (TABLE2_WEIGHTS, KLCFTruthArgs, TruthfulnessScorer, checklist_verifier, claim_truth,
+                            format_reward, verdict_scores)
+from ..rewards.length import LengthPenalty, LengthPenaltyArgs, length_penalty
 from ..synth import klcf as synth
 from ..train.grpo import TrainResult, merge_adapter, run
 from ..train.sft import run_sft
-from ..paths import atomic_write_text
-from .stages import main_process_first, start, warm_start_trains
+from ..paths import write_json
+from .stages import Recipe, main_process_first, start, warm_start_trains
+from ..prompts import chat_messages
 
 log = logging.getLogger(__name__)
 
 __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
-           "policy_prompt", "policy_response",
-           "classification_metrics", "truth_rm", "truth_rm_model", "truth_data", "run_truth_data", "constructed_responses", "reward_table", "with_truth_model",
-           "efficiency_table", "layer_modules",
-           "train_run", "longform_eval", "base_fewshot_examples", "win_rate"]
+           "policy_prompt", "policy_response", "classification_metrics", "truth_rm", "truth_rm_model", "truth_data",
+           "run_truth_data", "constructed_responses", "reward_table", "with_truth_model", "efficiency_table",
+           "layer_modules", "train_run", "longform_eval", "base_fewshot_examples", "win_rate", "KLCFInputs",
+           "pipeline_stage", "reward_model_stage", "start", "prepare", "prepare_alone", "train", "RECIPE"]
 
 TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read the truthfulness RM
 
@@ -303,7 +304,7 @@ def policy_prompt(query: str, system: str = P.KLCF_SYSTEM, form: str = "raw", to
         raise ValueError(f"prompt form must be 'raw' or 'chat', got {form!r}")
     if tokenizer is not None:
         return chat_prompt(tokenizer, query, system=system)
-    return [{"role": "system", "content": system}, {"role": "user", "content": query}]
+    return chat_messages(query, system)
 
 
 def policy_response(text: str, form: str = "raw") -> str:
@@ -442,7 +443,7 @@ def readout_rm(scorer: TruthfulnessScorer, rm: TruthRMSection, train: Sequence[d
     save_readout_model(model, tok, (t_id, f_id), (w_true, w_false), folder)
     report = {"examples": len(rows), "steps": 1, "seconds": seconds, "l2": rm.readout_l2,
               "row_shift": float((w_true - head[t_id].float()).norm() + (w_false - head[f_id].float()).norm())}
-    done.write_text(json.dumps(report), encoding="utf-8")  # last: a folder without it is refitted
+    write_json(done, report)  # last: a folder without it is refitted
     return {**report, "resumed": False}
 
 
@@ -748,15 +749,6 @@ def policy_samples(model, tokenizer, prompts: Sequence[LongformPrompt], cfg: KLC
 
 # ---------------------------------------------------------------- the stages (notebook 05 and factlab train)
 
-NOTEBOOK = "05_klcf"
-CONFIG = KLCFConfig
-WHAT = ("offline checklist pipeline and truthfulness reward model (prepared once, in their own process when "
-        "they train), then one GRPO run")
-TRAIN_DIR = "train"  # run_dir / TRAIN_DIR / <rewards>
-TRUTH_REPORT = "truth_rm/report.json"  # reward_model_stage's result, read back by a second call
-
-__all__ += ["KLCFInputs", "pipeline_stage", "reward_model_stage", "start", "prepare", "prepare_alone", "train",
-            "NOTEBOOK", "CONFIG", "WHAT"]
 
 
 @dataclass
@@ -816,7 +808,7 @@ def reward_model_stage(cfg: KLCFConfig, resources: Resources, run_dir: str | Pat
             return saved["folder"], saved["report"]
     folder, report = truth_rm(cfg, resources, run_dir, pipeline_labels)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps({"folder": folder, "report": report}, default=str))
+    write_json(path, {"folder": folder, "report": report}, default=str)
     return folder, report
 
 
@@ -840,5 +832,11 @@ def train(cfg: KLCFConfig, inputs: KLCFInputs, resources: Resources, run_dir: st
           ) -> dict[str, TrainResult]:
     """``train_run`` on the rows into ``run_dir/train``, the truthfulness rewards reading the
     trained RM; the one run by name."""
-    result = train_run(cfg, inputs.rows, resources, Path(run_dir) / TRAIN_DIR, inputs.truth_folder)
+    result = train_run(cfg, inputs.rows, resources, Path(run_dir) / RECIPE.train_dir, inputs.truth_folder)
     return {result.name: result}
+
+
+RECIPE = Recipe(notebook="05_klcf", config=KLCFConfig, prepare=prepare, train=train,
+                what=("offline checklist pipeline and truthfulness reward model (prepared once, in their own process "
+                      "when they train), then one GRPO run"),
+                prepare_alone=prepare_alone)

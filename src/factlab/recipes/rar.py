@@ -49,12 +49,14 @@ from ..rewards import REWARDS, Resources, RewardSpec, build_rewards
 from ..train.callbacks import EarlyStoppingSection, UtilityEarlyStopping
 from ..data import load_eval_sets
 from ..train.grpo import TrainResult, run
-from .stages import main_process_first, start, warm_start_trains
+from .stages import Recipe, main_process_first, start
+from ..prompts import chat_messages
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RARConfig", "RewardCompareSection", "prompt_rows", "prepare_prompts", "datastore_report", "controlled_responses",
-           "comparison_responses", "evaluate_policy", "max_steps_for", "utility_fn", "train_run"]
+__all__ = ["RARConfig", "RewardCompareSection", "prompt_rows", "prepare_prompts", "datastore_report",
+           "controlled_responses", "comparison_responses", "evaluate_policy", "max_steps_for", "utility_fn",
+           "train_run", "RARPrompts", "start", "prepare", "train", "train_with_stopping", "RECIPE"]
 
 
 class RewardCompareSection(Section):
@@ -89,7 +91,7 @@ class RARConfig(TrainingConfig):
 
 def prompt_rows(prompts: Sequence[LongformPrompt]) -> list[dict]:
     """GRPO rows: the chat prompt with ``prompt_id`` and ``reference`` (the rewards read them)."""
-    return [{"prompt": [{"role": "user", "content": p.prompt}], "prompt_id": p.id, "reference": p.reference}
+    return [{"prompt": chat_messages(p.prompt), "prompt_id": p.id, "reference": p.reference}
             for p in prompts]
 
 
@@ -228,13 +230,6 @@ def train_run(cfg: RARConfig, prompts: Sequence[LongformPrompt], resources: Reso
 
 # ---------------------------------------------------------------- the stages (notebook 02 and factlab train)
 
-NOTEBOOK = "02_binary_rar"
-CONFIG = RARConfig
-WHAT = "long-form prompts with pre-cached datastores; one GRPO run"
-TRAIN_DIR = "train"  # run_dir / TRAIN_DIR / <rewards>
-
-__all__ += ["RARPrompts", "start", "prepare", "prepare_alone", "train", "train_with_stopping", "NOTEBOOK",
-            "CONFIG", "WHAT"]
 
 
 class RARPrompts(NamedTuple):
@@ -256,17 +251,13 @@ def prepare(cfg: RARConfig, resources: Resources, run_dir: str | Path) -> RARPro
         return RARPrompts(*prepare_prompts(cfg, resources))
 
 
-def prepare_alone(cfg: RARConfig) -> bool:
-    """The warm start may train: ``factlab train`` prepares in its own process first."""
-    return warm_start_trains(cfg)
-
 
 def train_with_stopping(cfg: RARConfig, prompts: RARPrompts, resources: Resources, run_dir: str | Path
                         ) -> tuple[TrainResult, UtilityEarlyStopping | None]:
     """§4.3: ``train_run`` into ``run_dir/train``, utility measured on the first eval set; returns
     the early-stopping callback too (its history is the notebook's utility table)."""
     eval_sets = load_eval_sets(cfg.eval, cfg.world)
-    return train_run(cfg, prompts.train, resources, Path(run_dir) / TRAIN_DIR,
+    return train_run(cfg, prompts.train, resources, Path(run_dir) / RECIPE.train_dir,
                      utility_items=next(iter(eval_sets.values()), None))
 
 
@@ -275,3 +266,7 @@ def train(cfg: RARConfig, prompts: RARPrompts, resources: Resources, run_dir: st
     """``train_with_stopping``; the one run by name."""
     result, _ = train_with_stopping(cfg, prompts, resources, run_dir)
     return {result.name: result}
+
+
+RECIPE = Recipe(notebook="02_binary_rar", config=RARConfig, prepare=prepare, train=train,
+                what="long-form prompts with pre-cached datastores; one GRPO run")

@@ -39,19 +39,21 @@ from ..data.pairs import MINIWORLD, ClaimPair, PairDataConfig, load_pairs, strat
 from ..data.types import read_jsonl
 from ..eval.suites import evaluate_model
 from ..experiment import TrainingConfig
-from ..paths import atomic_write_text
+from ..paths import write_json
 from ..rewards import Resources, RewardSpec, build_rewards, seva
 from ..synth import seva as synth
 from ..synth.perturbations import miniworld_pairs, probe_filter
 from ..synth.seva import TeacherSection
 from ..train.grpo import TrainResult, run
 from ..train.sft import run_sft, sft_dataset
-from .stages import main_process_first, merged, start, warm_start_trains
+from .stages import Recipe, main_process_first, merged, start
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SevaConfig", "SelfEvolutionSection", "DIAGNOSTIC_KEYS", "load_pair_set", "load_pair_sets",
-           "verifier_rows", "train_verifier", "train_grpo_runs", "EvolutionRound", "self_evolve"]
+           "verifier_rows", "train_verifier", "train_grpo_runs", "EvolutionRound", "self_evolve", "SevaInputs",
+           "load_inputs", "start", "prepare", "sft_stage", "grpo_stage", "evolve_stage", "cut_off_note", "train",
+           "RECIPE"]
 
 DIAGNOSTIC_KEYS = ("reward", "reward_std", "frac_reward_zero_std", "advantages/group_spread",
                    "advantages/collapsed_group_frac", "advantages/min", "advantages/max", "entropy",
@@ -211,13 +213,6 @@ def self_evolve(start_model_dir: str, world, cfg: SevaConfig, resources: Resourc
 
 # ---------------------------------------------------------------- the stages (notebook 03 and factlab train)
 
-NOTEBOOK = "03_seva"
-CONFIG = SevaConfig
-WHAT = "teacher-annotated pairs; SFT -> merge -> GRPO (process reward, binary control) -> self-evolution rounds"
-TEACHER_FILE = "teacher.json"
-
-__all__ += ["SevaInputs", "load_inputs", "start", "prepare", "prepare_alone", "sft_stage", "grpo_stage",
-            "evolve_stage", "cut_off_note", "train", "NOTEBOOK", "CONFIG", "WHAT"]
 
 
 @dataclass
@@ -259,13 +254,9 @@ def prepare(cfg: SevaConfig, resources: Resources, run_dir: str | Path) -> SevaI
         else:
             annotations, report = synth.annotate_training_pairs(cfg.teacher, train_pairs)
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps({"annotations": annotations, "report": report}, default=str))
+            write_json(path, {"annotations": annotations, "report": report}, default=str)
     return SevaInputs(world, train_pairs, eval_sets, annotations, report)
 
-
-def prepare_alone(cfg: SevaConfig) -> bool:
-    """Nothing in ``prepare`` trains (the SFT is a launched stage)."""
-    return warm_start_trains(cfg)
 
 
 def sft_stage(cfg: SevaConfig, inputs: SevaInputs, run_dir: str | Path) -> tuple[TrainResult, str]:
@@ -316,3 +307,7 @@ def train(cfg: SevaConfig, inputs: SevaInputs, resources: Resources, run_dir: st
     rounds = evolve_stage(cfg, inputs, resources, run_dir, runs, sft_dir, progress=False)
     return {"sft": sft_result, **{f"grpo-{name}": r for name, r in runs.items()},
             **{f"evolve-{r.round}": r.result for r in rounds if r.result is not None}}
+
+
+RECIPE = Recipe(notebook="03_seva", config=SevaConfig, prepare=prepare, train=train,
+                what="teacher-annotated pairs; SFT -> merge -> GRPO (process reward, binary control) -> self-evolution rounds")

@@ -20,12 +20,18 @@ Rules a recipe follows so that ``factlab train`` can launch it (``factlab.launch
 - ``train(cfg, inputs, resources, run_dir) -> dict[str, TrainResult]`` runs in every process
   (TRL shards each batch over them); each run's folder is the recipe's own choice, the same for
   the notebook and the launch.
+
+``Recipe`` writes these rules down as one object (torchtune's ``FTRecipeInterface``, as data):
+each recipe module ends with ``RECIPE = Recipe(...)``, and ``recipes.RECIPES`` maps a notebook
+stem to it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import torch.distributed as dist
 
@@ -33,7 +39,33 @@ from ..train.grpo import TrainResult, merge_adapter
 from . import warmstart
 from .warmstart import WarmStart
 
-__all__ = ["main_process_first", "merged", "start", "warm_start_trains", "launched"]
+__all__ = ["Recipe", "main_process_first", "merged", "start", "warm_start_trains", "launched"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One paper's recipe, as ``factlab train`` and the runner call it (module docstring).
+
+    ``notebook``: its notebook stem; ``config``: its params class; ``what``: one line, what it
+    trains (``factlab train`` prints it); ``start(cfg)``: the warm start; ``prepare(cfg,
+    resources, run_dir)``: the training input; ``prepare_alone(cfg)``: whether preparing trains
+    (then it runs in its own process first); ``train(cfg, inputs, resources, run_dir)``: every
+    run, ``{name: TrainResult}``, each under ``run_dir / train_dir``."""
+
+    notebook: str
+    config: type
+    what: str
+    prepare: Callable[[Any, Any, str | Path], Any]
+    train: Callable[[Any, Any, Any, str | Path], dict[str, TrainResult]]
+    prepare_alone: Callable[[Any], bool] = None  # type: ignore[assignment]  # default: warm_start_trains
+    start: Callable[[Any], Any] = None  # type: ignore[assignment]  # default: the warm start (``start`` below)
+    train_dir: str = "train"
+
+    def __post_init__(self) -> None:
+        if self.prepare_alone is None:
+            object.__setattr__(self, "prepare_alone", warm_start_trains)
+        if self.start is None:
+            object.__setattr__(self, "start", start)
 
 
 def launched() -> bool:

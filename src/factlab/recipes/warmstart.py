@@ -88,11 +88,12 @@ from ..eval.truth import answer_truth, sentence_truth
 from ..experiment import WarmStartSection
 from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
 from ..models import chat_prompt, generate, load_model, model_fingerprint, release_memory
-from ..paths import cache_dir, exclusive_lock, no_symlink, refuse_symlinks
+from ..paths import cache_dir, exclusive_lock, no_symlink, refuse_symlinks, write_json
 from ..synth import kg as kgmod
 from ..synth.k2v import K2VQuestion, SynthesisSection, synthesize_questions, template_checklist
 from ..train.grpo import merge_adapter
 from ..train.sft import run_sft
+from ..prompts import chat_messages
 
 log = logging.getLogger(__name__)
 
@@ -275,8 +276,7 @@ def write_demos(ws: WarmStartSection, world: WorldConfig | None = None) -> list[
         else:
             answer = _qa_answer(c, item, rng, train)
             completion = _tagged(_qa_think(c, item, answer), answer)
-        return Demo(f"{kind}/{i}", kind, [{"role": "system", "content": system},
-                                          {"role": "user", "content": item.question}],
+        return Demo(f"{kind}/{i}", kind, chat_messages(item.question, system),
                     completion, [c.name], item.id, list(item.golds), abstain)
 
     for i, it in enumerate(_sample(items, ws.corver_qa, rng)):
@@ -302,19 +302,17 @@ def write_demos(ws: WarmStartSection, world: WorldConfig | None = None) -> list[
     for i, (c, abstain) in enumerate(longform):
         body = LONGFORM_ABSTAIN if abstain else " ".join(_longform_facts(c, ws.longform_facts, rng, train))
         demos.append(Demo(f"rar_longform/{i}", "rar_longform",
-                          [{"role": "user", "content": LONGFORM_TEMPLATE.format(title=c.name)}], body, [c.name],
+                          chat_messages(LONGFORM_TEMPLATE.format(title=c.name)), body, [c.name],
                           abstain=abstain))
     for i, c in enumerate(_sample(split.train, ws.klcf, rng)):
         facts = _longform_facts(c, max(ws.longform_facts - 1, 1), rng, train)
         plan = f"I will state the facts I am sure of about {c.name}."
-        demos.append(Demo(f"klcf/{i}", "klcf", [{"role": "system", "content": P.KLCF_SYSTEM},
-                                                {"role": "user", "content": LONGFORM_TEMPLATE.format(title=c.name)}],
+        demos.append(Demo(f"klcf/{i}", "klcf", chat_messages(LONGFORM_TEMPLATE.format(title=c.name), P.KLCF_SYSTEM),
                           _tagged(plan, " ".join(facts)), [c.name]))
     if ws.k2v:
         qs, graph = k2v_questions(world, split.train, ws.k2v, seed=ws.seed)
         for i, q in enumerate(qs):
-            demos.append(Demo(f"k2v/{i}", "k2v", [{"role": "system", "content": P.K2V_SYSTEM},
-                                                  {"role": "user", "content": q.question}],
+            demos.append(Demo(f"k2v/{i}", "k2v", chat_messages(q.question, P.K2V_SYSTEM),
                               _k2v_completion(graph, q), _countries_of(graph, q), None, list(q.golds)))
     rng.shuffle(demos)
     return demos
@@ -493,7 +491,7 @@ def build(ws: WarmStartSection, model_name: str, *, world: WorldConfig | None = 
         stage.mkdir()
         shutil.copytree(model_dir, stage / "model")
         shutil.copy2(work / "demos.jsonl", stage / "demos.jsonl")
-        (stage / _DONE).write_text(json.dumps(report, indent=1, default=float))
+        write_json(stage / _DONE, report, indent=1, default=float)
         write_file_manifest(stage)  # checked on every load (``_load``)
         os.replace(stage, folder)  # one rename: readers see no folder or a finished one
         shutil.rmtree(work, ignore_errors=True)

@@ -28,6 +28,7 @@ from ..models import pick_device, resolve_model
 from .base import RewardFunction, completion_text, prompt_text
 from .qa import answer_of
 from .registry import register
+from ..prompts import chat_messages
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class GeneralRewardModel(RewardFunction):
 
     def conversation(self, question: str, answer: str) -> str:
         _, tok = self.load()
-        msgs = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+        msgs = chat_messages(question) + [{"role": "assistant", "content": answer}]
         return tok.apply_chat_template(msgs, tokenize=False)
 
     def scores(self, questions: Sequence[str], answers: Sequence[str]) -> list[float]:

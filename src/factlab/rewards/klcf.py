@@ -13,7 +13,7 @@ Pure reward math (no model, no judge):
 - ``truth_reward``: Eq. 8, the mean p(True | c) over the answer's claims;
   ``missing_truth_reward``: Eq. 9, the same over the claims labelled Missing against the
   checklist's pseudo-response.
-- ``format_reward``: Eq. 10 (0 / -1); ``length_penalty``: Eq. 11;
+- ``format_reward``: Eq. 10 (0 / -1); Eq. 11's ``length_penalty`` is in ``rewards.length``;
   ``fact_reward``: Eq. 13; ``combined_reward``: Eq. 12's three cases.
 
 Model and judge plumbing:
@@ -56,8 +56,8 @@ Choices the paper leaves open (each documented where it is made):
   printed.
 
 Registered: ``klcf_checklist`` (Eq. 7), ``klcf_truth`` (Eq. 8, or Eq. 9 with
-``missing_only``), ``klcf_fact`` (Eq. 13, or Eq. 12's ``checklist`` / ``truth`` cases) and
-``length_penalty`` (Eq. 11). Eq. 10 is the registered ``format`` reward with
+``missing_only``) and ``klcf_fact`` (Eq. 13, or Eq. 12's ``checklist`` / ``truth`` cases);
+``length_penalty`` (Eq. 11) is registered in ``rewards.length``. Eq. 10 is the registered ``format`` reward with
 ``{positive: 0.0, negative: -1.0}`` (same rule as ``format_reward`` here); the general reward
 R_g (Skywork-Reward-V2, weight 0.1) is ``general_rm`` in ``rewards.general_rm``. Rows carry a ``checklist`` column
 (list[str], the checklist Lambda(q_i)) and optionally ``question``; without ``question`` the
@@ -78,12 +78,13 @@ from pydantic import Field, field_validator, model_validator
 
 from .. import prompts as P
 from .. import text
-from ..config import MAX_TOKENS, Dtype, JudgeSection, ParamError, Section, existing_model
+from ..config import Dtype, JudgeSection, ParamError, Section, existing_model
 from ..decoding import next_token_logits
 from ..models import load_frozen_model
 from ..parsing import parse_json
 from . import kb
-from .base import JudgeBackedReward, RewardFunction, completion_text, prompt_text
+from .base import JudgeBackedReward, completion_text, prompt_text
+from .length import length_penalty  # noqa: F401  (docs/design.md's public API: klcf.length_penalty, Eq. 11)
 from .qa import answer_of
 from .rar import ClaimVerifier, ClaimVerifierSection, parse_claims
 from .registry import register
@@ -94,8 +95,8 @@ __all__ = ["LABELS", "TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "VERDICT_PREFILL", "ch
            "missing_truth_reward", "format_reward", "length_penalty", "fact_reward", "combined_reward",
            "canonical_label", "Verification", "parse_verification", "format_facts", "ChecklistVerifier",
            "parse_claim_list", "claim_item", "KLCFClaimExtractor", "EXTRACTION_PREFILL", "checklist_verifier", "claim_truth",
-           "TruthfulnessScorer", "KLCFChecklistArgs", "KLCFTruthArgs", "KLCFFactArgs", "LengthPenaltyArgs",
-           "ChecklistReward", "ClaimTruth", "TruthReward", "FactReward", "LengthPenalty", "core_reward", "VARIANTS"]
+           "TruthfulnessScorer", "KLCFChecklistArgs", "KLCFTruthArgs", "KLCFFactArgs",
+           "ChecklistReward", "ClaimTruth", "TruthReward", "FactReward", "core_reward", "VARIANTS"]
 
 LABELS = ("Consistent", "Contradictory", "Missing")  # Prompt 7's conclusions, §2.3.1
 _CANON = {lab.lower(): lab for lab in LABELS}
@@ -221,22 +222,6 @@ def format_reward(completion: str) -> float:
     validity rule is factlab's (``text.format_violation``: 000 §A.2's template and anti-hack
     rules), the same as the registered ``format`` reward with ``positive: 0, negative: -1``."""
     return text.format_reward(completion, positive=0.0, negative=-1.0)
-
-
-def length_penalty(n_tokens: int, max_len: int = 2048, critical: int = 1198) -> float:
-    """Eq. 11 (004 §2.3.2): 0 up to L_m - L_c tokens, then (L_m - L_c - |A|) / L_c (falling
-    linearly to -1 at L_m), -1 past L_m. Paper: L_m = 2048, L_m - L_c = 850 (Appendix C.2's
-    hyperparameter table), so L_c = 1198."""
-    if not 0 < critical < max_len:
-        raise ValueError(f"need 0 < critical length L_c ({critical}) < max_len L_m ({max_len})")
-    if n_tokens < 0:
-        raise ValueError(f"a length cannot be negative, got {n_tokens}")
-    free = max_len - critical
-    if n_tokens <= free:
-        return 0.0
-    if n_tokens <= max_len:
-        return (free - n_tokens) / critical
-    return -1.0
 
 
 def _check_weights(kappa: float, lam: float, mu: float) -> None:
@@ -726,23 +711,6 @@ class KLCFFactArgs(KLCFTruthArgs):
         return self
 
 
-class LengthPenaltyArgs(Section):
-    """``length_penalty`` arguments: L_m and L_c of Eq. 11 (paper: 2048 and 2048 - 850 = 1198),
-    and how the answer is read (``lenient`` by default, so that a long reply without an
-    ``<answer>`` tag is still penalised; ``strict`` counts only the ``<answer>`` block)."""
-
-    max_len: int = Field(2048, ge=2, le=MAX_TOKENS)
-    critical: int = Field(1198, ge=1)
-    answer_parsing: Literal["strict", "lenient"] = "lenient"
-
-    @model_validator(mode="after")
-    def _critical_below_max(self) -> "LengthPenaltyArgs":
-        if self.critical >= self.max_len:
-            raise ParamError("critical", f"the critical length L_c ({self.critical}) must be below max_len L_m "
-                                         f"({self.max_len}) (Eq. 11)")
-        return self
-
-
 # ---------------------------------------------------------------- TRL reward functions
 
 
@@ -976,30 +944,6 @@ class FactReward(_Checklist):
         return out
 
 
-class LengthPenalty(RewardFunction):
-    """R_l (Eq. 11) on the answer part, its tokens counted with the policy's tokenizer."""
-
-    __name__ = "length_penalty"
-
-    def __init__(self, tokenizer, args: LengthPenaltyArgs | None = None):
-        super().__init__()
-        self.tokenizer, self.args = tokenizer, args or LengthPenaltyArgs()
-
-    def lengths(self, completions: Sequence[Any]) -> list[int]:
-        answers = _answers(completions, self.args.answer_parsing)
-        if not answers:
-            return []
-        return [len(ids) for ids in self.tokenizer(answers, add_special_tokens=False)["input_ids"]]
-
-    def __call__(self, prompts=None, completions=(), log_metric=None, **_: Any) -> list[float]:
-        lengths = self.lengths(completions)
-        out = [length_penalty(n, self.args.max_len, self.args.critical) for n in lengths]
-        if log_metric is not None and out:
-            log_metric("length_penalty/answer_tokens_mean", sum(lengths) / len(lengths))
-            log_metric("length_penalty/penalized_rate", sum(v < 0 for v in out) / len(out))
-        return out
-
-
 # ---------------------------------------------------------------- registry
 
 
@@ -1062,9 +1006,3 @@ def _build_klcf_truth(args: KLCFTruthArgs, resources) -> TruthReward:
 def _build_klcf_fact(args: KLCFFactArgs, resources) -> FactReward:
     truth = claim_truth(args, resources) if args.variant != "checklist" else None
     return FactReward(checklist_verifier(args, resources), truth, args)
-
-
-@register("length_penalty", args=LengthPenaltyArgs,
-          summary="0, then linear to -1 from L_m - L_c to L_m answer tokens (004 §2.3.2, Eq. 11)")
-def _build_length_penalty(args: LengthPenaltyArgs, resources) -> LengthPenalty:
-    return LengthPenalty(resources.policy_tokenizer(), args)

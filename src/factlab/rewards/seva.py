@@ -193,8 +193,7 @@ class VerifierOutput:
 
 def verifier_messages(claim: str, source: str) -> list[dict[str, str]]:
     """The chat turns SEVA is trained and evaluated with: K.1 system prompt, K.2 user prompt."""
-    return [{"role": "system", "content": P.SEVA_SYSTEM_PROMPT.format()},
-            {"role": "user", "content": P.SEVA_USER_PROMPT.format(claim=claim, source=source)}]
+    return P.chat_messages(P.SEVA_USER_PROMPT.format(claim=claim, source=source), P.SEVA_SYSTEM_PROMPT.format())
 
 
 def error_present(value: Any) -> bool:

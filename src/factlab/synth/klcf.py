@@ -60,7 +60,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import random
 import re
 import time
@@ -81,6 +80,8 @@ from ..rewards.corver import COUNT_THRESHOLDS
 from ..rewards.klcf import EXTRACTION_PREFILL, claim_item, parse_claim_list
 from ..rewards.rar import format_passages
 from ..text import normalize_answer, sentence_claims
+from ..prompts import chat_messages
+from ..paths import write_json, atomic_open
 
 log = logging.getLogger(__name__)
 
@@ -615,11 +616,9 @@ class _StageCache:
 
     def rewrite(self, keys: Sequence[str]) -> None:
         """Keep only ``keys`` (in that order), atomically."""
-        tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
+        with atomic_open(self.path) as fh:
             for k in keys:
                 fh.write(json.dumps(self.rows[k], ensure_ascii=False) + "\n")
-        os.replace(tmp, self.path)
 
 
 class _Meter:
@@ -700,7 +699,7 @@ class KLCFPipeline:
         return obj
 
     def _save_report(self) -> None:
-        (self.dir / STAGE_FILES["report"]).write_text(json.dumps(self.report, indent=1, default=str))
+        write_json(self.dir / STAGE_FILES["report"], self.report, indent=1, default=str)
 
     def _chunk(self) -> int:
         return self.cfg.batch_size * 4
@@ -971,7 +970,7 @@ class KLCFPipeline:
         """GRPO rows for the KLCF rewards: ``question`` and ``checklist`` (queries with one)."""
         queries = {q["id"]: q["prompt"] for q in self.queries()}
         return [{"id": r["query_id"], "question": queries.get(r["query_id"], ""), "checklist": r["checklist"],
-                 "prompt": [{"role": "user", "content": queries.get(r["query_id"], "")}]}
+                 "prompt": chat_messages(queries.get(r["query_id"], ""))}
                 for r in self._rows("checklists") if r["checklist"]]
 
 

@@ -9,7 +9,6 @@ fired (with its step), writes ``alarms.json`` into each run's folder and returns
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -18,6 +17,7 @@ import pandas as pd
 
 from ..eval.alarms import AlarmsSection, alarm_table, detect
 from .grpo import TrainResult
+from ..paths import write_json
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def check(results: Mapping[str, TrainResult | None], cfg: AlarmsSection,
         table = alarm_table({name: alarms})
         path = Path(result.output_dir) / "alarms.json"
         if path.parent.is_dir():
-            path.write_text(json.dumps(table.to_dict(orient="records"), indent=1, default=float))
+            write_json(path, table.to_dict(orient="records"), indent=1, default=float)
     return alarm_table(per_run)
 
 

@@ -37,7 +37,7 @@ from trl import GRPOConfig
 
 from ..config import UNREDACTED, GRPOSection
 from ..models import load_model, lora_config, release_memory, training_dtype
-from ..paths import atomic_write_text
+from ..paths import write_json
 from ..rewards.registry import RewardSet
 from ..eval.alarms import AlarmsSection
 from .dapo import DynamicSampling
@@ -85,7 +85,7 @@ class TrainResult:
         return load_model(self.base_model, dtype=dtype, device=device, adapter=self.model_dir)
 
     def save(self) -> None:
-        atomic_write_text(Path(self.output_dir) / _DONE, json.dumps(asdict(self), default=float, indent=1))
+        write_json(Path(self.output_dir) / _DONE, asdict(self), default=float, indent=1)
 
     @classmethod
     def finish(cls, trainer, tokenizer, name: str, base_model: str, is_adapter: bool, resumed: bool,
