@@ -266,3 +266,30 @@ def test_kill_kernels_kills_only_kernels(monkeypatch):
     runall._kill_kernels()
     import signal
     assert sent == [(12, signal.SIGKILL)]
+
+
+def test_the_build_is_stopped_with_sigterm_and_the_kernels_with_sigint(monkeypatch):
+    """The build worker ignores SIGINT (a Ctrl-C that reached it between tasks printed a traceback from
+    concurrent.futures, issue 43 round 5); run-all stops it with SIGTERM, which its task reads as Ctrl-C.
+    The resource tracker is left alone."""
+    import signal
+
+    sent = []
+    cmdlines = {11: b"python\x00-m\x00ipykernel_launcher", 12: b"python\x00-c\x00from multiprocessing.spawn import "
+                b"spawn_main; spawn_main(tracker_fd=5)", 13: b"python\x00-c\x00from multiprocessing.resource_tracker "
+                b"import main;main(4)"}
+    monkeypatch.setattr(runall, "_children", lambda: list(cmdlines))
+    monkeypatch.setattr(runall, "_cmdline", cmdlines.get)
+    monkeypatch.setattr(os, "getpgid", lambda pid: pid)
+    monkeypatch.setattr(os, "killpg", lambda pid, sig: sent.append((pid, sig)))
+    runall._interrupt_children()
+    assert sent == [(11, signal.SIGINT), (12, signal.SIGTERM)]
+    sent.clear()
+    runall._interrupt_children(kernels_only=True)
+    assert sent == [(11, signal.SIGINT)]
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        runall._ignore_sigint()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

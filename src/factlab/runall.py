@@ -196,8 +196,15 @@ def _pool(jobs: int) -> cf.Executor:
 
 
 def _build_pool() -> cf.Executor:
-    """A spawned process for the build: its memory goes back when it ends."""
-    return cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    """A spawned process for the build: its memory goes back when it ends. It ignores SIGINT: a
+    terminal's Ctrl-C reaches it with run-all (one process group), and one that landed while it
+    waited for a task printed a traceback from ``concurrent.futures``; run-all stops it with
+    SIGTERM instead (``_interrupt_children``), which the build task reads as Ctrl-C."""
+    return cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _children() -> list[int]:
@@ -224,15 +231,20 @@ KILL_AFTER_S = 60.0
 
 
 def _interrupt_children(kernels_only: bool = False) -> None:
-    """SIGINT to each child's process group: a kernel (its own session, so the terminal's Ctrl-C
-    never reaches it) raises KeyboardInterrupt in its cell, the build stops under its lock. A kernel
-    between two cells ignores it and runs the next cell (it ran the notebook to its end, recorded
-    ``ok``, while run-all waited): ``kernels_only`` sends it again to the kernels alone."""
+    """SIGINT to each kernel's process group: a kernel (its own session, so the terminal's Ctrl-C
+    never reaches it) raises KeyboardInterrupt in its cell. SIGTERM to the build process (it
+    ignores SIGINT, ``_build_pool``): the build stops under its lock. A kernel between two cells
+    ignores SIGINT and runs the next cell (it ran the notebook to its end, recorded ``ok``, while
+    run-all waited): ``kernels_only`` sends it again to the kernels alone."""
     for pid in _children():
-        if kernels_only and not _is_kernel(pid):
+        kernel = _is_kernel(pid)
+        if kernels_only and not kernel:
+            continue
+        sig = signal.SIGINT if kernel else signal.SIGTERM if _is_build(pid) else None
+        if sig is None:  # multiprocessing's resource tracker: it ignores both, and ends with run-all
             continue
         try:
-            os.killpg(pid, signal.SIGINT) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGINT)
+            os.killpg(pid, sig) if os.getpgid(pid) == pid else os.kill(pid, sig)
         except OSError:
             pass
 
@@ -248,12 +260,21 @@ def _kill_kernels() -> None:
                 pass
 
 
-def _is_kernel(pid: int) -> bool:
+def _cmdline(pid: int) -> bytes:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"ipykernel" in f.read()
+            return f.read()
     except OSError:
-        return False
+        return b""
+
+
+def _is_kernel(pid: int) -> bool:
+    return b"ipykernel" in _cmdline(pid)
+
+
+def _is_build(pid: int) -> bool:
+    """A process that multiprocessing spawned (the build pool's worker, ``_build_pool``)."""
+    return b"spawn_main" in _cmdline(pid)
 
 
 def _build_task(names: list[str], n_threads: int) -> float:
