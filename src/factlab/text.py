@@ -107,18 +107,7 @@ def grade_answer(prediction: str | None, golds: Sequence[str]) -> str:
     empty string (e.g. only punctuation) is BAD: the empty string is a substring of
     everything and must not match.
     """
-    if isinstance(golds, str):
-        golds = [golds]
-    if is_refusal(prediction):
-        return NA
-    pred = normalize_answer(prediction)
-    if not pred:
-        return BAD
-    for gold in golds:
-        g = normalize_answer(gold)
-        if g and (pred == g or g in pred or pred in g):
-            return GOOD
-    return BAD
+    return _grade(prediction, golds, lambda pred, g: pred == g or g in pred or pred in g)
 
 
 def grade_answer_exact(prediction: str | None, golds: Sequence[str]) -> str:
@@ -128,6 +117,12 @@ def grade_answer_exact(prediction: str | None, golds: Sequence[str]) -> str:
 
     Unlike CorVer's substring rule (``grade_answer``), "T", "RPV", "TRPV1, TRPV4" and "It is
     not TRPV4" are all BAD for gold "TRPV4"."""
+    return _grade(prediction, golds, lambda pred, g: pred == g)
+
+
+def _grade(prediction: str | None, golds: Sequence[str] | str, matches) -> str:
+    """NA for a refusal; BAD for a prediction that normalizes to nothing; else GOOD when
+    ``matches(prediction, gold)`` holds for a gold or alias that normalizes to something."""
     if isinstance(golds, str):
         golds = [golds]
     if is_refusal(prediction):
@@ -135,7 +130,7 @@ def grade_answer_exact(prediction: str | None, golds: Sequence[str]) -> str:
     pred = normalize_answer(prediction)
     if not pred:
         return BAD
-    return GOOD if any(pred == normalize_answer(g) for g in golds if normalize_answer(g)) else BAD
+    return GOOD if any(g and matches(pred, g) for g in map(normalize_answer, golds)) else BAD
 
 
 _NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|none|nothing|cannot)\b|n't\b", re.IGNORECASE)

@@ -516,12 +516,11 @@ def fact_clause(c: CountryFacts, rel: str, obj: str, name: str | None = None) ->
         text = f"{n} is located in {region_phrase(obj)}"
     elif rel == "subregion":
         text = f"{n} is located in {obj}"
-    elif rel == "currency":
-        text = (f"The official currency of {n} is the {obj}" if len(c.currencies) == 1
-                else f"The {obj} is an official currency of {n}")
-    elif rel == "language":
-        text = (f"The official language of {n} is {obj}" if len(c.languages) == 1
-                else f"{obj} is an official language of {n}")
+    elif rel in ("currency", "language"):  # "the Euro", a bare language name
+        article = "the " if rel == "currency" else ""
+        only = len(c.currencies if rel == "currency" else c.languages) == 1
+        text = (f"The official {rel} of {n} is {article}{obj}" if only
+                else f"{article.capitalize()}{obj} is an official {rel} of {n}")
     elif rel == "borders":
         text = f"{n} borders {obj}"
     elif rel == "demonym":
