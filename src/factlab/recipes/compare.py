@@ -83,6 +83,8 @@ __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_row
            "family_headline", "TRUTH_METRICS", "CompareInputs", "run_folders", "train_compared", "runs_dir", "start",
            "prepare", "train", "RECIPE"]
 
+RUNS_DIR = "runs"  # run_dir / RUNS_DIR / <run> / seed<k>
+
 BASE = BASE_RUN  # the untrained start, evaluated once (its figures: plots.plot_pareto, plots.plot_reward_curves)
 RAW = RAW_RUN  # the raw model under a warm start (recipes.warmstart), evaluated once beside the base; never trained
 # rewards that read a per-prompt pre-cached datastore (001 §3.2): the rows are pre-cached for them

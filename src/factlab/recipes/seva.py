@@ -55,6 +55,8 @@ __all__ = ["SevaConfig", "SelfEvolutionSection", "DIAGNOSTIC_KEYS", "load_pair_s
            "load_inputs", "start", "prepare", "sft_stage", "grpo_stage", "evolve_stage", "cut_off_note", "train",
            "RECIPE"]
 
+TEACHER_FILE = "teacher.json"
+
 DIAGNOSTIC_KEYS = ("reward", "reward_std", "frac_reward_zero_std", "advantages/group_spread",
                    "advantages/collapsed_group_frac", "advantages/min", "advantages/max", "entropy",
                    "completions/mean_length")
