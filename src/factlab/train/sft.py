@@ -79,10 +79,11 @@ class CompactHeadSFTTrainer(SFTTrainer):
     def _compact(self, model, inputs) -> bool:
         from peft import PeftModel
 
+        if (inputs["input_ids"].device.type != "cpu" or self.accelerator.num_processes != 1
+                or isinstance(model, PeftModel)):
+            return False  # several processes wrap the model (DistributedDataParallel has no `config`)
         cfg = model.config.get_text_config()
-        return (inputs["input_ids"].device.type == "cpu" and self.accelerator.num_processes == 1
-                and not isinstance(model, PeftModel)
-                and cfg.model_type == "llama" and getattr(cfg, "final_logit_softcapping", None) is None
+        return (cfg.model_type == "llama" and getattr(cfg, "final_logit_softcapping", None) is None
                 and self.args.loss_type == "nll" and self.label_smoother is None and self.compute_loss_func is None
                 and not self.aux_loss_enabled and "attention_mask" in inputs
                 and not {"position_ids", "shift_labels"} & set(inputs))
