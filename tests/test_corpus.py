@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from factlab.corpus import CorpusIndex, build_from_token_ids, reference_cooccurrence
 from factlab.corpus import infinigram as ig
+from factlab.corpus import suffix_array as sarray
 
 TOKENIZER = "smollm2-135m-instruct"
 FILLER = " word" * 60
@@ -57,7 +58,7 @@ def test_build_writes_infinigram_layout_and_meta(tiny, tokenizer):
     assert np.array_equal(raw, expected)
     offsets = np.fromfile(index.path / "offset.0", dtype="<u8")
     assert offsets.tolist() == (2 * np.cumsum([0] + [len(d) + 1 for d in ids[:-1]])).tolist()
-    ig.verify_suffix_array(index.path / "tokenized.0", index.path / "table.0", 2)
+    sarray.verify_suffix_array(index.path / "tokenized.0", index.path / "table.0", 2)
 
 
 def test_load_round_trip(tiny):
@@ -243,14 +244,14 @@ def test_parallel_suffix_array_on_tiny_data_is_guarded(tmp_path):
     # and the post-build check catches it
     ds = index.path / "tokenized.0"
     with pytest.raises(RuntimeError, match="corrupt"):
-        ig.build_suffix_array(ds, tmp_path / "table.bad", 2, cpus=2, min_part_bytes=1)
+        sarray.build_suffix_array(ds, tmp_path / "table.bad", 2, cpus=2, min_part_bytes=1)
 
 
 def test_numpy_suffix_array_matches_the_bundled_builder(world_index):
     _, index = world_index
     shard = index._shards[0]
-    from_rust = ig._decode_pointers(shard.sa, shard.ptr_size) // 2
-    assert np.array_equal(ig.suffix_array_numpy(np.asarray(shard.tokens)), from_rust)
+    from_rust = sarray.decode_pointers(shard.sa, shard.ptr_size) // 2
+    assert np.array_equal(sarray.suffix_array_numpy(np.asarray(shard.tokens)), from_rust)
 
 
 def test_verify_suffix_array_detects_duplicates(tmp_path):
@@ -260,7 +261,7 @@ def test_verify_suffix_array_detects_duplicates(tmp_path):
     sa[ptr:2 * ptr] = sa[0:ptr]
     (tmp_path / "table.bad").write_bytes(bytes(sa))
     with pytest.raises(RuntimeError, match="missing"):
-        ig.verify_suffix_array(index.path / "tokenized.0", tmp_path / "table.bad", 2)
+        sarray.verify_suffix_array(index.path / "tokenized.0", tmp_path / "table.bad", 2)
 
 
 def test_index_folder_path_may_contain_engine_file_words(tmp_path):
