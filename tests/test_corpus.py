@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from factlab.corpus import CorpusIndex, build_from_token_ids, reference_cooccurrence
+from factlab.corpus import index_build as ib
 from factlab.corpus import infinigram as ig
 from factlab.corpus import suffix_array as sarray
 
@@ -46,7 +47,7 @@ def tiny(tmp_path_factory):
 
 def test_build_writes_infinigram_layout_and_meta(tiny, tokenizer):
     corpus, index = tiny
-    meta = json.loads((index.path / ig.META_FILE).read_text())
+    meta = json.loads((index.path / ib.META_FILE).read_text())
     assert meta["tokenizer"] == TOKENIZER and meta["token_width"] == 2 and meta["token_dtype"] == "u16"
     assert meta["n_docs"] == len(TINY_DOCS) and meta["corpus"] == str(corpus.absolute())
     assert [s["id"] for s in meta["shards"]] == [0]
@@ -70,10 +71,10 @@ def test_load_round_trip(tiny):
 
 
 def test_token_width_choice():
-    assert ig.token_width_for(49152) == 2  # SmolLM2
-    assert ig.token_width_for(65534) == 2
-    assert ig.token_width_for(65535) == 4  # 0xFFFF is the u16 separator
-    assert ig.token_width_for(128256) == 4
+    assert ib.token_width_for(49152) == 2  # SmolLM2
+    assert ib.token_width_for(65534) == 2
+    assert ib.token_width_for(65535) == 4  # 0xFFFF is the u16 separator
+    assert ib.token_width_for(128256) == 4
 
 
 def test_u32_index_counts_ids_above_u16(tmp_path):
@@ -392,7 +393,7 @@ def _copy_index(index, dest: Path) -> Path:
     return Path(shutil.copytree(index.path, dest))
 
 
-@pytest.mark.parametrize("name", ["table.0", "offset.0", "tokenized.0", ig.META_FILE])
+@pytest.mark.parametrize("name", ["table.0", "offset.0", "tokenized.0", ib.META_FILE])
 @pytest.mark.parametrize("damage", ["truncated", "random"])
 def test_a_damaged_index_file_is_refused_naming_it_and_the_rebuild_command(tiny, tmp_path, name, damage):
     from factlab.integrity import IntegrityError
@@ -411,7 +412,7 @@ def test_a_damaged_index_file_is_refused_naming_it_and_the_rebuild_command(tiny,
         CorpusIndex.load(path)
     assert str(target) in str(e.value)
     assert f"factlab index build {corpus.absolute()} --tokenizer {TOKENIZER} --out {path}" in str(e.value) \
-        or name == ig.META_FILE and "factlab index build" in str(e.value)
+        or name == ib.META_FILE and "factlab index build" in str(e.value)
 
 
 def test_a_truncated_token_file_never_reaches_the_engine(tiny, tmp_path):
@@ -508,9 +509,9 @@ def test_an_unlisted_shard_and_metadata_without_shards_are_one_clear_error(tiny,
     err = capsys.readouterr().err
     assert "tokenized.1 is not listed in" in err and "factlab index build" in err and "Traceback" not in err
     (path / "tokenized.1").unlink()
-    meta = json.loads((path / ig.META_FILE).read_text())
+    meta = json.loads((path / ib.META_FILE).read_text())
     del meta["shards"]
-    (path / ig.META_FILE).write_text(json.dumps(meta))
+    (path / ib.META_FILE).write_text(json.dumps(meta))
     write_file_manifest(path)
     with pytest.raises(IntegrityError, match=r"factlab_index.json: unreadable index metadata \(no 'shards'\); rebuild"):
         CorpusIndex.load(path)
@@ -529,22 +530,22 @@ def test_metadata_that_disagrees_with_its_shards_is_one_clear_error(tiny, tmp_pa
     from factlab.integrity import IntegrityError, write_file_manifest
 
     path = _copy_index(tiny[1], tmp_path / "copy")
-    meta = json.loads((path / ig.META_FILE).read_text())
+    meta = json.loads((path / ib.META_FILE).read_text())
     edit(meta)
-    (path / ig.META_FILE).write_text(json.dumps(meta))
+    (path / ib.META_FILE).write_text(json.dumps(meta))
     write_file_manifest(path)
     with pytest.raises(IntegrityError, match=r"factlab_index.json: unreadable index metadata \(ValueError: " + words):
         CorpusIndex.load(path)
 
 
-@pytest.mark.parametrize("name", [ig.META_FILE, "factlab_files.json"])
+@pytest.mark.parametrize("name", [ib.META_FILE, "factlab_files.json"])
 def test_metadata_or_manifest_nested_deep_is_one_clear_error(tiny, tmp_path, name):
     """Either file nested 100,000 deep was a RecursionError traceback (issue 43 round-3b probe)."""
     from factlab.integrity import IntegrityError, write_file_manifest
 
     path = _copy_index(tiny[1], tmp_path / "copy")
     (path / name).write_text("[" * 100_000 + "]" * 100_000)
-    if name == ig.META_FILE:
+    if name == ib.META_FILE:
         write_file_manifest(path)
     with pytest.raises(IntegrityError, match=rf"{name}: unreadable .*RecursionError"):
         CorpusIndex.load(path)
@@ -567,10 +568,10 @@ def test_a_rebuild_interrupted_while_the_old_index_is_deleted_leaves_a_whole_ind
         next(p.rglob("table.0")).unlink()  # part of it deleted, then the signal
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ig.shutil, "rmtree", interrupted)
+    monkeypatch.setattr(ib.shutil, "rmtree", interrupted)
     with pytest.raises(KeyboardInterrupt):
         ig.build_from_token_ids([[5, 6, 7]] * 9, out)
-    monkeypatch.setattr(ig.shutil, "rmtree", real)
+    monkeypatch.setattr(ib.shutil, "rmtree", real)
     assert CorpusIndex.load(out, verify=True).cooccurrence_ids([[[5, 6]]]) == 9  # the new index, whole
 
 

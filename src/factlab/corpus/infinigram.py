@@ -5,28 +5,9 @@ object co-occur in Wikipedia: a CNF (AND of words) count "over Wikipedia token
 positions within a bounded 1,000-token window", which "measures position-level
 co-occurrence rather than document co-occurrence" (000_ac66a963fabf3916.txt §3.2,
 Eq. 1; index details in §B.1, window choice in §B.1 "Window-size choice"). This module
-builds that index with the ``infini-gram`` package and answers the count exactly.
-
-Index format
-------------
-``CorpusIndex.build`` tokenizes a JSONL corpus with any HF tokenizer and writes the
-infini-gram v4 layout itself (the package's own tokenizing step only knows the
-gpt2/llama/olmo hub tokenizers): per shard ``i``, ``tokenized.i`` holds every document
-as a separator token (``0xFFFF`` for u16, ``0xFFFFFFFF`` for u32) followed by its token
-ids, little-endian; ``offset.i`` holds the byte offset of each document's separator as a
-little-endian u64. The suffix array ``table.i`` is made by the package's bundled
-``rust_indexing`` binary (make-part / merge / concat, as ``infini_gram.indexing.build_sa``
-runs it). Token ids are u16 when the vocabulary has fewer than 65535 entries (the
-separator must not be a real id), else u32 (the bundled builder needs 32 GiB per job
-for u32 whatever the data size, so u32 shards of up to 2**24 tokens are sorted with
-numpy instead, in the same order). ``factlab_index.json`` records the
-tokenizer, token width, sizes and build time, so ``CorpusIndex.load`` needs only the
-folder. A corpus larger than ``shard_tokens`` is split into several shards in one
-folder; the engine loads them all. ``factlab_files.json`` (``factlab.integrity``) lists
-every file with its size and SHA-256; ``load`` checks the sizes every time and the
-checksums on the first load after the files changed (or always with ``--verify``), so a
-truncated or altered file is an error naming it and the rebuild command, never a wrong
-count or a crashed engine.
+builds that index with the ``infini-gram`` package and answers the count exactly. The
+index folder is written by ``factlab.corpus.index_build`` (its docstring gives the file
+layout), its suffix arrays by ``factlab.corpus.suffix_array``.
 
 Co-occurrence count (what ``cooccurrence`` returns)
 ---------------------------------------------------
@@ -128,12 +109,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shlex
-import shutil
-import tempfile
-import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -143,21 +119,18 @@ import numpy as np
 from pydantic import Field
 
 from ..config import Section
-from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
+from ..integrity import IntegrityError, MissingManifest, verify_files
 from ..models import load_tokenizer
-from ..paths import build_lock, cache_dir, write_json
-from .suffix_array import build_suffix_array, decode_pointers
+from ..paths import build_lock, cache_dir
+from .index_build import (BUILD_HINT, DEFAULT_SHARD_TOKENS, FORMAT, FORMAT_VERSION, META_FILE, dtype_for, encode,
+                          read_jsonl_texts, rebuild_command, separator_for, token_width_for, tokenize_texts,
+                          tokenizer_ref, write_index)
+from .suffix_array import decode_pointers
 
 log = logging.getLogger(__name__)
 
-META_FILE = "factlab_index.json"
-FORMAT = "factlab-infinigram"
-FORMAT_VERSION = 1
 DEFAULT_WINDOW = 1000  # 000_ac66a963fabf3916.txt §B.1: 1,000-token inter-clause window
-DEFAULT_SHARD_TOKENS = 500_000_000
-BUILD_HINT = "run `factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR` first"
 
-_TOKENIZE_BATCH = 1000
 # Scan the neighbourhood of the anchors instead of enumerating a clause when
 # anchors x (2W + len) < _SCAN_ADVANTAGE x frequency.
 _SCAN_ADVANTAGE = 4
@@ -171,21 +144,6 @@ Clause = list[tuple[int, ...]]
 # --------------------------------------------------------------------------- helpers
 
 
-def token_width_for(vocab_size: int) -> int:
-    """Bytes per token id: 2 (u16) when every id and the separator 0xFFFF fit, else 4."""
-    return 2 if vocab_size < 0xFFFF else 4
-
-
-def _dtype(token_width: int) -> np.dtype:
-    if token_width not in (2, 4):
-        raise ValueError(f"token_width must be 2 (u16) or 4 (u32), got {token_width}")
-    return np.dtype("<u2") if token_width == 2 else np.dtype("<u4")
-
-
-def _separator(token_width: int) -> int:
-    return (1 << (8 * token_width)) - 1
-
-
 def surface_forms(word: str) -> list[str]:
     """The strings OR-ed for one word: as given, first letter upper-cased, lower-cased,
     and lower-cased then capitalised ("PARIS" -> "Paris"), each with and without a leading
@@ -197,16 +155,10 @@ def surface_forms(word: str) -> list[str]:
     return list(dict.fromkeys(f for c in cores for f in (c, " " + c)))
 
 
-def _encode(tokenizer, texts: list[str]) -> list[list[int]]:
-    if not texts:
-        return []
-    return tokenizer(texts, add_special_tokens=False)["input_ids"]
-
-
 def word_clause(tokenizer, word: str) -> Clause:
     """One word as a disjunctive clause: the distinct, non-empty token sequences of its
     surface forms (``surface_forms``)."""
-    return _dedupe_clause(_encode(tokenizer, surface_forms(word)))
+    return _dedupe_clause(encode(tokenizer, surface_forms(word)))
 
 
 def _dedupe_clause(variants: Iterable[Sequence[int]]) -> Clause:
@@ -252,204 +204,14 @@ def reference_cooccurrence(docs: Sequence[Sequence[int]], clauses: Sequence[Sequ
 # --------------------------------------------------------------------------- building
 
 
-def _read_jsonl_texts(path: Path, text_field: str, progress: bool) -> Iterator[str]:
-    """Yield the text of each non-blank line; errors name the file and line."""
-    from tqdm.auto import tqdm
-
-    n_docs = 0
-    with open(path, "rb") as f, tqdm(total=path.stat().st_size, unit="B", unit_scale=True,
-                                     desc=f"tokenizing {path.name}", disable=not progress) as bar:
-        for lineno, raw in enumerate(f, start=1):
-            bar.update(len(raw))
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({e})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            if text_field not in record:
-                keys = ", ".join(sorted(record)) or "none"
-                raise ValueError(f"{path}:{lineno}: no '{text_field}' field (keys: {keys}); "
-                                 f"choose the field with --text-field / text_field=")
-            text = record[text_field]
-            if not isinstance(text, str):
-                raise ValueError(f"{path}:{lineno}: field '{text_field}' is {type(text).__name__}, not a string")
-            n_docs += 1
-            yield text
-    if n_docs == 0:
-        raise ValueError(f"{path}: empty corpus (no JSON lines)")
-
-
-def _tokenize_texts(texts: Iterable[str], tokenizer) -> Iterator[list[int]]:
-    batch: list[str] = []
-    for text in texts:
-        batch.append(text)
-        if len(batch) >= _TOKENIZE_BATCH:
-            yield from _encode(tokenizer, batch)
-            batch = []
-    yield from _encode(tokenizer, batch)
-
-
-class _ShardWriter:
-    """Writes documents into ``tokenized.i`` / ``offset.i``, starting a new shard once
-    the current one would pass ``shard_tokens`` tokens (separators included)."""
-
-    def __init__(self, out_dir: Path, token_width: int, shard_tokens: int):
-        self.out_dir, self.width, self.shard_tokens = out_dir, token_width, shard_tokens
-        self.dtype = _dtype(token_width)
-        self.sep = _separator(token_width)
-        self.shards: list[dict] = []
-        self._ds = self._od = None
-
-    def _open(self) -> None:
-        i = len(self.shards)
-        self._ds = open(self.out_dir / f"tokenized.{i}", "wb")
-        self._od = open(self.out_dir / f"offset.{i}", "wb")
-        self.shards.append({"id": i, "n_docs": 0, "n_tokens": 0, "bytes": 0})
-
-    def add(self, ids: Sequence[int]) -> None:
-        arr = np.asarray(ids, dtype=np.int64)
-        if arr.size and (arr.min() < 0 or arr.max() >= self.sep):
-            raise ValueError(f"token id {int(arr.max())} does not fit a {8 * self.width}-bit index "
-                             f"(ids must be below the separator {self.sep:#x})")
-        cur = self.shards[-1] if self.shards else None
-        if cur is None or (cur["n_docs"] and cur["n_tokens"] + cur["n_docs"] + arr.size + 1 > self.shard_tokens):
-            self.close()
-            self._open()
-            cur = self.shards[-1]
-        self._od.write(np.array([cur["bytes"]], dtype="<u8").tobytes())
-        data = np.empty(arr.size + 1, dtype=self.dtype)
-        data[0] = self.sep
-        data[1:] = arr
-        self._ds.write(data.tobytes())
-        cur["n_docs"] += 1
-        cur["n_tokens"] += int(arr.size)
-        cur["bytes"] += data.nbytes
-
-    def close(self) -> None:
-        for f in (self._ds, self._od):
-            if f is not None:
-                f.close()
-        self._ds = self._od = None
-
-
-def _prepare_out_dir(out_dir: Path) -> Path:
-    """A fresh sibling folder to build into; it replaces ``out_dir`` at the end."""
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise FileExistsError(f"{out_dir} exists and is not a folder")
-        if any(out_dir.iterdir()) and not (out_dir / META_FILE).exists():
-            raise FileExistsError(f"{out_dir} is not empty and holds no {META_FILE}; "
-                                  f"refusing to overwrite it, choose another --out")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
-
-
-def _write_index(token_docs: Iterable[Sequence[int]], out_dir: str | os.PathLike, token_width: int, *,
-                 shard_tokens: int, cpus: int | None, meta: dict, source: str) -> Path:
-    if shard_tokens < 2:
-        raise ValueError(f"shard_tokens must be at least 2, got {shard_tokens}")
-    out_dir = Path(out_dir).absolute()
-    t0 = time.perf_counter()
-    work = _prepare_out_dir(out_dir)
-    try:
-        writer = _ShardWriter(work, token_width, shard_tokens)
-        try:
-            for ids in token_docs:
-                writer.add(ids)
-        finally:
-            writer.close()
-        n_tokens = sum(s["n_tokens"] for s in writer.shards)
-        if not writer.shards:
-            raise ValueError(f"{source}: empty corpus (no documents)")
-        if n_tokens == 0:
-            raise ValueError(f"{source}: the documents hold no tokens (all texts empty)")
-        t_tok = time.perf_counter() - t0
-        for shard in writer.shards:
-            i = shard["id"]
-            log.info("building suffix array %d/%d (%d tokens)", i + 1, len(writer.shards),
-                     shard["n_tokens"] + shard["n_docs"])
-            build_suffix_array(work / f"tokenized.{i}", work / f"table.{i}", token_width, cpus)
-        meta = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            **meta,
-            "token_width": token_width,
-            "token_dtype": "u16" if token_width == 2 else "u32",
-            "n_docs": sum(s["n_docs"] for s in writer.shards),
-            "n_tokens": n_tokens,
-            "shards": writer.shards,
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "tokenize_seconds": round(t_tok, 3),
-            "build_seconds": round(time.perf_counter() - t0, 3),
-            "infini_gram": _infini_gram_version(),
-        }
-        write_json(work / META_FILE, meta, indent=2, end="\n")
-        write_file_manifest(work)
-        _swap_in(work, out_dir)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    return out_dir
-
-
-def _swap_in(work: Path, out_dir: Path) -> None:
-    """Put the built ``work`` folder at ``out_dir``: an earlier index there is renamed aside first
-    and deleted last, so Ctrl-C or SIGTERM at any point leaves a whole index at ``out_dir``, the
-    earlier or the new one (deleting the earlier one first lost both when interrupted while it was
-    deleted: issue 43 round-3b probe)."""
-    aside = None
-    if out_dir.exists():
-        aside = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-        out_dir.rename(aside / out_dir.name)
-    try:
-        work.rename(out_dir)
-    except BaseException:
-        if aside is not None and not out_dir.exists():
-            (aside / out_dir.name).rename(out_dir)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
-
-
-def rebuild_command(path: Path) -> str:
-    """The command that rebuilds the index at ``path``, from its ``factlab_index.json`` when
-    that can be read (errors quote it)."""
-    try:
-        meta = json.loads((path / META_FILE).read_text())
-        corpus, tokenizer, field = meta["corpus"], meta["tokenizer"], meta.get("text_field") or "text"
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        corpus = tokenizer = None
-    if not (isinstance(corpus, str) and isinstance(tokenizer, str)):
-        return f"delete {path} and build it again ({BUILD_HINT})"
-    return (f"factlab index build {shlex.quote(corpus)} --tokenizer {shlex.quote(tokenizer)} --out "
-            f"{shlex.quote(str(path))}" + ("" if field == "text" else f" --text-field {shlex.quote(field)}"))
-
-
-def _infini_gram_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("infini-gram")
-    except Exception:  # metadata missing in odd installs; the version is informational
-        return None
-
-
-def _tokenizer_ref(name: str) -> str:
-    """Store a local tokenizer folder as an absolute path, anything else as given."""
-    return str(Path(name).absolute()) if Path(name).exists() else name
-
-
 def build_from_token_ids(docs: Iterable[Sequence[int]], out_dir: str | os.PathLike, token_width: int = 2, *,
                          shard_tokens: int = DEFAULT_SHARD_TOKENS, cpus: int | None = None) -> "CorpusIndex":
     """Index documents given as token-id lists (no tokenizer; query with
     ``cooccurrence_ids``). Used by tests on synthetic vocabularies."""
-    path = _write_index(docs, out_dir, token_width, shard_tokens=shard_tokens, cpus=cpus,
-                        meta={"tokenizer": None, "vocab_size": None, "eos_token_id": None,
-                              "corpus": None, "text_field": None},
-                        source="token-id documents")
+    path = write_index(docs, out_dir, token_width, shard_tokens=shard_tokens, cpus=cpus,
+                       meta={"tokenizer": None, "vocab_size": None, "eos_token_id": None,
+                             "corpus": None, "text_field": None},
+                       source="token-id documents")
     return CorpusIndex.load(path)
 
 
@@ -560,12 +322,12 @@ class CorpusIndex:
         tok = load_tokenizer(tokenizer)
         vocab_size = len(tok)
         width = token_width_for(vocab_size)
-        token_docs = _tokenize_texts(_read_jsonl_texts(path, text_field, progress), tok)
-        out = _write_index(token_docs, out_dir, width, shard_tokens=shard_tokens, cpus=cpus,
-                           meta={"tokenizer": _tokenizer_ref(tokenizer), "vocab_size": vocab_size,
-                                 "eos_token_id": tok.eos_token_id, "corpus": str(path.absolute()),
-                                 "text_field": text_field},
-                           source=str(path))
+        token_docs = tokenize_texts(read_jsonl_texts(path, text_field, progress), tok)
+        out = write_index(token_docs, out_dir, width, shard_tokens=shard_tokens, cpus=cpus,
+                          meta={"tokenizer": tokenizer_ref(tokenizer), "vocab_size": vocab_size,
+                                "eos_token_id": tok.eos_token_id, "corpus": str(path.absolute()),
+                                "text_field": text_field},
+                          source=str(path))
         index = cls.load(out)
         index._tokenizer = tok
         return index
@@ -591,7 +353,7 @@ class CorpusIndex:
             if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
                 raise ValueError(f"unsupported index format {meta.get('format')!r} v{meta.get('version')}")
             width = int(meta["token_width"])
-            dtype = _dtype(width)
+            dtype = dtype_for(width)
             if meta["token_dtype"] != ("u16" if width == 2 else "u32"):
                 raise ValueError(f"token_dtype {meta['token_dtype']!r} is not the one of token_width {width}")
             # the engine orders shards by the string order of their file paths
@@ -619,7 +381,7 @@ class CorpusIndex:
             offsets = np.fromfile(path / f"offset.{i}", dtype="<u8")
             shards.append(_Shard(tokens=tokens, sa=sa, ptr_size=sa.size // tokens.size,
                                  doc_starts=(offsets // width).astype(np.int64), n_tok=int(tokens.size)))
-        vocab = meta.get("vocab_size") or _separator(width)
+        vocab = meta.get("vocab_size") or separator_for(width)
         eos = meta.get("eos_token_id")
         eos = 0 if eos is None else int(eos)
         # Open the folder through /proc/self/fd: the 2.6.0 engine sorts a folder's files
@@ -628,7 +390,7 @@ class CorpusIndex:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             engine = InfiniGramEngine(index_dir=f"/proc/self/fd/{fd}", eos_token_id=eos,
-                                      vocab_size=min(vocab, _separator(width)), version=4,
+                                      vocab_size=min(vocab, separator_for(width)), version=4,
                                       token_dtype=meta["token_dtype"])
         finally:
             os.close(fd)
@@ -705,7 +467,7 @@ class CorpusIndex:
             raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
         if strategy not in ("auto", "full", "scan"):
             raise ValueError(f"strategy must be 'auto', 'full' or 'scan', got {strategy!r}")
-        sep = _separator(int(self.meta["token_width"]))
+        sep = separator_for(int(self.meta["token_width"]))
         norm: list[Clause] = []
         for clause in clauses:
             c = _dedupe_clause(clause)
@@ -831,7 +593,7 @@ def _positions_near(shard: _Shard, clause: Clause, anchors: np.ndarray, window: 
     lo = np.maximum(anchors - window, 0)
     hi = np.minimum(anchors + window + longest, shard.n_tok)
     starts, ends = _merge_ranges(lo, hi)
-    sep = np.array([_separator(shard.tokens.dtype.itemsize)], dtype=shard.tokens.dtype)
+    sep = np.array([separator_for(shard.tokens.dtype.itemsize)], dtype=shard.tokens.dtype)
     pieces, offsets, at = [], np.empty(starts.size, dtype=np.int64), 0
     for j, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
         offsets[j] = at

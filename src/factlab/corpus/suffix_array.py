@@ -7,7 +7,7 @@ CorVer's co-occurrence index is an infini-gram suffix array over Wikipedia's tok
 shards of up to 2**24 tokens, with ``suffix_array_numpy`` in the same order (the bundled
 builder needs 32 GiB per job for u32 whatever the data size). ``verify_suffix_array``
 checks the result is a permutation of the token positions; ``decode_pointers`` turns its
-entries into byte pointers. The shard layout is in ``factlab.corpus.infinigram``.
+entries into byte pointers. The shard layout is in ``factlab.corpus.index_build``.
 """
 
 from __future__ import annotations
