@@ -7,33 +7,11 @@ co-occurrence rather than document co-occurrence" (000_ac66a963fabf3916.txt §3.
 Eq. 1; index details in §B.1, window choice in §B.1 "Window-size choice"). This module
 builds that index with the ``infini-gram`` package and answers the count exactly. The
 index folder is written by ``factlab.corpus.index_build`` (its docstring gives the file
-layout), its suffix arrays by ``factlab.corpus.suffix_array``.
+layout), its suffix arrays by ``factlab.corpus.suffix_array``; what the count means
+(surface variants, clauses, the bounded window) is defined in ``factlab.corpus.cooccurrence``,
+with the brute-force ``reference_cooccurrence`` that transcribes it.
 
-Co-occurrence count (what ``cooccurrence`` returns)
----------------------------------------------------
-Each word becomes a clause: the OR of its surface variants' token sequences (the word
-as given, first letter upper-cased, lower-cased, and capitalised, each with and without
-a leading space; duplicates dropped), because ``Paris`` at a document
-start and `` Paris`` mid-sentence are different token ids. A clause *occurs at
-position p* when one of its variants' token sequences starts at token p (a token-level
-match, as in infini-gram: `` Paris`` also matches the start of `` Parisian`` if the
-tokenizer splits that word after `` Paris``); a position matched by two variants
-counts once. A clause's *frequency* is the sum of its
-variants' n-gram counts. The *anchor* is the clause with the lowest frequency (the
-first such clause in query order on a tie).
-
-    c(w_1 .. w_k; W) = the number of anchor positions a such that every other clause
-    occurs at some position in the same document as a, with all these start positions
-    and a lying within W tokens of each other (max - min <= W).
-
-Equivalently: some window [s, s + W] of token positions containing a, inside one
-document, holds a start of every clause. Windows never cross the document separator,
-so this is position-level co-occurrence in the paper's sense. For one word the count
-is its number of distinct occurrence positions. ``reference_cooccurrence`` transcribes
-this definition literally (a brute-force scan of the documents); the property tests
-hold the index to it on generated corpora.
-
-This is what infini-gram's ``count_cnf`` is meant to return: its docs say it
+That count is what infini-gram's ``count_cnf`` is meant to return: its docs say it
 "enumerate[s] all occurrences of each clause and pick[s] cases where they co-occur
 within reasonable distance", that raising ``max_diff_tokens`` "may get more counts",
 and its engine walks the occurrences of the least frequent clause and keeps those that
@@ -109,7 +87,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -122,7 +99,9 @@ from ..config import Section
 from ..integrity import IntegrityError, MissingManifest, verify_files
 from ..models import load_tokenizer
 from ..paths import build_lock, cache_dir
-from .index_build import (BUILD_HINT, DEFAULT_SHARD_TOKENS, FORMAT, FORMAT_VERSION, META_FILE, dtype_for, encode,
+from .cooccurrence import (Clause, Shard, count_windows, dedupe_clause, matches_any, positions_near, select_near,
+                           word_clause)
+from .index_build import (BUILD_HINT, DEFAULT_SHARD_TOKENS, FORMAT, FORMAT_VERSION, META_FILE, dtype_for,
                           read_jsonl_texts, rebuild_command, separator_for, token_width_for, tokenize_texts,
                           tokenizer_ref, write_index)
 from .suffix_array import decode_pointers
@@ -137,68 +116,6 @@ _SCAN_ADVANTAGE = 4
 # With a limit, anchors are processed in growing chunks until the limit is reached.
 _LIMIT_CHUNK = 64
 _LIMIT_CHUNK_MAX = 1 << 16
-
-Clause = list[tuple[int, ...]]
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def surface_forms(word: str) -> list[str]:
-    """The strings OR-ed for one word: as given, first letter upper-cased, lower-cased,
-    and lower-cased then capitalised ("PARIS" -> "Paris"), each with and without a leading
-    space (order kept, duplicates dropped). A blank word has none."""
-    w = word.strip()
-    if not w:
-        return []
-    cores = dict.fromkeys([w, w[:1].upper() + w[1:], w.lower(), w.lower().capitalize()])
-    return list(dict.fromkeys(f for c in cores for f in (c, " " + c)))
-
-
-def word_clause(tokenizer, word: str) -> Clause:
-    """One word as a disjunctive clause: the distinct, non-empty token sequences of its
-    surface forms (``surface_forms``)."""
-    return _dedupe_clause(encode(tokenizer, surface_forms(word)))
-
-
-def _dedupe_clause(variants: Iterable[Sequence[int]]) -> Clause:
-    return list(dict.fromkeys(tuple(int(t) for t in v) for v in variants if len(v) > 0))
-
-
-def reference_cooccurrence(docs: Sequence[Sequence[int]], clauses: Sequence[Sequence[Sequence[int]]],
-                           window: int) -> int:
-    """Brute-force ``cooccurrence`` over token-id documents: a literal transcription of
-    the definition in the module docstring, for tests. ``clauses[i]`` lists the token
-    sequences OR-ed for word i. Slow (documents x clauses x window); small inputs only."""
-    clauses = [_dedupe_clause(c) for c in clauses]
-    if not clauses:
-        raise ValueError("no clauses")
-    occurrences: list[set[tuple[int, int]]] = []
-    frequencies: list[int] = []
-    for clause in clauses:
-        found: set[tuple[int, int]] = set()
-        freq = 0
-        for variant in clause:
-            n = len(variant)
-            for d, doc in enumerate(docs):
-                doc = list(doc)
-                for i in range(len(doc) - n + 1):
-                    if tuple(doc[i:i + n]) == variant:
-                        found.add((d, i))
-                        freq += 1
-        occurrences.append(found)
-        frequencies.append(freq)
-    if min(frequencies) == 0:
-        return 0
-    anchor = min(range(len(clauses)), key=lambda c: frequencies[c])
-    others = [occurrences[c] for c in range(len(clauses)) if c != anchor]
-    count = 0
-    for d, a in occurrences[anchor]:
-        for s in range(a - window, a + 1):  # windows [s, s + window] that contain a
-            if all(any(d2 == d and s <= p <= s + window for d2, p in occ) for occ in others):
-                count += 1
-                break
-    return count
 
 
 # --------------------------------------------------------------------------- building
@@ -215,86 +132,18 @@ def build_from_token_ids(docs: Iterable[Sequence[int]], out_dir: str | os.PathLi
     return CorpusIndex.load(path)
 
 
-# --------------------------------------------------------------------------- counting
-
-
-@dataclass
-class _Shard:
-    tokens: np.ndarray      # memmap of token ids, separators included
-    sa: np.ndarray          # memmap of the suffix array bytes
-    ptr_size: int
-    doc_starts: np.ndarray  # token index of each document's separator
-    n_tok: int
-
-
-def _merge_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge half-open ranges [lo, hi) sorted by lo."""
-    reach = np.maximum.accumulate(hi)
-    new = np.ones(lo.size, dtype=bool)
-    new[1:] = lo[1:] > reach[:-1]
-    starts = lo[new]
-    ends = reach[np.r_[new[1:], True]]
-    return starts, ends
-
-
-def _find_variant(tokens: np.ndarray, variant: tuple[int, ...]) -> np.ndarray:
-    """Start indices of ``variant`` in ``tokens``."""
-    n = len(variant)
-    if tokens.size < n:
-        return np.empty(0, dtype=np.int64)
-    m = tokens.size - n + 1
-    mask = tokens[:m] == variant[0]
-    for j in range(1, n):
-        mask &= tokens[j:j + m] == variant[j]
-    return np.flatnonzero(mask)
-
-
-def _count_windows(anchors: np.ndarray, others: list[np.ndarray], doc_starts: np.ndarray, window: int) -> int:
-    """Anchors (token positions) for which one window [s, s + window] inside the anchor's
-    document contains the anchor and a position of every array in ``others``."""
-    if anchors.size == 0:
-        return 0
-    if not others:
-        return int(anchors.size)
-    gap = window + 1
-
-    def gapped(pos: np.ndarray) -> np.ndarray:
-        return pos + (np.searchsorted(doc_starts, pos, side="right") - 1) * gap
-
-    xs, ds = [], []
-    for pos in others:
-        if pos.size == 0:
-            return 0
-        g = gapped(pos)
-        # valid window starts for this clause: union of [g - window, g], merged
-        new = np.ones(g.size, dtype=bool)
-        new[1:] = g[1:] - window > g[:-1] + 1
-        xs += [g[new] - window, g[np.r_[new[1:], True]] + 1]
-        ds += [np.ones(int(new.sum()), dtype=np.int64), -np.ones(int(new.sum()), dtype=np.int64)]
-    x = np.concatenate(xs)
-    d = np.concatenate(ds)
-    order = np.argsort(x, kind="stable")
-    x, cover = x[order], np.cumsum(d[order])
-    last = np.r_[x[1:] != x[:-1], True]
-    x, cover = x[last], cover[last]
-    full = cover[:-1] == len(others)  # coverage on [x[j], x[j+1])
-    f_start, f_end = x[:-1][full], x[1:][full] - 1
-    a = gapped(anchors)
-    idx = np.searchsorted(f_end, a - window, side="left")
-    ok = idx < f_end.size
-    ok[ok] = f_start[idx[ok]] <= a[ok]
-    return int(ok.sum())
+# --------------------------------------------------------------------------- the index
 
 
 class CorpusIndex:
     """An infini-gram index folder plus the exact windowed co-occurrence count.
 
     ``build`` / ``load`` make one; ``cooccurrence(words, window)`` answers CorVer's
-    c_i (000_ac66a963fabf3916.txt §3.2 Eq. 1, §B.1). Semantics and the engine's own
-    behaviour are in the module docstring.
+    c_i (000_ac66a963fabf3916.txt §3.2 Eq. 1, §B.1). Semantics are in the docstring of
+    ``factlab.corpus.cooccurrence``, the engine's own behaviour in this module's.
     """
 
-    def __init__(self, path: Path, meta: dict, engine, shards: list[_Shard], tokenizer=None):
+    def __init__(self, path: Path, meta: dict, engine, shards: list[Shard], tokenizer=None):
         self.path = path
         self.meta = meta
         self.engine = engine
@@ -379,7 +228,7 @@ class CorpusIndex:
             tokens = np.memmap(path / f"tokenized.{i}", dtype=dtype, mode="r")
             sa = np.memmap(path / f"table.{i}", dtype=np.uint8, mode="r")
             offsets = np.fromfile(path / f"offset.{i}", dtype="<u8")
-            shards.append(_Shard(tokens=tokens, sa=sa, ptr_size=sa.size // tokens.size,
+            shards.append(Shard(tokens=tokens, sa=sa, ptr_size=sa.size // tokens.size,
                                  doc_starts=(offsets // width).astype(np.int64), n_tok=int(tokens.size)))
         vocab = meta.get("vocab_size") or separator_for(width)
         eos = meta.get("eos_token_id")
@@ -428,14 +277,15 @@ class CorpusIndex:
     # ------------------------------------------------------------------ queries
 
     def clause(self, word: str) -> Clause:
-        """The token sequences OR-ed for ``word`` (see ``surface_forms``)."""
+        """The token sequences OR-ed for ``word`` (see ``cooccurrence.surface_forms``)."""
         if word not in self._clauses:
             self._clauses[word] = word_clause(self.tokenizer, word)
         return self._clauses[word]
 
     def cooccurrence(self, words: list[str], window: int = DEFAULT_WINDOW, *, limit: int | None = None) -> int:
         """CorVer's c_i: positions where all ``words`` occur within one window of
-        ``window`` tokens inside one document (exact definition in the module docstring).
+        ``window`` tokens inside one document (exact definition in the docstring of
+        ``factlab.corpus.cooccurrence``).
 
         One word gives its number of occurrences (surface variants OR-ed). A word that
         tokenizes to nothing (blank) constrains nothing and is dropped. Raises
@@ -470,7 +320,7 @@ class CorpusIndex:
         sep = separator_for(int(self.meta["token_width"]))
         norm: list[Clause] = []
         for clause in clauses:
-            c = _dedupe_clause(clause)
+            c = dedupe_clause(clause)
             if not c:
                 raise ValueError("every clause needs at least one non-empty token sequence")
             c = [v for v in c if all(0 <= t < sep for t in v)]  # ids the index cannot hold never occur
@@ -515,9 +365,9 @@ class CorpusIndex:
                     span = 2 * w + max(len(v) for v in clause)
                     if pos is None and strategy == "auto" and expected * span >= budget:
                         other[2] = pos = self._positions(shard, clause, ranges)
-                    near.append(_positions_near(shard, clause, anchors, w) if pos is None
-                                else _select_near(pos, anchors, w))
-                total += _count_windows(anchors, near, shard.doc_starts, w)
+                    near.append(positions_near(shard, clause, anchors, w) if pos is None
+                                else select_near(pos, anchors, w))
+                total += count_windows(anchors, near, shard.doc_starts, w)
                 if limit is not None and total >= limit:
                     return int(limit)
         return total
@@ -532,7 +382,7 @@ class CorpusIndex:
 
     # ------------------------------------------------------------------ internals
 
-    def _occurrence_chunks(self, shard: _Shard, clause: Clause, ranges: list[tuple[int, int]],
+    def _occurrence_chunks(self, shard: Shard, clause: Clause, ranges: list[tuple[int, int]],
                            chunk: int | None) -> Iterator[np.ndarray]:
         """The clause's distinct positions in this shard, as sorted arrays (all at once
         when ``chunk`` is None, else ``chunk`` positions first and twice as many each
@@ -547,64 +397,17 @@ class CorpusIndex:
                 hi = end if step is None else min(end, lo + step)
                 pos = (decode_pointers(shard.sa[lo * ps:hi * ps], ps) // width).astype(np.int64)
                 if vi:
-                    pos = pos[~_matches_any(shard.tokens, pos, clause[:vi])]
+                    pos = pos[~matches_any(shard.tokens, pos, clause[:vi])]
                 if pos.size:
                     yield np.sort(pos)
                 lo = hi
                 if step is not None:
                     step = min(2 * step, _LIMIT_CHUNK_MAX)
 
-    def _positions(self, shard: _Shard, clause: Clause, ranges: list[tuple[int, int]]) -> np.ndarray:
+    def _positions(self, shard: Shard, clause: Clause, ranges: list[tuple[int, int]]) -> np.ndarray:
         """All distinct positions of the clause in this shard, sorted."""
         parts = list(self._occurrence_chunks(shard, clause, ranges, None))
         return np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
-
-
-def _matches_any(tokens: np.ndarray, pos: np.ndarray, variants: Sequence[tuple[int, ...]]) -> np.ndarray:
-    """Whether one of ``variants`` starts at each position."""
-    n = tokens.size
-    hit = np.zeros(pos.size, dtype=bool)
-    for v in variants:
-        ok = pos + len(v) <= n
-        for j, t in enumerate(v):
-            ok &= tokens[np.minimum(pos + j, n - 1)] == t
-        hit |= ok
-    return hit
-
-
-def _select_near(positions: np.ndarray, anchors: np.ndarray, window: int) -> np.ndarray:
-    """The sorted ``positions`` within ``window`` tokens of some (sorted) anchor."""
-    lo = np.searchsorted(positions, anchors - window, side="left")
-    hi = np.searchsorted(positions, anchors + window, side="right")
-    keep = hi > lo
-    if not keep.any():
-        return positions[:0]
-    starts, ends = _merge_ranges(lo[keep], hi[keep])
-    lengths = ends - starts
-    idx = np.repeat(starts - np.cumsum(np.r_[0, lengths[:-1]]), lengths) + np.arange(int(lengths.sum()))
-    return positions[idx]
-
-
-def _positions_near(shard: _Shard, clause: Clause, anchors: np.ndarray, window: int) -> np.ndarray:
-    """Sorted distinct positions of ``clause`` that start within ``window`` tokens of
-    an anchor, found by scanning the tokens around the anchors (a few further ones may
-    be included; every one returned is a real occurrence)."""
-    longest = max(len(v) for v in clause)
-    lo = np.maximum(anchors - window, 0)
-    hi = np.minimum(anchors + window + longest, shard.n_tok)
-    starts, ends = _merge_ranges(lo, hi)
-    sep = np.array([separator_for(shard.tokens.dtype.itemsize)], dtype=shard.tokens.dtype)
-    pieces, offsets, at = [], np.empty(starts.size, dtype=np.int64), 0
-    for j, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-        offsets[j] = at
-        pieces += [np.asarray(shard.tokens[s:e]), sep]  # separator: no match spans two pieces
-        at += e - s + 1
-    text = np.concatenate(pieces)
-    idx = np.sort(np.concatenate([_find_variant(text, v) for v in clause]))
-    if idx.size:
-        idx = idx[np.r_[True, idx[1:] != idx[:-1]]]
-    piece = np.searchsorted(offsets, idx, side="right") - 1
-    return starts[piece] + (idx - offsets[piece])
 
 
 # ---------------------------------------------------------------- params and the cached default
