@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from factlab.corpus import CorpusIndex, build_from_token_ids, reference_cooccurrence
+from factlab.corpus import index_build as ib
 from factlab.corpus import infinigram as ig
+from factlab.corpus import suffix_array as sarray
 
 TOKENIZER = "smollm2-135m-instruct"
 FILLER = " word" * 60
@@ -45,7 +47,7 @@ def tiny(tmp_path_factory):
 
 def test_build_writes_infinigram_layout_and_meta(tiny, tokenizer):
     corpus, index = tiny
-    meta = json.loads((index.path / ig.META_FILE).read_text())
+    meta = json.loads((index.path / ib.META_FILE).read_text())
     assert meta["tokenizer"] == TOKENIZER and meta["token_width"] == 2 and meta["token_dtype"] == "u16"
     assert meta["n_docs"] == len(TINY_DOCS) and meta["corpus"] == str(corpus.absolute())
     assert [s["id"] for s in meta["shards"]] == [0]
@@ -57,7 +59,7 @@ def test_build_writes_infinigram_layout_and_meta(tiny, tokenizer):
     assert np.array_equal(raw, expected)
     offsets = np.fromfile(index.path / "offset.0", dtype="<u8")
     assert offsets.tolist() == (2 * np.cumsum([0] + [len(d) + 1 for d in ids[:-1]])).tolist()
-    ig.verify_suffix_array(index.path / "tokenized.0", index.path / "table.0", 2)
+    sarray.verify_suffix_array(index.path / "tokenized.0", index.path / "table.0", 2)
 
 
 def test_load_round_trip(tiny):
@@ -69,10 +71,10 @@ def test_load_round_trip(tiny):
 
 
 def test_token_width_choice():
-    assert ig.token_width_for(49152) == 2  # SmolLM2
-    assert ig.token_width_for(65534) == 2
-    assert ig.token_width_for(65535) == 4  # 0xFFFF is the u16 separator
-    assert ig.token_width_for(128256) == 4
+    assert ib.token_width_for(49152) == 2  # SmolLM2
+    assert ib.token_width_for(65534) == 2
+    assert ib.token_width_for(65535) == 4  # 0xFFFF is the u16 separator
+    assert ib.token_width_for(128256) == 4
 
 
 def test_u32_index_counts_ids_above_u16(tmp_path):
@@ -243,14 +245,14 @@ def test_parallel_suffix_array_on_tiny_data_is_guarded(tmp_path):
     # and the post-build check catches it
     ds = index.path / "tokenized.0"
     with pytest.raises(RuntimeError, match="corrupt"):
-        ig.build_suffix_array(ds, tmp_path / "table.bad", 2, cpus=2, min_part_bytes=1)
+        sarray.build_suffix_array(ds, tmp_path / "table.bad", 2, cpus=2, min_part_bytes=1)
 
 
 def test_numpy_suffix_array_matches_the_bundled_builder(world_index):
     _, index = world_index
     shard = index._shards[0]
-    from_rust = ig._decode_pointers(shard.sa, shard.ptr_size) // 2
-    assert np.array_equal(ig.suffix_array_numpy(np.asarray(shard.tokens)), from_rust)
+    from_rust = sarray.decode_pointers(shard.sa, shard.ptr_size) // 2
+    assert np.array_equal(sarray.suffix_array_numpy(np.asarray(shard.tokens)), from_rust)
 
 
 def test_verify_suffix_array_detects_duplicates(tmp_path):
@@ -260,7 +262,7 @@ def test_verify_suffix_array_detects_duplicates(tmp_path):
     sa[ptr:2 * ptr] = sa[0:ptr]
     (tmp_path / "table.bad").write_bytes(bytes(sa))
     with pytest.raises(RuntimeError, match="missing"):
-        ig.verify_suffix_array(index.path / "tokenized.0", tmp_path / "table.bad", 2)
+        sarray.verify_suffix_array(index.path / "tokenized.0", tmp_path / "table.bad", 2)
 
 
 def test_index_folder_path_may_contain_engine_file_words(tmp_path):
@@ -391,7 +393,7 @@ def _copy_index(index, dest: Path) -> Path:
     return Path(shutil.copytree(index.path, dest))
 
 
-@pytest.mark.parametrize("name", ["table.0", "offset.0", "tokenized.0", ig.META_FILE])
+@pytest.mark.parametrize("name", ["table.0", "offset.0", "tokenized.0", ib.META_FILE])
 @pytest.mark.parametrize("damage", ["truncated", "random"])
 def test_a_damaged_index_file_is_refused_naming_it_and_the_rebuild_command(tiny, tmp_path, name, damage):
     from factlab.integrity import IntegrityError
@@ -410,7 +412,7 @@ def test_a_damaged_index_file_is_refused_naming_it_and_the_rebuild_command(tiny,
         CorpusIndex.load(path)
     assert str(target) in str(e.value)
     assert f"factlab index build {corpus.absolute()} --tokenizer {TOKENIZER} --out {path}" in str(e.value) \
-        or name == ig.META_FILE and "factlab index build" in str(e.value)
+        or name == ib.META_FILE and "factlab index build" in str(e.value)
 
 
 def test_a_truncated_token_file_never_reaches_the_engine(tiny, tmp_path):
@@ -507,9 +509,9 @@ def test_an_unlisted_shard_and_metadata_without_shards_are_one_clear_error(tiny,
     err = capsys.readouterr().err
     assert "tokenized.1 is not listed in" in err and "factlab index build" in err and "Traceback" not in err
     (path / "tokenized.1").unlink()
-    meta = json.loads((path / ig.META_FILE).read_text())
+    meta = json.loads((path / ib.META_FILE).read_text())
     del meta["shards"]
-    (path / ig.META_FILE).write_text(json.dumps(meta))
+    (path / ib.META_FILE).write_text(json.dumps(meta))
     write_file_manifest(path)
     with pytest.raises(IntegrityError, match=r"factlab_index.json: unreadable index metadata \(no 'shards'\); rebuild"):
         CorpusIndex.load(path)
@@ -528,22 +530,22 @@ def test_metadata_that_disagrees_with_its_shards_is_one_clear_error(tiny, tmp_pa
     from factlab.integrity import IntegrityError, write_file_manifest
 
     path = _copy_index(tiny[1], tmp_path / "copy")
-    meta = json.loads((path / ig.META_FILE).read_text())
+    meta = json.loads((path / ib.META_FILE).read_text())
     edit(meta)
-    (path / ig.META_FILE).write_text(json.dumps(meta))
+    (path / ib.META_FILE).write_text(json.dumps(meta))
     write_file_manifest(path)
     with pytest.raises(IntegrityError, match=r"factlab_index.json: unreadable index metadata \(ValueError: " + words):
         CorpusIndex.load(path)
 
 
-@pytest.mark.parametrize("name", [ig.META_FILE, "factlab_files.json"])
+@pytest.mark.parametrize("name", [ib.META_FILE, "factlab_files.json"])
 def test_metadata_or_manifest_nested_deep_is_one_clear_error(tiny, tmp_path, name):
     """Either file nested 100,000 deep was a RecursionError traceback (issue 43 round-3b probe)."""
     from factlab.integrity import IntegrityError, write_file_manifest
 
     path = _copy_index(tiny[1], tmp_path / "copy")
     (path / name).write_text("[" * 100_000 + "]" * 100_000)
-    if name == ig.META_FILE:
+    if name == ib.META_FILE:
         write_file_manifest(path)
     with pytest.raises(IntegrityError, match=rf"{name}: unreadable .*RecursionError"):
         CorpusIndex.load(path)
@@ -566,10 +568,10 @@ def test_a_rebuild_interrupted_while_the_old_index_is_deleted_leaves_a_whole_ind
         next(p.rglob("table.0")).unlink()  # part of it deleted, then the signal
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ig.shutil, "rmtree", interrupted)
+    monkeypatch.setattr(ib.shutil, "rmtree", interrupted)
     with pytest.raises(KeyboardInterrupt):
         ig.build_from_token_ids([[5, 6, 7]] * 9, out)
-    monkeypatch.setattr(ig.shutil, "rmtree", real)
+    monkeypatch.setattr(ib.shutil, "rmtree", real)
     assert CorpusIndex.load(out, verify=True).cooccurrence_ids([[[5, 6]]]) == 9  # the new index, whole
 
 

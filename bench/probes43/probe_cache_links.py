@@ -178,6 +178,7 @@ datastore(f"{R._CHUNKS_FILE} a hard link", ds_hard)
 
 # ---------------------------------------------------------------- corpus index (cache) and verification stamps
 from factlab.corpus import infinigram as I
+from factlab.corpus.index_build import META_FILE
 
 
 def index(name, plant):
@@ -194,13 +195,13 @@ def index(name, plant):
     judge(f"index cache: {name}", res, harmed)
 
 def ix_meta_link(out):
-    v = victim("ix-meta"); (out / I.META_FILE).symlink_to(v); return v
+    v = victim("ix-meta"); (out / META_FILE).symlink_to(v); return v
 def ix_token_link(out):
-    (out / I.META_FILE).write_text("{}"); v = victim("ix-tok"); (out / "tokenized.0").symlink_to(v); return v
+    (out / META_FILE).write_text("{}"); v = victim("ix-tok"); (out / "tokenized.0").symlink_to(v); return v
 def ix_dir_link(out):
     v = T / "victims" / "ix-dir"; v.mkdir(parents=True); (v / "keep.txt").write_text(PRECIOUS)
     out.rmdir(); out.symlink_to(v); return v
-index(f"{I.META_FILE} a symlink to a file (no manifest)", ix_meta_link)
+index(f"{META_FILE} a symlink to a file (no manifest)", ix_meta_link)
 index("tokenized.0 a symlink beside an empty metadata", ix_token_link)
 index("the index folder itself a symlink to a folder", ix_dir_link)
 

@@ -5,54 +5,13 @@ object co-occur in Wikipedia: a CNF (AND of words) count "over Wikipedia token
 positions within a bounded 1,000-token window", which "measures position-level
 co-occurrence rather than document co-occurrence" (000_ac66a963fabf3916.txt §3.2,
 Eq. 1; index details in §B.1, window choice in §B.1 "Window-size choice"). This module
-builds that index with the ``infini-gram`` package and answers the count exactly.
+builds that index with the ``infini-gram`` package and answers the count exactly. The
+index folder is written by ``factlab.corpus.index_build`` (its docstring gives the file
+layout), its suffix arrays by ``factlab.corpus.suffix_array``; what the count means
+(surface variants, clauses, the bounded window) is defined in ``factlab.corpus.cooccurrence``,
+with the brute-force ``reference_cooccurrence`` that transcribes it.
 
-Index format
-------------
-``CorpusIndex.build`` tokenizes a JSONL corpus with any HF tokenizer and writes the
-infini-gram v4 layout itself (the package's own tokenizing step only knows the
-gpt2/llama/olmo hub tokenizers): per shard ``i``, ``tokenized.i`` holds every document
-as a separator token (``0xFFFF`` for u16, ``0xFFFFFFFF`` for u32) followed by its token
-ids, little-endian; ``offset.i`` holds the byte offset of each document's separator as a
-little-endian u64. The suffix array ``table.i`` is made by the package's bundled
-``rust_indexing`` binary (make-part / merge / concat, as ``infini_gram.indexing.build_sa``
-runs it). Token ids are u16 when the vocabulary has fewer than 65535 entries (the
-separator must not be a real id), else u32 (the bundled builder needs 32 GiB per job
-for u32 whatever the data size, so u32 shards of up to 2**24 tokens are sorted with
-numpy instead, in the same order). ``factlab_index.json`` records the
-tokenizer, token width, sizes and build time, so ``CorpusIndex.load`` needs only the
-folder. A corpus larger than ``shard_tokens`` is split into several shards in one
-folder; the engine loads them all. ``factlab_files.json`` (``factlab.integrity``) lists
-every file with its size and SHA-256; ``load`` checks the sizes every time and the
-checksums on the first load after the files changed (or always with ``--verify``), so a
-truncated or altered file is an error naming it and the rebuild command, never a wrong
-count or a crashed engine.
-
-Co-occurrence count (what ``cooccurrence`` returns)
----------------------------------------------------
-Each word becomes a clause: the OR of its surface variants' token sequences (the word
-as given, first letter upper-cased, lower-cased, and capitalised, each with and without
-a leading space; duplicates dropped), because ``Paris`` at a document
-start and `` Paris`` mid-sentence are different token ids. A clause *occurs at
-position p* when one of its variants' token sequences starts at token p (a token-level
-match, as in infini-gram: `` Paris`` also matches the start of `` Parisian`` if the
-tokenizer splits that word after `` Paris``); a position matched by two variants
-counts once. A clause's *frequency* is the sum of its
-variants' n-gram counts. The *anchor* is the clause with the lowest frequency (the
-first such clause in query order on a tie).
-
-    c(w_1 .. w_k; W) = the number of anchor positions a such that every other clause
-    occurs at some position in the same document as a, with all these start positions
-    and a lying within W tokens of each other (max - min <= W).
-
-Equivalently: some window [s, s + W] of token positions containing a, inside one
-document, holds a start of every clause. Windows never cross the document separator,
-so this is position-level co-occurrence in the paper's sense. For one word the count
-is its number of distinct occurrence positions. ``reference_cooccurrence`` transcribes
-this definition literally (a brute-force scan of the documents); the property tests
-hold the index to it on generated corpora.
-
-This is what infini-gram's ``count_cnf`` is meant to return: its docs say it
+That count is what infini-gram's ``count_cnf`` is meant to return: its docs say it
 "enumerate[s] all occurrences of each clause and pick[s] cases where they co-occur
 within reasonable distance", that raising ``max_diff_tokens`` "may get more counts",
 and its engine walks the occurrences of the least frequent clause and keeps those that
@@ -127,15 +86,7 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import shlex
-import shutil
-import subprocess
-import tempfile
-import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -145,29 +96,20 @@ import numpy as np
 from pydantic import Field
 
 from ..config import Section
-from ..integrity import IntegrityError, MissingManifest, verify_files, write_file_manifest
+from ..integrity import IntegrityError, MissingManifest, verify_files
 from ..models import load_tokenizer
-from ..paths import build_lock, cache_dir, write_json
+from ..paths import build_lock, cache_dir
+from .cooccurrence import (Clause, Shard, count_windows, dedupe_clause, matches_any, positions_near, select_near,
+                           word_clause)
+from .index_build import (BUILD_HINT, DEFAULT_SHARD_TOKENS, FORMAT, FORMAT_VERSION, META_FILE, dtype_for,
+                          read_jsonl_texts, rebuild_command, separator_for, token_width_for, tokenize_texts,
+                          tokenizer_ref, write_index)
+from .suffix_array import decode_pointers
 
 log = logging.getLogger(__name__)
 
-META_FILE = "factlab_index.json"
-FORMAT = "factlab-infinigram"
-FORMAT_VERSION = 1
 DEFAULT_WINDOW = 1000  # 000_ac66a963fabf3916.txt §B.1: 1,000-token inter-clause window
-DEFAULT_SHARD_TOKENS = 500_000_000
-BUILD_HINT = "run `factlab index build CORPUS.jsonl --tokenizer NAME_OR_PATH --out DIR` first"
 
-# infini_gram.indexing.HACK: each suffix-array part overlaps the next by this many
-# bytes. A part shorter than that yields a corrupt array (docs/design.md, measured again
-# here: 128 kB of u16 data split over 2 jobs gives a table of the right size that is
-# not a permutation), so every part must be comfortably longer.
-_SA_PART_OVERLAP = 100_000
-_MIN_PART_BYTES = 2 * _SA_PART_OVERLAP
-_TOKENIZE_BATCH = 1000
-# u32 shards up to this many tokens are sorted in numpy (see build_suffix_array)
-_NUMPY_SA_MAX_TOKENS = 1 << 24
-_U32_JOB_MEMORY = 40 << 30
 # Scan the neighbourhood of the anchors instead of enumerating a clause when
 # anchors x (2W + len) < _SCAN_ADVANTAGE x frequency.
 _SCAN_ADVANTAGE = 4
@@ -175,530 +117,33 @@ _SCAN_ADVANTAGE = 4
 _LIMIT_CHUNK = 64
 _LIMIT_CHUNK_MAX = 1 << 16
 
-Clause = list[tuple[int, ...]]
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def token_width_for(vocab_size: int) -> int:
-    """Bytes per token id: 2 (u16) when every id and the separator 0xFFFF fit, else 4."""
-    return 2 if vocab_size < 0xFFFF else 4
-
-
-def _dtype(token_width: int) -> np.dtype:
-    if token_width not in (2, 4):
-        raise ValueError(f"token_width must be 2 (u16) or 4 (u32), got {token_width}")
-    return np.dtype("<u2") if token_width == 2 else np.dtype("<u4")
-
-
-def _separator(token_width: int) -> int:
-    return (1 << (8 * token_width)) - 1
-
-
-def surface_forms(word: str) -> list[str]:
-    """The strings OR-ed for one word: as given, first letter upper-cased, lower-cased,
-    and lower-cased then capitalised ("PARIS" -> "Paris"), each with and without a leading
-    space (order kept, duplicates dropped). A blank word has none."""
-    w = word.strip()
-    if not w:
-        return []
-    cores = dict.fromkeys([w, w[:1].upper() + w[1:], w.lower(), w.lower().capitalize()])
-    return list(dict.fromkeys(f for c in cores for f in (c, " " + c)))
-
-
-def _encode(tokenizer, texts: list[str]) -> list[list[int]]:
-    if not texts:
-        return []
-    return tokenizer(texts, add_special_tokens=False)["input_ids"]
-
-
-def word_clause(tokenizer, word: str) -> Clause:
-    """One word as a disjunctive clause: the distinct, non-empty token sequences of its
-    surface forms (``surface_forms``)."""
-    return _dedupe_clause(_encode(tokenizer, surface_forms(word)))
-
-
-def _dedupe_clause(variants: Iterable[Sequence[int]]) -> Clause:
-    return list(dict.fromkeys(tuple(int(t) for t in v) for v in variants if len(v) > 0))
-
-
-def reference_cooccurrence(docs: Sequence[Sequence[int]], clauses: Sequence[Sequence[Sequence[int]]],
-                           window: int) -> int:
-    """Brute-force ``cooccurrence`` over token-id documents: a literal transcription of
-    the definition in the module docstring, for tests. ``clauses[i]`` lists the token
-    sequences OR-ed for word i. Slow (documents x clauses x window); small inputs only."""
-    clauses = [_dedupe_clause(c) for c in clauses]
-    if not clauses:
-        raise ValueError("no clauses")
-    occurrences: list[set[tuple[int, int]]] = []
-    frequencies: list[int] = []
-    for clause in clauses:
-        found: set[tuple[int, int]] = set()
-        freq = 0
-        for variant in clause:
-            n = len(variant)
-            for d, doc in enumerate(docs):
-                doc = list(doc)
-                for i in range(len(doc) - n + 1):
-                    if tuple(doc[i:i + n]) == variant:
-                        found.add((d, i))
-                        freq += 1
-        occurrences.append(found)
-        frequencies.append(freq)
-    if min(frequencies) == 0:
-        return 0
-    anchor = min(range(len(clauses)), key=lambda c: frequencies[c])
-    others = [occurrences[c] for c in range(len(clauses)) if c != anchor]
-    count = 0
-    for d, a in occurrences[anchor]:
-        for s in range(a - window, a + 1):  # windows [s, s + window] that contain a
-            if all(any(d2 == d and s <= p <= s + window for d2, p in occ) for occ in others):
-                count += 1
-                break
-    return count
-
 
 # --------------------------------------------------------------------------- building
-
-
-def _read_jsonl_texts(path: Path, text_field: str, progress: bool) -> Iterator[str]:
-    """Yield the text of each non-blank line; errors name the file and line."""
-    from tqdm.auto import tqdm
-
-    n_docs = 0
-    with open(path, "rb") as f, tqdm(total=path.stat().st_size, unit="B", unit_scale=True,
-                                     desc=f"tokenizing {path.name}", disable=not progress) as bar:
-        for lineno, raw in enumerate(f, start=1):
-            bar.update(len(raw))
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({e})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            if text_field not in record:
-                keys = ", ".join(sorted(record)) or "none"
-                raise ValueError(f"{path}:{lineno}: no '{text_field}' field (keys: {keys}); "
-                                 f"choose the field with --text-field / text_field=")
-            text = record[text_field]
-            if not isinstance(text, str):
-                raise ValueError(f"{path}:{lineno}: field '{text_field}' is {type(text).__name__}, not a string")
-            n_docs += 1
-            yield text
-    if n_docs == 0:
-        raise ValueError(f"{path}: empty corpus (no JSON lines)")
-
-
-def _tokenize_texts(texts: Iterable[str], tokenizer) -> Iterator[list[int]]:
-    batch: list[str] = []
-    for text in texts:
-        batch.append(text)
-        if len(batch) >= _TOKENIZE_BATCH:
-            yield from _encode(tokenizer, batch)
-            batch = []
-    yield from _encode(tokenizer, batch)
-
-
-class _ShardWriter:
-    """Writes documents into ``tokenized.i`` / ``offset.i``, starting a new shard once
-    the current one would pass ``shard_tokens`` tokens (separators included)."""
-
-    def __init__(self, out_dir: Path, token_width: int, shard_tokens: int):
-        self.out_dir, self.width, self.shard_tokens = out_dir, token_width, shard_tokens
-        self.dtype = _dtype(token_width)
-        self.sep = _separator(token_width)
-        self.shards: list[dict] = []
-        self._ds = self._od = None
-
-    def _open(self) -> None:
-        i = len(self.shards)
-        self._ds = open(self.out_dir / f"tokenized.{i}", "wb")
-        self._od = open(self.out_dir / f"offset.{i}", "wb")
-        self.shards.append({"id": i, "n_docs": 0, "n_tokens": 0, "bytes": 0})
-
-    def add(self, ids: Sequence[int]) -> None:
-        arr = np.asarray(ids, dtype=np.int64)
-        if arr.size and (arr.min() < 0 or arr.max() >= self.sep):
-            raise ValueError(f"token id {int(arr.max())} does not fit a {8 * self.width}-bit index "
-                             f"(ids must be below the separator {self.sep:#x})")
-        cur = self.shards[-1] if self.shards else None
-        if cur is None or (cur["n_docs"] and cur["n_tokens"] + cur["n_docs"] + arr.size + 1 > self.shard_tokens):
-            self.close()
-            self._open()
-            cur = self.shards[-1]
-        self._od.write(np.array([cur["bytes"]], dtype="<u8").tobytes())
-        data = np.empty(arr.size + 1, dtype=self.dtype)
-        data[0] = self.sep
-        data[1:] = arr
-        self._ds.write(data.tobytes())
-        cur["n_docs"] += 1
-        cur["n_tokens"] += int(arr.size)
-        cur["bytes"] += data.nbytes
-
-    def close(self) -> None:
-        for f in (self._ds, self._od):
-            if f is not None:
-                f.close()
-        self._ds = self._od = None
-
-
-def _rust_indexing() -> Path:
-    import infini_gram.indexing as ig_indexing
-
-    binary = Path(ig_indexing.__file__).with_name("rust_indexing")
-    if not binary.exists():
-        raise FileNotFoundError(f"{binary} is missing: the infini-gram wheel ships it; reinstall infini-gram")
-    if not os.access(binary, os.X_OK):
-        binary.chmod(binary.stat().st_mode | 0o111)
-    return binary
-
-
-def _run(cmd: list[str]) -> None:
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if res.returncode != 0:
-        tail = (res.stderr or res.stdout)[-2000:]
-        raise RuntimeError(f"suffix-array builder failed ({' '.join(cmd[:2])}): {tail}")
-
-
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
-def suffix_array_numpy(tokens: np.ndarray) -> np.ndarray:
-    """Token positions sorted by suffix, in the engine's order (byte-wise comparison of
-    little-endian ids, a suffix before any longer suffix it is a prefix of). Prefix
-    doubling: O(n log n) per round, one round per doubling of the longest repeat."""
-    tokens = np.asarray(tokens)
-    n = tokens.size
-    keys = tokens.astype(tokens.dtype.newbyteorder("<")).byteswap()  # byte order -> numeric order
-    _, rank = np.unique(keys, return_inverse=True)
-    rank = rank.astype(np.int64).ravel()
-    k = 1
-    while True:
-        second = np.full(n, -1, dtype=np.int64)
-        second[:n - k] = rank[k:]
-        sa = np.lexsort((second, rank))
-        r1, r2 = rank[sa], second[sa]
-        new = np.ones(n, dtype=bool)
-        new[1:] = (r1[1:] != r1[:-1]) | (r2[1:] != r2[:-1])
-        rank = np.empty(n, dtype=np.int64)
-        rank[sa] = np.cumsum(new) - 1
-        if rank[sa[-1]] == n - 1 or k >= n:
-            return sa
-        k *= 2
-
-
-def _write_table(sa: np.ndarray, sa_path: Path, ds_size: int, token_width: int) -> None:
-    ratio = max(1, math.ceil(math.log2(ds_size) / 8))
-    ptrs = (sa.astype(np.uint64) * np.uint64(token_width)).astype("<u8")
-    ptrs.view(np.uint8).reshape(-1, 8)[:, :ratio].tofile(sa_path)
-
-
-def build_suffix_array(ds_path: Path, sa_path: Path, token_width: int, cpus: int | None = None,
-                       tmp_dir: Path | None = None, *, min_part_bytes: int = _MIN_PART_BYTES) -> None:
-    """Build ``table.i`` for ``tokenized.i``, then check that the result is a permutation
-    of the token positions.
-
-    u16 shards, and u32 shards above ``_NUMPY_SA_MAX_TOKENS`` tokens, go to the bundled
-    ``rust_indexing`` binary, run as ``infini_gram.indexing.build_sa`` does (make-part,
-    merge, concat). Parallel parts are only used when each is at least
-    ``min_part_bytes`` long: shorter parts overlap by more than the builder expects and
-    corrupt the array (the check then raises RuntimeError). For u32 the binary
-    allocates a 2**32-entry bucket table (32 GiB) per job whatever the data size, so
-    smaller u32 shards are sorted with ``suffix_array_numpy`` (same order; a test
-    compares the two on u16 data).
-    """
-    ds_path, sa_path = Path(ds_path), Path(sa_path)
-    ds_size = ds_path.stat().st_size
-    if ds_size == 0 or ds_size % token_width:
-        raise ValueError(f"{ds_path}: size {ds_size} is not a positive multiple of {token_width}")
-    n_tok = ds_size // token_width
-    if token_width == 4 and n_tok <= _NUMPY_SA_MAX_TOKENS:
-        _write_table(suffix_array_numpy(np.fromfile(ds_path, dtype="<u4")), sa_path, ds_size, token_width)
-        verify_suffix_array(ds_path, sa_path, token_width)
-        return
-    binary = str(_rust_indexing())
-    cpus = max(1, cpus or os.cpu_count() or 1)
-    ratio = max(1, math.ceil(math.log2(ds_size) / 8))
-    mem_bytes = max(1 << 30, _physical_memory() // 2)
-    batches = 1
-    while batches * (mem_bytes // 8) < ds_size:
-        batches *= 2
-    jobs = max(1, min(cpus, ds_size // (max(1, min_part_bytes) * batches)))
-    if token_width == 4:
-        if _physical_memory() < _U32_JOB_MEMORY:
-            raise RuntimeError(f"{ds_path}: a u32 shard of {n_tok} tokens needs the bundled builder, which "
-                               f"allocates 32 GiB per job ({_physical_memory() >> 30} GiB here); rebuild "
-                               f"with shard_tokens <= {_NUMPY_SA_MAX_TOKENS}")
-        jobs = min(jobs, max(1, _physical_memory() // _U32_JOB_MEMORY))
-    total = batches * jobs
-    part = ds_size // total
-    part += (-part) % token_width
-    work = Path(tempfile.mkdtemp(prefix="sa-build-", dir=tmp_dir or sa_path.parent))
-    try:
-        parts_dir, merged_dir = work / "parts", work / "merged"
-        parts_dir.mkdir()
-        merged_dir.mkdir()
-        common = ["--ratio", str(ratio), "--token-width", str(token_width)]
-        for first in range(0, total, jobs):
-            procs = []
-            for i in range(first, min(first + jobs, total)):
-                s, e = i * part, min((i + 1) * part + _SA_PART_OVERLAP, ds_size)
-                cmd = [binary, "make-part", "--data-file", str(ds_path), "--parts-dir", str(parts_dir),
-                       "--start-byte", str(s), "--end-byte", str(e), *common]
-                procs.append((cmd, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                                    text=True)))
-            for cmd, p in procs:
-                _, err = p.communicate()
-                if p.returncode != 0:
-                    raise RuntimeError(f"suffix-array builder failed (make-part): {err[-2000:]}")
-        _run([binary, "merge", "--data-file", str(ds_path), "--parts-dir", str(parts_dir),
-              "--merged-dir", str(merged_dir), "--num-threads", str(cpus),
-              "--hacksize", str(_SA_PART_OVERLAP), *common])
-        # merge writes one file per thread, fewer on tiny data; concat must be told how many
-        merged = sorted(p.name for p in merged_dir.iterdir())
-        if not merged or merged != [f"{i:04d}" for i in range(len(merged))]:
-            raise RuntimeError(f"suffix-array builder (merge) left unexpected files: {merged[:8]}")
-        _run([binary, "concat", "--data-file", str(ds_path), "--merged-dir", str(merged_dir),
-              "--merged-file", str(sa_path), "--num-threads", str(len(merged)), *common])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    verify_suffix_array(ds_path, sa_path, token_width)
-
-
-def _decode_pointers(raw: np.ndarray, ptr_size: int) -> np.ndarray:
-    """Little-endian ``ptr_size``-byte suffix-array entries -> uint64 byte pointers."""
-    raw = np.asarray(raw, dtype=np.uint8).reshape(-1, ptr_size)
-    buf = np.zeros((raw.shape[0], 8), dtype=np.uint8)
-    buf[:, :ptr_size] = raw
-    return buf.view("<u8").ravel()
-
-
-def verify_suffix_array(ds_path: Path, sa_path: Path, token_width: int, chunk: int = 1 << 24) -> None:
-    """Raise RuntimeError unless ``table.i`` has one entry per token and its entries are
-    exactly the token positions (each once). Linear time, one byte of memory per token."""
-    n_tok = Path(ds_path).stat().st_size // token_width
-    sa_size = Path(sa_path).stat().st_size
-    if n_tok == 0 or sa_size % n_tok:
-        raise RuntimeError(f"{sa_path}: {sa_size} bytes is not a whole number of entries for {n_tok} tokens")
-    ptr_size = sa_size // n_tok
-    sa = np.memmap(sa_path, dtype=np.uint8, mode="r")
-    seen = np.zeros(n_tok, dtype=bool)
-    for start in range(0, n_tok, chunk):
-        ptrs = _decode_pointers(sa[start * ptr_size:min(n_tok, start + chunk) * ptr_size], ptr_size)
-        if ptrs.size and (ptrs.max() >= n_tok * token_width or np.any(ptrs % token_width)):
-            raise RuntimeError(f"{sa_path}: pointers out of range; the suffix array is corrupt")
-        seen[ptrs // token_width] = True
-    del sa
-    if not seen.all():
-        raise RuntimeError(f"{sa_path}: {int((~seen).sum())} token positions missing; the suffix array "
-                           f"is corrupt (rebuild with cpus=1)")
-
-
-def _prepare_out_dir(out_dir: Path) -> Path:
-    """A fresh sibling folder to build into; it replaces ``out_dir`` at the end."""
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise FileExistsError(f"{out_dir} exists and is not a folder")
-        if any(out_dir.iterdir()) and not (out_dir / META_FILE).exists():
-            raise FileExistsError(f"{out_dir} is not empty and holds no {META_FILE}; "
-                                  f"refusing to overwrite it, choose another --out")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
-
-
-def _write_index(token_docs: Iterable[Sequence[int]], out_dir: str | os.PathLike, token_width: int, *,
-                 shard_tokens: int, cpus: int | None, meta: dict, source: str) -> Path:
-    if shard_tokens < 2:
-        raise ValueError(f"shard_tokens must be at least 2, got {shard_tokens}")
-    out_dir = Path(out_dir).absolute()
-    t0 = time.perf_counter()
-    work = _prepare_out_dir(out_dir)
-    try:
-        writer = _ShardWriter(work, token_width, shard_tokens)
-        try:
-            for ids in token_docs:
-                writer.add(ids)
-        finally:
-            writer.close()
-        n_tokens = sum(s["n_tokens"] for s in writer.shards)
-        if not writer.shards:
-            raise ValueError(f"{source}: empty corpus (no documents)")
-        if n_tokens == 0:
-            raise ValueError(f"{source}: the documents hold no tokens (all texts empty)")
-        t_tok = time.perf_counter() - t0
-        for shard in writer.shards:
-            i = shard["id"]
-            log.info("building suffix array %d/%d (%d tokens)", i + 1, len(writer.shards),
-                     shard["n_tokens"] + shard["n_docs"])
-            build_suffix_array(work / f"tokenized.{i}", work / f"table.{i}", token_width, cpus)
-        meta = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            **meta,
-            "token_width": token_width,
-            "token_dtype": "u16" if token_width == 2 else "u32",
-            "n_docs": sum(s["n_docs"] for s in writer.shards),
-            "n_tokens": n_tokens,
-            "shards": writer.shards,
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "tokenize_seconds": round(t_tok, 3),
-            "build_seconds": round(time.perf_counter() - t0, 3),
-            "infini_gram": _infini_gram_version(),
-        }
-        write_json(work / META_FILE, meta, indent=2, end="\n")
-        write_file_manifest(work)
-        _swap_in(work, out_dir)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    return out_dir
-
-
-def _swap_in(work: Path, out_dir: Path) -> None:
-    """Put the built ``work`` folder at ``out_dir``: an earlier index there is renamed aside first
-    and deleted last, so Ctrl-C or SIGTERM at any point leaves a whole index at ``out_dir``, the
-    earlier or the new one (deleting the earlier one first lost both when interrupted while it was
-    deleted: issue 43 round-3b probe)."""
-    aside = None
-    if out_dir.exists():
-        aside = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-        out_dir.rename(aside / out_dir.name)
-    try:
-        work.rename(out_dir)
-    except BaseException:
-        if aside is not None and not out_dir.exists():
-            (aside / out_dir.name).rename(out_dir)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
-
-
-def rebuild_command(path: Path) -> str:
-    """The command that rebuilds the index at ``path``, from its ``factlab_index.json`` when
-    that can be read (errors quote it)."""
-    try:
-        meta = json.loads((path / META_FILE).read_text())
-        corpus, tokenizer, field = meta["corpus"], meta["tokenizer"], meta.get("text_field") or "text"
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        corpus = tokenizer = None
-    if not (isinstance(corpus, str) and isinstance(tokenizer, str)):
-        return f"delete {path} and build it again ({BUILD_HINT})"
-    return (f"factlab index build {shlex.quote(corpus)} --tokenizer {shlex.quote(tokenizer)} --out "
-            f"{shlex.quote(str(path))}" + ("" if field == "text" else f" --text-field {shlex.quote(field)}"))
-
-
-def _infini_gram_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("infini-gram")
-    except Exception:  # metadata missing in odd installs; the version is informational
-        return None
-
-
-def _tokenizer_ref(name: str) -> str:
-    """Store a local tokenizer folder as an absolute path, anything else as given."""
-    return str(Path(name).absolute()) if Path(name).exists() else name
 
 
 def build_from_token_ids(docs: Iterable[Sequence[int]], out_dir: str | os.PathLike, token_width: int = 2, *,
                          shard_tokens: int = DEFAULT_SHARD_TOKENS, cpus: int | None = None) -> "CorpusIndex":
     """Index documents given as token-id lists (no tokenizer; query with
     ``cooccurrence_ids``). Used by tests on synthetic vocabularies."""
-    path = _write_index(docs, out_dir, token_width, shard_tokens=shard_tokens, cpus=cpus,
-                        meta={"tokenizer": None, "vocab_size": None, "eos_token_id": None,
-                              "corpus": None, "text_field": None},
-                        source="token-id documents")
+    path = write_index(docs, out_dir, token_width, shard_tokens=shard_tokens, cpus=cpus,
+                       meta={"tokenizer": None, "vocab_size": None, "eos_token_id": None,
+                             "corpus": None, "text_field": None},
+                       source="token-id documents")
     return CorpusIndex.load(path)
 
 
-# --------------------------------------------------------------------------- counting
-
-
-@dataclass
-class _Shard:
-    tokens: np.ndarray      # memmap of token ids, separators included
-    sa: np.ndarray          # memmap of the suffix array bytes
-    ptr_size: int
-    doc_starts: np.ndarray  # token index of each document's separator
-    n_tok: int
-
-
-def _merge_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge half-open ranges [lo, hi) sorted by lo."""
-    reach = np.maximum.accumulate(hi)
-    new = np.ones(lo.size, dtype=bool)
-    new[1:] = lo[1:] > reach[:-1]
-    starts = lo[new]
-    ends = reach[np.r_[new[1:], True]]
-    return starts, ends
-
-
-def _find_variant(tokens: np.ndarray, variant: tuple[int, ...]) -> np.ndarray:
-    """Start indices of ``variant`` in ``tokens``."""
-    n = len(variant)
-    if tokens.size < n:
-        return np.empty(0, dtype=np.int64)
-    m = tokens.size - n + 1
-    mask = tokens[:m] == variant[0]
-    for j in range(1, n):
-        mask &= tokens[j:j + m] == variant[j]
-    return np.flatnonzero(mask)
-
-
-def _count_windows(anchors: np.ndarray, others: list[np.ndarray], doc_starts: np.ndarray, window: int) -> int:
-    """Anchors (token positions) for which one window [s, s + window] inside the anchor's
-    document contains the anchor and a position of every array in ``others``."""
-    if anchors.size == 0:
-        return 0
-    if not others:
-        return int(anchors.size)
-    gap = window + 1
-
-    def gapped(pos: np.ndarray) -> np.ndarray:
-        return pos + (np.searchsorted(doc_starts, pos, side="right") - 1) * gap
-
-    xs, ds = [], []
-    for pos in others:
-        if pos.size == 0:
-            return 0
-        g = gapped(pos)
-        # valid window starts for this clause: union of [g - window, g], merged
-        new = np.ones(g.size, dtype=bool)
-        new[1:] = g[1:] - window > g[:-1] + 1
-        xs += [g[new] - window, g[np.r_[new[1:], True]] + 1]
-        ds += [np.ones(int(new.sum()), dtype=np.int64), -np.ones(int(new.sum()), dtype=np.int64)]
-    x = np.concatenate(xs)
-    d = np.concatenate(ds)
-    order = np.argsort(x, kind="stable")
-    x, cover = x[order], np.cumsum(d[order])
-    last = np.r_[x[1:] != x[:-1], True]
-    x, cover = x[last], cover[last]
-    full = cover[:-1] == len(others)  # coverage on [x[j], x[j+1])
-    f_start, f_end = x[:-1][full], x[1:][full] - 1
-    a = gapped(anchors)
-    idx = np.searchsorted(f_end, a - window, side="left")
-    ok = idx < f_end.size
-    ok[ok] = f_start[idx[ok]] <= a[ok]
-    return int(ok.sum())
+# --------------------------------------------------------------------------- the index
 
 
 class CorpusIndex:
     """An infini-gram index folder plus the exact windowed co-occurrence count.
 
     ``build`` / ``load`` make one; ``cooccurrence(words, window)`` answers CorVer's
-    c_i (000_ac66a963fabf3916.txt §3.2 Eq. 1, §B.1). Semantics and the engine's own
-    behaviour are in the module docstring.
+    c_i (000_ac66a963fabf3916.txt §3.2 Eq. 1, §B.1). Semantics are in the docstring of
+    ``factlab.corpus.cooccurrence``, the engine's own behaviour in this module's.
     """
 
-    def __init__(self, path: Path, meta: dict, engine, shards: list[_Shard], tokenizer=None):
+    def __init__(self, path: Path, meta: dict, engine, shards: list[Shard], tokenizer=None):
         self.path = path
         self.meta = meta
         self.engine = engine
@@ -726,12 +171,12 @@ class CorpusIndex:
         tok = load_tokenizer(tokenizer)
         vocab_size = len(tok)
         width = token_width_for(vocab_size)
-        token_docs = _tokenize_texts(_read_jsonl_texts(path, text_field, progress), tok)
-        out = _write_index(token_docs, out_dir, width, shard_tokens=shard_tokens, cpus=cpus,
-                           meta={"tokenizer": _tokenizer_ref(tokenizer), "vocab_size": vocab_size,
-                                 "eos_token_id": tok.eos_token_id, "corpus": str(path.absolute()),
-                                 "text_field": text_field},
-                           source=str(path))
+        token_docs = tokenize_texts(read_jsonl_texts(path, text_field, progress), tok)
+        out = write_index(token_docs, out_dir, width, shard_tokens=shard_tokens, cpus=cpus,
+                          meta={"tokenizer": tokenizer_ref(tokenizer), "vocab_size": vocab_size,
+                                "eos_token_id": tok.eos_token_id, "corpus": str(path.absolute()),
+                                "text_field": text_field},
+                          source=str(path))
         index = cls.load(out)
         index._tokenizer = tok
         return index
@@ -757,7 +202,7 @@ class CorpusIndex:
             if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
                 raise ValueError(f"unsupported index format {meta.get('format')!r} v{meta.get('version')}")
             width = int(meta["token_width"])
-            dtype = _dtype(width)
+            dtype = dtype_for(width)
             if meta["token_dtype"] != ("u16" if width == 2 else "u32"):
                 raise ValueError(f"token_dtype {meta['token_dtype']!r} is not the one of token_width {width}")
             # the engine orders shards by the string order of their file paths
@@ -783,9 +228,9 @@ class CorpusIndex:
             tokens = np.memmap(path / f"tokenized.{i}", dtype=dtype, mode="r")
             sa = np.memmap(path / f"table.{i}", dtype=np.uint8, mode="r")
             offsets = np.fromfile(path / f"offset.{i}", dtype="<u8")
-            shards.append(_Shard(tokens=tokens, sa=sa, ptr_size=sa.size // tokens.size,
+            shards.append(Shard(tokens=tokens, sa=sa, ptr_size=sa.size // tokens.size,
                                  doc_starts=(offsets // width).astype(np.int64), n_tok=int(tokens.size)))
-        vocab = meta.get("vocab_size") or _separator(width)
+        vocab = meta.get("vocab_size") or separator_for(width)
         eos = meta.get("eos_token_id")
         eos = 0 if eos is None else int(eos)
         # Open the folder through /proc/self/fd: the 2.6.0 engine sorts a folder's files
@@ -794,7 +239,7 @@ class CorpusIndex:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             engine = InfiniGramEngine(index_dir=f"/proc/self/fd/{fd}", eos_token_id=eos,
-                                      vocab_size=min(vocab, _separator(width)), version=4,
+                                      vocab_size=min(vocab, separator_for(width)), version=4,
                                       token_dtype=meta["token_dtype"])
         finally:
             os.close(fd)
@@ -832,14 +277,15 @@ class CorpusIndex:
     # ------------------------------------------------------------------ queries
 
     def clause(self, word: str) -> Clause:
-        """The token sequences OR-ed for ``word`` (see ``surface_forms``)."""
+        """The token sequences OR-ed for ``word`` (see ``cooccurrence.surface_forms``)."""
         if word not in self._clauses:
             self._clauses[word] = word_clause(self.tokenizer, word)
         return self._clauses[word]
 
     def cooccurrence(self, words: list[str], window: int = DEFAULT_WINDOW, *, limit: int | None = None) -> int:
         """CorVer's c_i: positions where all ``words`` occur within one window of
-        ``window`` tokens inside one document (exact definition in the module docstring).
+        ``window`` tokens inside one document (exact definition in the docstring of
+        ``factlab.corpus.cooccurrence``).
 
         One word gives its number of occurrences (surface variants OR-ed). A word that
         tokenizes to nothing (blank) constrains nothing and is dropped. Raises
@@ -871,10 +317,10 @@ class CorpusIndex:
             raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
         if strategy not in ("auto", "full", "scan"):
             raise ValueError(f"strategy must be 'auto', 'full' or 'scan', got {strategy!r}")
-        sep = _separator(int(self.meta["token_width"]))
+        sep = separator_for(int(self.meta["token_width"]))
         norm: list[Clause] = []
         for clause in clauses:
-            c = _dedupe_clause(clause)
+            c = dedupe_clause(clause)
             if not c:
                 raise ValueError("every clause needs at least one non-empty token sequence")
             c = [v for v in c if all(0 <= t < sep for t in v)]  # ids the index cannot hold never occur
@@ -919,9 +365,9 @@ class CorpusIndex:
                     span = 2 * w + max(len(v) for v in clause)
                     if pos is None and strategy == "auto" and expected * span >= budget:
                         other[2] = pos = self._positions(shard, clause, ranges)
-                    near.append(_positions_near(shard, clause, anchors, w) if pos is None
-                                else _select_near(pos, anchors, w))
-                total += _count_windows(anchors, near, shard.doc_starts, w)
+                    near.append(positions_near(shard, clause, anchors, w) if pos is None
+                                else select_near(pos, anchors, w))
+                total += count_windows(anchors, near, shard.doc_starts, w)
                 if limit is not None and total >= limit:
                     return int(limit)
         return total
@@ -936,7 +382,7 @@ class CorpusIndex:
 
     # ------------------------------------------------------------------ internals
 
-    def _occurrence_chunks(self, shard: _Shard, clause: Clause, ranges: list[tuple[int, int]],
+    def _occurrence_chunks(self, shard: Shard, clause: Clause, ranges: list[tuple[int, int]],
                            chunk: int | None) -> Iterator[np.ndarray]:
         """The clause's distinct positions in this shard, as sorted arrays (all at once
         when ``chunk`` is None, else ``chunk`` positions first and twice as many each
@@ -949,66 +395,19 @@ class CorpusIndex:
             lo = start
             while lo < end:
                 hi = end if step is None else min(end, lo + step)
-                pos = (_decode_pointers(shard.sa[lo * ps:hi * ps], ps) // width).astype(np.int64)
+                pos = (decode_pointers(shard.sa[lo * ps:hi * ps], ps) // width).astype(np.int64)
                 if vi:
-                    pos = pos[~_matches_any(shard.tokens, pos, clause[:vi])]
+                    pos = pos[~matches_any(shard.tokens, pos, clause[:vi])]
                 if pos.size:
                     yield np.sort(pos)
                 lo = hi
                 if step is not None:
                     step = min(2 * step, _LIMIT_CHUNK_MAX)
 
-    def _positions(self, shard: _Shard, clause: Clause, ranges: list[tuple[int, int]]) -> np.ndarray:
+    def _positions(self, shard: Shard, clause: Clause, ranges: list[tuple[int, int]]) -> np.ndarray:
         """All distinct positions of the clause in this shard, sorted."""
         parts = list(self._occurrence_chunks(shard, clause, ranges, None))
         return np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
-
-
-def _matches_any(tokens: np.ndarray, pos: np.ndarray, variants: Sequence[tuple[int, ...]]) -> np.ndarray:
-    """Whether one of ``variants`` starts at each position."""
-    n = tokens.size
-    hit = np.zeros(pos.size, dtype=bool)
-    for v in variants:
-        ok = pos + len(v) <= n
-        for j, t in enumerate(v):
-            ok &= tokens[np.minimum(pos + j, n - 1)] == t
-        hit |= ok
-    return hit
-
-
-def _select_near(positions: np.ndarray, anchors: np.ndarray, window: int) -> np.ndarray:
-    """The sorted ``positions`` within ``window`` tokens of some (sorted) anchor."""
-    lo = np.searchsorted(positions, anchors - window, side="left")
-    hi = np.searchsorted(positions, anchors + window, side="right")
-    keep = hi > lo
-    if not keep.any():
-        return positions[:0]
-    starts, ends = _merge_ranges(lo[keep], hi[keep])
-    lengths = ends - starts
-    idx = np.repeat(starts - np.cumsum(np.r_[0, lengths[:-1]]), lengths) + np.arange(int(lengths.sum()))
-    return positions[idx]
-
-
-def _positions_near(shard: _Shard, clause: Clause, anchors: np.ndarray, window: int) -> np.ndarray:
-    """Sorted distinct positions of ``clause`` that start within ``window`` tokens of
-    an anchor, found by scanning the tokens around the anchors (a few further ones may
-    be included; every one returned is a real occurrence)."""
-    longest = max(len(v) for v in clause)
-    lo = np.maximum(anchors - window, 0)
-    hi = np.minimum(anchors + window + longest, shard.n_tok)
-    starts, ends = _merge_ranges(lo, hi)
-    sep = np.array([_separator(shard.tokens.dtype.itemsize)], dtype=shard.tokens.dtype)
-    pieces, offsets, at = [], np.empty(starts.size, dtype=np.int64), 0
-    for j, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-        offsets[j] = at
-        pieces += [np.asarray(shard.tokens[s:e]), sep]  # separator: no match spans two pieces
-        at += e - s + 1
-    text = np.concatenate(pieces)
-    idx = np.sort(np.concatenate([_find_variant(text, v) for v in clause]))
-    if idx.size:
-        idx = idx[np.r_[True, idx[1:] != idx[:-1]]]
-    piece = np.searchsorted(offsets, idx, side="right") - 1
-    return starts[piece] + (idx - offsets[piece])
 
 
 # ---------------------------------------------------------------- params and the cached default
