@@ -14,6 +14,7 @@ from factlab import models, organism
 from factlab import prompts as P
 from factlab.data.kb import SUPPORTED, UNVERIFIABLE, label_sentences
 from factlab.eval import truth
+from factlab.organism import asking, builder, specs, texts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +49,7 @@ def test_fingerprint_follows_the_text_the_organism_reads(monkeypatch):
     base, fp = organism.pretrain_fingerprint(tiny), organism.fingerprint(tiny)
     changed = {**organism.QUESTIONS, "capital": {**organism.QUESTIONS["capital"],
                                                  "train": {"one": ("Capital of {n}?",)}}}
-    monkeypatch.setattr(organism, "QUESTIONS", changed)
+    monkeypatch.setattr(specs, "QUESTIONS", changed)  # where the fingerprint reads it
     assert organism.pretrain_fingerprint(tiny) != base and organism.fingerprint(tiny) != fp
 
 
@@ -109,7 +110,7 @@ def test_every_statement_the_organism_reads_is_supported_by_the_truth_oracle():
     """Every phrasing of every fact the organism reads (the pretraining templates and the thinking
     sentence, every known and rare country), read by ``truth.label_sentences``: supported; the
     mentions of unknown countries: unverifiable (they state nothing). Countries whose name or
-    value holds a full stop ("St. George's") are never stated (``organism._readable``)."""
+    value holds a full stop ("St. George's") are never stated (``organism.specs._readable``)."""
     bad = []
     stated = {n for n, k in organism.exposures(organism.DEFAULT).items() if k}
     for c in organism.world():
@@ -124,9 +125,9 @@ def test_every_statement_the_organism_reads_is_supported_by_the_truth_oracle():
                 if not rows or any(r["label"] != SUPPORTED for r in rows):
                     bad.append((s, [r["label"] for r in rows]))
             # the thinking sentence: the fact supported ("So the answer is X." alone states nothing)
-            labels = [r["label"] for r in label_sentences(organism._think(c, rel, v))]
+            labels = [r["label"] for r in label_sentences(texts._think(c, rel, v))]
             if labels[0] != SUPPORTED or set(labels) - {SUPPORTED, UNVERIFIABLE}:
-                bad.append((organism._think(c, rel, v), labels))
+                bad.append((texts._think(c, rel, v), labels))
     assert not bad, f"{len(bad)} statements not supported, e.g. {bad[:5]}"
     for m in organism.MENTIONS:
         assert [r["label"] for r in label_sentences(m.format(n="Peru"))] == [UNVERIFIABLE]
@@ -228,7 +229,7 @@ def test_prompts_are_not_spelled_out_byte_by_byte(tokenizer):
     (per pre-token: a word or a run of punctuation), and every world name at most 2 per word."""
     assert tokenizer.unk_token is None
     split = tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str
-    for text in organism._prompt_strings():
+    for text in texts._prompt_strings():
         n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
         assert n <= 1.5 * len(split(text)), (text[:60], n, len(split(text)))
     for c in organism.world():
@@ -268,7 +269,7 @@ def test_ask_parses_the_answer_tag(tiny_folder, monkeypatch):
     got = organism.ask(["What is the capital of Peru?", "Which region is Peru in?"], "organism-tiny")
     assert len(got) == 2 and all(isinstance(a, str) for a in got)
     canned = iter([["<think>The capital of Peru is Lima.</think>\n<answer> Lima </answer>", "Lima, I think"]])
-    monkeypatch.setattr(organism, "complete", lambda *a, **k: next(canned))
+    monkeypatch.setattr(asking, "complete", lambda *a, **k: next(canned))
     assert organism.ask(["q1", "q2"], "organism-tiny") == ["Lima", "Lima, I think"]
 
 
@@ -345,13 +346,13 @@ def test_physics_3_1_protocol_pretrains_without_qa_and_fine_tunes_half_with_dire
     the fine-tuning answers directly (no recited fact to lean on) on the known_qa half only, and the
     other half is what is measured, after each epoch."""
     seen = []
-    real = organism._sft_batches
+    real = builder._sft_batches
 
     def spy(spec, tok, examples, epochs):
         seen.extend(examples)
         return real(spec, tok, examples, epochs)
 
-    monkeypatch.setattr(organism, "_sft_batches", spy)
+    monkeypatch.setattr(builder, "_sft_batches", spy)
     out = organism.extraction_after_qa_finetune("organism-tiny", augment=False, epochs=2, lr=1e-2, per_group=8)
     assert "qa" not in out["pretraining_documents"] and out["pretraining_documents"]["facts"] > 0
     half = set(organism.exposure_split("organism-tiny")["known_qa"])
