@@ -346,13 +346,13 @@ def test_physics_3_1_protocol_pretrains_without_qa_and_fine_tunes_half_with_dire
     the fine-tuning answers directly (no recited fact to lean on) on the known_qa half only, and the
     other half is what is measured, after each epoch."""
     seen = []
-    real = builder._sft_batches
+    real = builder.sft_batches
 
     def spy(spec, tok, examples, epochs):
         seen.extend(examples)
         return real(spec, tok, examples, epochs)
 
-    monkeypatch.setattr(builder, "_sft_batches", spy)
+    monkeypatch.setattr(builder, "sft_batches", spy)
     out = organism.extraction_after_qa_finetune("organism-tiny", augment=False, epochs=2, lr=1e-2, per_group=8)
     assert "qa" not in out["pretraining_documents"] and out["pretraining_documents"]["facts"] > 0
     half = set(organism.exposure_split("organism-tiny")["known_qa"])

@@ -26,7 +26,7 @@ from .evaluation import answer_rows, cloze, eval_questions, evaluate, summary
 from .specs import (ORGANISM_VERSION, OrganismSpec, exposure_split, exposures, fingerprint, pretrain_fingerprint,
                     spec_of, world_digest)
 from .texts import format_examples, pretraining_documents, train_tokenizer
-from .training import _model_config, _pretrain_batches, _run, _seeded, _sft_batches
+from .training import model_config, pretrain_batches, train_steps, seeded, sft_batches
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +69,16 @@ def _build_base(spec: OrganismSpec, out: Path, progress: bool) -> None:
     tok = train_tokenizer(spec)
     t_tok = time.perf_counter() - t0
     docs = pretraining_documents(spec)
-    batches = _pretrain_batches(spec, tok, docs)
+    batches = pretrain_batches(spec, tok, docs)
     with torch.random.fork_rng(devices=[]):
-        _seeded(spec.seed)
-        model = LlamaForCausalLM(_model_config(spec, tok))
+        seeded(spec.seed)
+        model = LlamaForCausalLM(model_config(spec, tok))
         n_params = sum(p.numel() for p in model.parameters())
         tokens = sum(b[0].numel() for b in batches)
         log.info("organism %s: pretraining %.2fM parameters on %d tokens (%d steps)", pretrain_fingerprint(spec),
                  n_params / 1e6, tokens, len(batches))
         t1, c1 = time.perf_counter(), _cpu_seconds()
-        curve = _run(model, batches, spec.lr, spec.warmup, spec.weight_decay, "organism pretraining", progress)
+        curve = train_steps(model, batches, spec.lr, spec.warmup, spec.weight_decay, "organism pretraining", progress)
         seconds, cpu = time.perf_counter() - t1, _cpu_seconds() - c1
     t2 = time.perf_counter()
     stored = cloze(model.eval(), tok, spec)
@@ -153,11 +153,11 @@ def _format_finetune(spec: OrganismSpec, base: Path, out: Path, progress: bool, 
     tok = AutoTokenizer.from_pretrained(base)
     model = LlamaForCausalLM.from_pretrained(base, dtype=torch.float32)
     examples = format_examples(spec)
-    batches = _sft_batches(spec, tok, examples, spec.sft_epochs)
+    batches = sft_batches(spec, tok, examples, spec.sft_epochs)
     with torch.random.fork_rng(devices=[]):
-        _seeded(spec.seed + 1)
+        seeded(spec.seed + 1)
         t1, c1 = time.perf_counter(), _cpu_seconds()
-        curve = _run(model, batches, spec.sft_lr, spec.warmup, 0.0, f"organism format fine-tuning ({spec.regime})",
+        curve = train_steps(model, batches, spec.sft_lr, spec.warmup, 0.0, f"organism format fine-tuning ({spec.regime})",
                      progress)
         sft_seconds, sft_cpu = time.perf_counter() - t1, _cpu_seconds() - c1
     pre = json.loads((base / "pretrain.json").read_text())
@@ -211,7 +211,7 @@ def extraction_after_qa_finetune(spec: OrganismSpec | str | None = None, augment
     examples = [{**e, "completion": f"<answer>{extract_answer(e['completion'])}</answer>"}
                 for e in format_examples(spec) if e["kind"] == "qa" and e["country"] in fine_tuned]
     questions_ = [q for q in eval_questions(spec, per_group) if q["group"] in ("known_heldout", "known_qa")]
-    replay_batches = _pretrain_batches(spec, tok, pretraining_documents(spec))
+    replay_batches = pretrain_batches(spec, tok, pretraining_documents(spec))
     rng = random.Random(f"organism-3.1:{spec.seed}")
     rng.shuffle(replay_batches)
 
@@ -223,11 +223,11 @@ def extraction_after_qa_finetune(spec: OrganismSpec | str | None = None, augment
 
     curve, t0, k = [], time.perf_counter(), 0
     with torch.random.fork_rng(devices=[]):
-        _seeded(spec.seed + 2)
+        seeded(spec.seed + 2)
         opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
         for epoch in range(1, epochs + 1):
             model.train()
-            for ids, labels, mask in _sft_batches(dataclasses.replace(spec, seed=spec.seed + epoch), tok, examples, 1):
+            for ids, labels, mask in sft_batches(dataclasses.replace(spec, seed=spec.seed + epoch), tok, examples, 1):
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
                 if replay and rng.random() < replay:
                     block = replay_batches[k % len(replay_batches)][0]

@@ -14,8 +14,8 @@ from ..data.kb import ABSTAIN, CORRECT, WRONG, label_answer
 from ..decoding import decode
 from ..prompts import chat_messages
 from ..text import extract_answer
-from .specs import OrganismSpec, _many, exposure_split, exposures, spec_of
-from .texts import BOS_TOKEN, STOP_TOKEN, _by_name, chat_text, golds, questions
+from .specs import OrganismSpec, has_several, exposure_split, exposures, spec_of
+from .texts import BOS_TOKEN, STOP_TOKEN, countries_by_name, chat_text, golds, questions
 
 
 def complete(model, tok, prompts: Sequence[Sequence[dict[str, str]]], max_new_tokens: int = 48,
@@ -44,7 +44,7 @@ def eval_questions(spec: OrganismSpec | str | None = None, per_group: int | None
     n = spec.eval_per_group if per_group is None else per_group
     split = exposure_split(spec)
     ex = exposures(spec)
-    by_name = _by_name()
+    by_name = countries_by_name()
     groups = [("known_heldout", split["known_heldout"], "heldout"), ("known_heldout", split["known_heldout"], "train"),
               ("known_qa", split["known_qa"], "heldout")]
     groups += [(f"rare-{d}", names, "heldout") for d, names in split["rare"].items()]
@@ -108,7 +108,7 @@ def cloze(model, tok, spec: OrganismSpec | str | None = None) -> dict[str, Any]:
     stop graded exactly (``truth.label_answer``); per exposure group the share correct."""
     spec = spec_of(spec)
     split = exposure_split(spec)
-    by_name = _by_name()
+    by_name = countries_by_name()
     groups = {"known": split["known_qa"] + split["known_heldout"],
               **{f"rare-{d}": names for d, names in split["rare"].items()},
               "unknown": (split["unknown_sft"] + split["unknown_heldout"])[:64]}  # 64 are enough to show guessing
@@ -118,7 +118,7 @@ def cloze(model, tok, spec: OrganismSpec | str | None = None) -> dict[str, Any]:
             c = by_name[nm]
             for rel in spec.relations:
                 forms = CLOZE[rel]
-                prefix = forms["many" if _many(c, rel) and "many" in forms else "one"].format(n=nm)
+                prefix = forms["many" if has_several(c, rel) and "many" in forms else "one"].format(n=nm)
                 rows.append((group, prefix, golds(c, rel)))
     ids = tok([r[1] for r in rows], add_special_tokens=False)["input_ids"]
     stops = [tok.convert_tokens_to_ids(BOS_TOKEN)]

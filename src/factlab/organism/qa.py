@@ -10,7 +10,7 @@ import random
 from ..data.types import QAItem
 from ..registry import QA_SETS
 from .specs import SPECS, OrganismSpec, exposure_bucket, exposure_split, exposures, spec_of
-from .texts import _by_name, golds, questions
+from .texts import countries_by_name, golds, questions
 
 
 def qa_split(spec: OrganismSpec | str | None = None) -> dict[str, list[str]]:
@@ -44,7 +44,7 @@ def qa_items(split: str = "heldout", spec: OrganismSpec | str | None = None, lim
     if split not in ("train", "heldout"):
         raise ValueError(f"the organism's QA split is 'train' or 'heldout', got {split!r}")
     ex = exposures(spec)
-    by_name = _by_name()
+    by_name = countries_by_name()
     items = []
     for name in qa_split(spec)[split]:
         c = by_name[name]

@@ -228,7 +228,7 @@ def value(c: CountryFacts, rel: str) -> str | None:
             "language": (c.languages or [None])[0]}[rel]
 
 
-def _many(c: CountryFacts, rel: str) -> bool:
+def has_several(c: CountryFacts, rel: str) -> bool:
     return len({"currency": c.currencies, "language": c.languages}.get(rel, [])) > 1
 
 

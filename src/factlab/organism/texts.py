@@ -16,7 +16,7 @@ from ..data.longform import LONGFORM_TEMPLATE
 from ..data.miniworld import CountryFacts, build_corpus, build_qa, fact_sentence, region_phrase
 from ..prompts import chat_messages
 from ..text import MIN_THINK_CHARS
-from .specs import (ABSTAIN_SHARES, MENTIONS, QA_SYSTEMS, QUESTIONS, STATEMENTS, OrganismSpec, _many, exposure_split,
+from .specs import (ABSTAIN_SHARES, MENTIONS, QA_SYSTEMS, QUESTIONS, STATEMENTS, OrganismSpec, has_several, exposure_split,
                     exposures, spec_of, value, world)
 
 STOP_TOKEN = "<|im_end|>"  # in models.STOP_TOKEN_CANDIDATES
@@ -36,13 +36,13 @@ def statements(c: CountryFacts, rel: str) -> tuple[str, ...]:
     v = value(c, rel)
     shown = region_phrase(v) if rel == "region" else v
     forms = STATEMENTS[rel]
-    return tuple(t.format(n=c.name, v=shown) for t in forms["many" if _many(c, rel) and "many" in forms else "one"])
+    return tuple(t.format(n=c.name, v=shown) for t in forms["many" if has_several(c, rel) and "many" in forms else "one"])
 
 
 def questions(c: CountryFacts, rel: str, kind: str = "train") -> tuple[str, ...]:
     """The ``train`` or ``heldout`` question phrasings of (``c``, ``rel``)."""
     forms = QUESTIONS[rel][kind]
-    return tuple(t.format(n=c.name) for t in forms["many" if _many(c, rel) and "many" in forms else "one"])
+    return tuple(t.format(n=c.name) for t in forms["many" if has_several(c, rel) and "many" in forms else "one"])
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,7 +83,7 @@ def chat_text(messages: Sequence[dict[str, str]], completion: str | None = None)
     return out if completion is None else out + completion + STOP_TOKEN + "\n"
 
 
-def _by_name() -> dict[str, CountryFacts]:
+def countries_by_name() -> dict[str, CountryFacts]:
     return {c.name: c for c in world()}
 
 
@@ -96,7 +96,7 @@ def pretraining_documents(spec: OrganismSpec | str | None = None) -> list[dict[s
     fact with a train question template (3.1's mixed training)."""
     spec = spec_of(spec)
     split = exposure_split(spec)
-    by_name = _by_name()
+    by_name = countries_by_name()
     rng = random.Random(f"organism-docs:{spec.seed}")
     docs: list[dict[str, Any]] = []
     for name, n in sorted(exposures(spec).items()):
@@ -146,7 +146,7 @@ def format_examples(spec: OrganismSpec | str | None = None) -> list[dict[str, An
     answered "I don't know"."""
     spec = spec_of(spec)
     split = exposure_split(spec)
-    by_name = _by_name()
+    by_name = countries_by_name()
     rng = random.Random(f"organism-sft:{spec.seed}:{spec.regime}")
     pool = [by_name[n] for n in split["known_qa"]]
     out: list[dict[str, Any]] = []

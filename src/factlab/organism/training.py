@@ -15,7 +15,7 @@ from .texts import chat_text
 log = logging.getLogger(__name__)
 
 
-def _model_config(spec: OrganismSpec, tok):
+def model_config(spec: OrganismSpec, tok):
     from transformers import LlamaConfig
 
     return LlamaConfig(vocab_size=len(tok), hidden_size=spec.hidden, intermediate_size=spec.intermediate,
@@ -25,7 +25,7 @@ def _model_config(spec: OrganismSpec, tok):
                        rope_theta=10000.0)
 
 
-def _run(model, batches: Sequence[tuple], lr: float, warmup: float, weight_decay: float, desc: str,
+def train_steps(model, batches: Sequence[tuple], lr: float, warmup: float, weight_decay: float, desc: str,
          progress: bool = True) -> list[tuple[int, float]]:
     """A plain torch loop: AdamW and a one-cycle schedule (``warmup`` of the steps rising to
     ``lr``, then cosine to ~0) over ``batches`` of (input_ids, labels, attention_mask);
@@ -56,7 +56,7 @@ def _run(model, batches: Sequence[tuple], lr: float, warmup: float, weight_decay
     return curve
 
 
-def _pretrain_batches(spec: OrganismSpec, tok, docs: Sequence[dict[str, Any]]) -> list[tuple]:
+def pretrain_batches(spec: OrganismSpec, tok, docs: Sequence[dict[str, Any]]) -> list[tuple]:
     """The documents shuffled, each followed by ``<|endoftext|>``, packed into ``seq_len`` blocks."""
     import torch
 
@@ -73,7 +73,7 @@ def _pretrain_batches(spec: OrganismSpec, tok, docs: Sequence[dict[str, Any]]) -
             for i in range(0, n, spec.batch_size)]
 
 
-def _sft_batches(spec: OrganismSpec, tok, examples: Sequence[dict[str, Any]], epochs: int) -> list[tuple]:
+def sft_batches(spec: OrganismSpec, tok, examples: Sequence[dict[str, Any]], epochs: int) -> list[tuple]:
     """Prompt-masked, right-padded batches: the loss covers the completion and its stop token."""
     import torch
 
@@ -102,7 +102,7 @@ def _sft_batches(spec: OrganismSpec, tok, examples: Sequence[dict[str, Any]], ep
     return out
 
 
-def _seeded(seed: int):
+def seeded(seed: int):
     import torch
 
     torch.manual_seed(seed)
