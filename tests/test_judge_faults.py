@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from factlab.judges import JudgeCache, JudgeError, OpenAIJudge
-from factlab.judges.openai import MalformedAnswer, read_completion
+from factlab.judges.transport import MalformedAnswer, read_completion
 from factlab.rewards.rar import BinaryRAR
 
 BAD_BODIES = [b'{"choices": [{"message": {"content": "cut', b"\xff\xfe not utf-8", b'{"choices": []}',
@@ -205,10 +205,10 @@ def test_a_retry_after_past_the_cap_fails_at_once_with_a_clear_error(monkeypatch
     """Issue 30: ``Retry-After: 3600`` made the judge sleep an hour per retry."""
     import httpx
 
-    from factlab.judges import openai as judge_openai
+    from factlab.judges import transport as judge_transport
 
     slept = []
-    monkeypatch.setattr(judge_openai.time, "sleep", slept.append)
+    monkeypatch.setattr(judge_transport.time, "sleep", slept.append)
     transport, calls = _rate_limited(header)
     j = OpenAIJudge("m", "http://127.0.0.1:9/v1", cache=None, max_retries=4)
     monkeypatch.setattr(j, "_http", httpx.Client(transport=transport))
@@ -223,10 +223,10 @@ def test_a_retry_after_within_the_cap_is_honoured(monkeypatch):
 
     from factlab.config import JudgeSection
     from factlab.judges import make_judge
-    from factlab.judges import openai as judge_openai
+    from factlab.judges import transport as judge_transport
 
     slept = []
-    monkeypatch.setattr(judge_openai.time, "sleep", slept.append)
+    monkeypatch.setattr(judge_transport.time, "sleep", slept.append)
     transport, calls = _rate_limited("30")
     j = OpenAIJudge("m", "http://127.0.0.1:9/v1", cache=None, max_retries=2)
     monkeypatch.setattr(j, "_http", httpx.Client(transport=transport))
@@ -341,7 +341,7 @@ def test_a_judge_answer_is_bounded_in_time_and_size_as_a_whole(body, words):
         with pytest.raises(JudgeError, match=words):
             j.judge(["q"])
         took = time.monotonic() - t0
-    assert took < 2.0, took  # the deadline, plus at most one read (or judges.openai.HEADER_GRACE_S)
+    assert took < 2.0, took  # the deadline, plus at most one read (or judges.transport.HEADER_GRACE_S)
     if body == "endless":
         assert srv.sent < 8 << 20  # the client stopped reading near its cap
 
@@ -374,18 +374,18 @@ def test_retry_sleeps_are_capped_in_total_and_refused_at_load(monkeypatch):
     import httpx
 
     from factlab.config import JudgeSection
-    from factlab.judges import openai as judge_openai
+    from factlab.judges import transport as judge_transport
 
     with pytest.raises(ValueError, match=r"max_retries: 30 with backoff_s: 1 schedules 34.0 years of sleeps"):
         JudgeSection(max_retries=30, backoff_s=1)
     JudgeSection(max_retries=11, backoff_s=1)  # 2047 s: within the hour
     slept = []
-    monkeypatch.setattr(judge_openai.time, "sleep", slept.append)
+    monkeypatch.setattr(judge_transport.time, "sleep", slept.append)
     j = OpenAIJudge("m", "http://127.0.0.1:9/v1", cache=None, max_retries=30, backoff_s=1.0)  # built in code
     monkeypatch.setattr(j, "_http", httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503))))
     with pytest.raises(JudgeError, match=r"past 3,600 s of backoff for one request \(12 attempts made\)"):
         j.judge(["q"])
-    assert sum(slept) <= judge_openai.MAX_TOTAL_BACKOFF_S and len(slept) == 11
+    assert sum(slept) <= judge_transport.MAX_TOTAL_BACKOFF_S and len(slept) == 11
 
 
 @pytest.mark.parametrize("body", ["echo_401", "echo_400", "echo_malformed"])

@@ -27,9 +27,10 @@ single quotes, trailing text, trailing commas, ``"SCORE": "1"`` as a string. The
 evaluate code; anything unreadable is ``None`` for the caller to count.
 
 Where things are: ``judges.base`` (the ``Judge`` interface, the answer cache, the errors),
-``judges.local`` (``TransformersJudge``, ``VLLMJudge``), ``judges.openai`` (``OpenAIJudge``,
-with its HTTP transport, retries and endpoint health); this package builds the judge a params
-``judge:`` block describes (``make_judge``) and exports the names callers use.
+``judges.local`` (``TransformersJudge``, ``VLLMJudge``), ``judges.openai`` (``OpenAIJudge``)
+and ``judges.transport`` (its HTTP transport, retries and endpoint health); this package
+builds the judge a params ``judge:`` block describes (``make_judge``) and exports the names
+callers use.
 """
 
 from __future__ import annotations
