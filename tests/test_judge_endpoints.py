@@ -383,9 +383,9 @@ def test_the_estimate_is_logged_once_before_the_first_call_and_cost_is_summed(ca
 
 
 def test_the_estimate_is_printed_when_logging_is_not_configured(capsys, monkeypatch):
-    import factlab.judges as judges
+    from factlab.judges import openai as judge_openai  # the estimate is logged there
 
-    monkeypatch.setattr(judges.log, "isEnabledFor", lambda level: False)
+    monkeypatch.setattr(judge_openai.log, "isEnabledFor", lambda level: False)
     with Replica(_echo) as a:
         _judge(a.url).judge(["q"])
     assert "first batch: 1 prompts" in capsys.readouterr().err

@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from factlab.judges import JudgeCache, JudgeError, MalformedAnswer, OpenAIJudge, read_completion
+from factlab.judges import JudgeCache, JudgeError, OpenAIJudge
+from factlab.judges.transport import MalformedAnswer, read_completion
 from factlab.rewards.rar import BinaryRAR
 
 BAD_BODIES = [b'{"choices": [{"message": {"content": "cut', b"\xff\xfe not utf-8", b'{"choices": []}',
@@ -204,10 +205,10 @@ def test_a_retry_after_past_the_cap_fails_at_once_with_a_clear_error(monkeypatch
     """Issue 30: ``Retry-After: 3600`` made the judge sleep an hour per retry."""
     import httpx
 
-    from factlab import judges
+    from factlab.judges import transport as judge_transport
 
     slept = []
-    monkeypatch.setattr(judges.time, "sleep", slept.append)
+    monkeypatch.setattr(judge_transport.time, "sleep", slept.append)
     transport, calls = _rate_limited(header)
     j = OpenAIJudge("m", "http://127.0.0.1:9/v1", cache=None, max_retries=4)
     monkeypatch.setattr(j, "_http", httpx.Client(transport=transport))
@@ -220,18 +221,19 @@ def test_a_retry_after_past_the_cap_fails_at_once_with_a_clear_error(monkeypatch
 def test_a_retry_after_within_the_cap_is_honoured(monkeypatch):
     import httpx
 
-    from factlab import judges
     from factlab.config import JudgeSection
+    from factlab.judges import make_judge
+    from factlab.judges import transport as judge_transport
 
     slept = []
-    monkeypatch.setattr(judges.time, "sleep", slept.append)
+    monkeypatch.setattr(judge_transport.time, "sleep", slept.append)
     transport, calls = _rate_limited("30")
     j = OpenAIJudge("m", "http://127.0.0.1:9/v1", cache=None, max_retries=2)
     monkeypatch.setattr(j, "_http", httpx.Client(transport=transport))
     assert j.judge(["q"]) == ["ok"] and slept == [30.0] and len(calls) == 2
     # the cap is a params key, and reaches the judge
     cfg = JudgeSection(backend="openai", base_url="http://127.0.0.1:9/v1", max_retry_after_s=7200, health_check=False)
-    assert judges.make_judge(cfg, cache=False).max_retry_after_s == 7200
+    assert make_judge(cfg, cache=False).max_retry_after_s == 7200
     with pytest.raises(ValueError, match="max_retry_after_s"):
         JudgeSection(max_retry_after_s=0)
 
@@ -339,7 +341,7 @@ def test_a_judge_answer_is_bounded_in_time_and_size_as_a_whole(body, words):
         with pytest.raises(JudgeError, match=words):
             j.judge(["q"])
         took = time.monotonic() - t0
-    assert took < 2.0, took  # the deadline, plus at most one read (or judges.HEADER_GRACE_S)
+    assert took < 2.0, took  # the deadline, plus at most one read (or judges.transport.HEADER_GRACE_S)
     if body == "endless":
         assert srv.sent < 8 << 20  # the client stopped reading near its cap
 
@@ -371,19 +373,19 @@ def test_retry_sleeps_are_capped_in_total_and_refused_at_load(monkeypatch):
     """``max_retries: 30, backoff_s: 1`` scheduled about 34 years of sleeps."""
     import httpx
 
-    from factlab import judges
     from factlab.config import JudgeSection
+    from factlab.judges import transport as judge_transport
 
     with pytest.raises(ValueError, match=r"max_retries: 30 with backoff_s: 1 schedules 34.0 years of sleeps"):
         JudgeSection(max_retries=30, backoff_s=1)
     JudgeSection(max_retries=11, backoff_s=1)  # 2047 s: within the hour
     slept = []
-    monkeypatch.setattr(judges.time, "sleep", slept.append)
+    monkeypatch.setattr(judge_transport.time, "sleep", slept.append)
     j = OpenAIJudge("m", "http://127.0.0.1:9/v1", cache=None, max_retries=30, backoff_s=1.0)  # built in code
     monkeypatch.setattr(j, "_http", httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503))))
     with pytest.raises(JudgeError, match=r"past 3,600 s of backoff for one request \(12 attempts made\)"):
         j.judge(["q"])
-    assert sum(slept) <= judges.MAX_TOTAL_BACKOFF_S and len(slept) == 11
+    assert sum(slept) <= judge_transport.MAX_TOTAL_BACKOFF_S and len(slept) == 11
 
 
 @pytest.mark.parametrize("body", ["echo_401", "echo_400", "echo_malformed"])

@@ -692,7 +692,7 @@ def key_destination_problem(name: str, url: str | None, allowed: Sequence[str] =
             f"it there anyway")
 
 
-MAX_JUDGE_BACKOFF_S = 3600.0  # one request's retry sleeps, together (judges.MAX_TOTAL_BACKOFF_S at run time)
+MAX_JUDGE_BACKOFF_S = 3600.0  # one request's retry sleeps, together (judges.transport.MAX_TOTAL_BACKOFF_S at run time)
 
 
 def _duration(seconds: float) -> str:
