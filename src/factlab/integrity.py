@@ -17,11 +17,15 @@ mismatch is one ``IntegrityError`` naming the file and how to rebuild the folder
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from .paths import cache_dir, write_json
 
@@ -161,3 +165,24 @@ def _stamp(folder: Path) -> dict | None:
         return json.loads(stamp_path(folder).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
+
+
+@contextlib.contextmanager
+def published_folder(out_dir: str | Path) -> Iterator[Path]:
+    """Write a built folder (a converted model, an organism) under a temporary name beside
+    ``out_dir`` (yielded), list its files in a file manifest (``write_file_manifest``: each
+    file's size and SHA-256, checked on every load), then rename it into place. If another
+    process published it first, or the writing fails, the temporary folder is removed."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
+    try:
+        yield tmp
+        write_file_manifest(tmp)
+        if out_dir.exists():  # another process finished first
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -22,12 +22,10 @@ and ``<|eot_id|>`` according to which exist in the tokenizer's vocabulary.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import logging
 import shutil
-import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
@@ -36,7 +34,7 @@ from typing import Sequence
 
 from . import organism
 from .decoding import decode
-from .integrity import MANIFEST_FILE, STAMP_FILE, MissingManifest, verify_files, write_file_manifest
+from .integrity import MANIFEST_FILE, STAMP_FILE, MissingManifest, verify_files, write_file_manifest, published_folder
 from .paths import build_lock, cache_dir
 from .prompts import chat_messages
 
@@ -123,30 +121,10 @@ def convert_gguf_to_hf(gguf_file: Path, out_dir: Path) -> Path:
         raise RuntimeError(f"GGUF conversion mismatch: missing={missing} unexpected={unexpected}")
     if getattr(config, "tie_word_embeddings", False):
         model.tie_weights()
-    with _published(out_dir) as tmp:
+    with published_folder(out_dir) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
     return Path(out_dir)
-
-
-@contextlib.contextmanager
-def _published(out_dir: str | Path):
-    """Write a model folder under a temporary name beside ``out_dir`` (yielded), then rename it
-    into place; if another process published it first, or the writing fails, the temporary
-    folder is removed."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
-    try:
-        yield tmp
-        write_file_manifest(tmp)  # every file with its size and SHA-256, checked on every load
-        if out_dir.exists():  # another process finished first
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def build_tiny_model(spec: TinySpec, out_dir: Path) -> Path:
@@ -168,7 +146,7 @@ def build_tiny_model(spec: TinySpec, out_dir: Path) -> Path:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    with _published(out_dir) as tmp:
+    with published_folder(out_dir) as tmp:
         model.save_pretrained(tmp)
         for f in source.iterdir():  # tokenizer, chat template, generation config
             if f.is_file() and not (tmp / f.name).exists() and not f.name.endswith((".safetensors", ".bin")):

@@ -5,21 +5,19 @@ back after an integrity check; and Physics of Language Models 3.1's own protocol
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
 import random
 import resource
 import shutil
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from ..data.kb import CORRECT
-from ..integrity import MANIFEST_FILE, MissingManifest, verify_files, write_file_manifest
+from ..integrity import MANIFEST_FILE, MissingManifest, verify_files, write_file_manifest, published_folder
 from ..paths import build_lock, cache_dir, write_json
 from ..text import extract_answer
 from .evaluation import answer_rows, cloze, eval_questions, evaluate, summary
@@ -40,24 +38,6 @@ def _cpu_seconds() -> float:
     build costs on idle cores than its wall time (with 2 threads, idle wall >= cpu / 2)."""
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-
-
-@contextlib.contextmanager
-def _published(out: Path):
-    """Write a folder under a temporary name beside ``out`` (yielded), list its files in a file
-    manifest (``integrity``), then rename it into place."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
-    try:
-        yield tmp
-        write_file_manifest(tmp)  # every file with its size and SHA-256, checked on every use (_checked)
-        if out.exists():
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _build_base(spec: OrganismSpec, out: Path, progress: bool) -> None:
@@ -88,7 +68,7 @@ def _build_base(spec: OrganismSpec, out: Path, progress: bool) -> None:
               "documents": dict(Counter(d["kind"] for d in docs)), "tokens": tokens, "steps": len(batches),
               "tokenizer_seconds": t_tok, "pretrain_seconds": seconds, "pretrain_cpu_seconds": cpu, "tokens_per_second": tokens / max(seconds, 1e-9),
               "loss_curve": curve}
-    with _published(out) as tmp:
+    with published_folder(out) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         with open(tmp / "corpus.jsonl", "w", encoding="utf-8") as f:  # CorVer's index reads the organism's own corpus
@@ -168,7 +148,7 @@ def _format_finetune(spec: OrganismSpec, base: Path, out: Path, progress: bool, 
                 "steps": len(batches), "seconds": sft_seconds, "cpu_seconds": sft_cpu, "loss_curve": curve},
         "build_seconds": build_seconds}
     split = exposure_split(spec)
-    with _published(out) as tmp:
+    with published_folder(out) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         shutil.copy2(base / "corpus.jsonl", tmp / "corpus.jsonl")
