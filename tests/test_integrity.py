@@ -74,7 +74,7 @@ def test_a_cached_model_is_checked_like_an_index(tmp_path):
 
     def build(out):
         built.append(out)
-        with models._published(out) as tmp:
+        with integrity.published_folder(out) as tmp:
             (tmp / "config.json").write_text('{"model_type": "llama"}')
             (tmp / "model.safetensors").write_bytes(bytes(range(256)) * (6 << 12))  # 6 MB
             (tmp / "tokenizer.json").write_text('{"model": {}}')
