@@ -259,6 +259,22 @@ def _cmd_bench(args) -> int:
     return rc
 
 
+def _add_notebook_params(parser: argparse.ArgumentParser, verb: str) -> None:
+    parser.add_argument("notebook", help="notebook path or stem, e.g. 01_corver")
+    parser.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
+    parser.add_argument("--smoke", action="store_true", help=f"{verb} params/<stem>_smoke.yaml")
+
+
+def _add_strategy(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--strategy", help="ddp, zero2, zero3, zero3_offload, fsdp2, single or an accelerate YAML "
+                                           "(default: the first that fits)")
+
+
+def _add_verify(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--verify", action="store_true",
+                        help="checksum every index and datastore file on every load, not only the first time")
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per judge request: noise, and the URL
@@ -281,27 +297,20 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--force", action="store_true",
                    help="with --resume: continue even though config.yaml changed since the last attempt "
                         "(each attempt's config is kept in manifest.json)")
-    r.add_argument("--verify", action="store_true",
-                   help="checksum every index and datastore file on every load, not only the first time")
+    _add_verify(r)
     r.set_defaults(func=_cmd_run)
 
     c = sub.add_parser("check", help="validate a notebook's params without running anything")
-    c.add_argument("notebook", help="notebook path or stem, e.g. 01_corver")
-    c.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
-    c.add_argument("--smoke", action="store_true", help="check params/<stem>_smoke.yaml")
+    _add_notebook_params(c, "check")
     c.add_argument("--gpu-mem", type=_positive_float, metavar="GB",
                    help="also refuse params whose memory plan (factlab plan) does not fit GPUs of this size")
     c.add_argument("--gpus", type=_positive_int, default=1, help="GPUs (ranks) for --gpu-mem (default: 1)")
-    c.add_argument("--strategy", help="ddp, zero2, zero3, zero3_offload, fsdp2, single or an accelerate YAML "
-                                      "(default: the first that fits)")
+    _add_strategy(c)
     pl = sub.add_parser("plan", help="print the GPU memory plan of a notebook's params, per rank and stage")
-    pl.add_argument("notebook", help="notebook path or stem, e.g. 01_corver")
-    pl.add_argument("--params", help="params YAML (default: params/<stem>.yaml, or _smoke with --smoke)")
-    pl.add_argument("--smoke", action="store_true", help="plan params/<stem>_smoke.yaml")
+    _add_notebook_params(pl, "plan")
     pl.add_argument("--gpus", type=_positive_int, default=1, help="GPUs, one rank each (default: 1)")
     pl.add_argument("--gpu-mem", type=_positive_float, default=80.0, metavar="GB", help="memory a GPU (default: 80)")
-    pl.add_argument("--strategy", help="ddp, zero2, zero3, zero3_offload, fsdp2, single or an accelerate YAML "
-                                       "(default: the first that fits)")
+    _add_strategy(pl)
     pl.set_defaults(func=_cmd_plan)
     c.set_defaults(func=_cmd_check)
 
@@ -316,8 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--jobs", type=int, metavar="N", default=None,
                    help="notebooks at once, each kernel on cores / N threads (default: one per core, as memory "
                         "allows; 1: one after another)")
-    a.add_argument("--verify", action="store_true",
-                   help="checksum every index and datastore file on every load, not only the first time")
+    _add_verify(a)
     a.set_defaults(func=_cmd_run_all)
 
     w = sub.add_parser("world", help="build the countryinfo mini-world files")
