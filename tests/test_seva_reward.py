@@ -1,4 +1,4 @@
-"""factlab.rewards.seva and seva_output: SEVA's output schema, label aliases, process and binary rewards.
+"""factlab.rewards.seva, seva_output, seva_trl: SEVA's output schema, label aliases, process and binary rewards.
 
 002_56f1a732f42030d3.txt (§2.2, §2.3, Algorithm 1, Appendix C, K.1-K.2, Tables 1, 13, 14,
 21). Every expected number is worked out by hand from Eqs. 1, 3-5 and Algorithm 1 in the
@@ -17,13 +17,14 @@ from hypothesis import strategies as st
 from factlab import prompts as P
 from factlab.labels import ERROR_TYPES
 from factlab.rewards import seva_output
-from factlab.rewards.seva import (DEFAULT_WEIGHTS, FIGURE_3_OUTPUT, WEIGHT_SPLITS, SevaBinaryReward, SevaProcessReward,
-                                  SevaRewardWeights, binary_reward, calibration_term, chain_length_bonus,
-                                  normalize_error_type, normalize_label, process_reward, process_reward_parts,
-                                  reward_bounds, reward_landscape, score_alignment, score_alignment_entry, score_chain,
-                                  score_diagnosis, score_format, score_step)
+from factlab.rewards.seva import (DEFAULT_WEIGHTS, FIGURE_3_OUTPUT, WEIGHT_SPLITS, SevaRewardWeights, binary_reward,
+                                  calibration_term, chain_length_bonus, normalize_error_type, normalize_label,
+                                  process_reward, process_reward_parts, reward_bounds, reward_landscape,
+                                  score_alignment, score_alignment_entry, score_chain, score_diagnosis, score_format,
+                                  score_step)
 from factlab.rewards.seva_output import (EvidenceAlignment, ReasoningStep, VerifierOutput, parse_verifier_output,
                                          validate_output)
+from factlab.rewards.seva_trl import SevaBinaryReward, SevaProcessReward
 
 A, NA = "Attributable", "Not Attributable"
 PERFECT_ENTRY = {"claim_span": "500 participants", "source_span": "500 volunteers", "status": "match"}

@@ -1,4 +1,4 @@
-"""SEVA's process reward, the binary-reward baseline, and their TRL reward functions.
+"""SEVA's process reward and the binary-reward baseline.
 
 002_56f1a732f42030d3.txt, read next to:
 
@@ -13,7 +13,8 @@
 - §2.3 "The failure of binary reward": ``binary_reward``.
 - Appendix I, Table 21: ``SevaRewardWeights`` and ``WEIGHT_SPLITS``.
 - Table 1, Appendix C.5 Table 14: ``reward_landscape`` (the paper's numbers beside ours).
-- ``SevaProcessReward`` / ``SevaBinaryReward``: TRL reward functions over a ``label`` column.
+- ``rewards.seva_trl``: ``SevaProcessReward`` / ``SevaBinaryReward``, TRL reward functions over
+  a ``label`` column.
 - ``rewards.seva_claims``: ``SevaClaimsReward`` (``seva_claims``), SEVA's verifier turned on a
   policy (ours, for 06_compare; the paper trains verifiers only): the answer's claims, each
   given a K.1-K.2 verdict against its retrieved passages as the source; r = Attributable share.
@@ -89,15 +90,9 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Mapping
 
-from pydantic import field_validator
-
-from ..config import Section
 from ..labels import LABEL_ALIASES, Label, normalize_error_type, normalize_label, snake_token as _token
-from . import kb
-from .base import RewardFunction, completion_text
-from .registry import register
 from .seva_output import (ALIGNMENT_STATUSES, REQUIRED_FIELDS, STEP_JUDGMENTS, EvidenceAlignment, ReasoningStep,
                           VerifierOutput, error_present, read_output as _read,
                           required_field_problems as _required_field_problems, text_length as _length,
@@ -249,14 +244,15 @@ WEIGHT_SPLIT_ALIASES: Mapping[str, str] = {"process-heavy": "90/10", "ours": "70
                                            "outcome-heavy": "30/70", "binary": "0/100"}
 
 
-def _weights(weights: SevaRewardWeights | str) -> SevaRewardWeights:
+def as_weights(weights: SevaRewardWeights | str) -> SevaRewardWeights:
+    """``weights`` itself, or the Table 21 split of that name (``SevaRewardWeights.split``)."""
     return SevaRewardWeights.split(weights) if isinstance(weights, str) else weights
 
 
 def calibration_term(confidence: Any, label_correct: bool,
                      weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> float:
     """R_cal (Algorithm 1 lines 10-14): +gamma x 0.15 when the label is right, -gamma x 0.10 when not."""
-    w, gamma = _weights(weights), confidence_of(confidence)
+    w, gamma = as_weights(weights), confidence_of(confidence)
     return gamma * w.calibration_bonus if label_correct else -gamma * w.overconfidence_penalty
 
 
@@ -264,7 +260,7 @@ def reward_bounds(weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> tuple[f
     """The least and greatest ``process_reward`` over all responses and both gold labels
     (interpretation 11): [-0.08, 1.21] with the default weights. Both ends are reached
     (``reward_landscape``'s Algorithm 1 rows)."""
-    w = _weights(weights)
+    w = as_weights(weights)
     lowest = 0.2 * w.format - w.overconfidence_penalty  # {"label": <wrong>, "confidence": 1}, gold NA
     highest = w.format + w.alignment + 1.2 * w.chain + w.label + w.diagnosis + w.calibration_bonus
     return min(0.0, lowest), max(0.0, highest)
@@ -279,7 +275,7 @@ def process_reward_parts(response: str, gold_label: str,
                          weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> dict[str, Any]:
     """Algorithm 1 term by term: R_f, R_a, R_c (= R_c_steps + length_bonus), R_l, R_d, gamma,
     the calibration term, the total R, ``parse_failed`` and the schema ``problems``."""
-    gold, w = _gold(gold_label), _weights(weights)
+    gold, w = _gold(gold_label), as_weights(weights)
     obj, failure = _read(response)
     if obj is None:  # Algorithm 1 line 2
         return {**dict.fromkeys(_PART_KEYS, 0.0), "parse_failed": True, "problems": [failure]}
@@ -311,97 +307,6 @@ def binary_reward(response: str, gold_label: str) -> float:
     gold = _gold(gold_label)
     obj, _ = _read(response)
     return 1.0 if obj is not None and normalize_label(obj.get("label")) == gold else 0.0
-
-
-# ---------------------------------------------------------------- TRL reward functions
-
-
-class _SevaReward(RewardFunction):
-    __name__ = "seva"
-
-    def _texts(self, completions: Sequence[Any], label: Sequence[Any] | None) -> list[str]:
-        if label is None:
-            raise KeyError(f"{type(self).__name__} needs a 'label' column in the training dataset "
-                           "(the gold Attributable / Not Attributable label of each claim-source pair)")
-        if len(label) != len(completions):
-            raise ValueError(f"{len(completions)} completions but {len(label)} gold labels")
-        return [completion_text(c) for c in completions]
-
-    def _count(self, parse_failed: Sequence[bool], log_metric) -> None:
-        self.stats["responses"] += len(parse_failed)
-        self.stats["parse_failures"] += sum(parse_failed)
-        if log_metric is not None and parse_failed:
-            log_metric("seva/parse_failure_rate", sum(parse_failed) / len(parse_failed))
-
-
-class SevaProcessReward(_SevaReward):
-    """TRL reward function: Algorithm 1's process reward against the ``label`` column.
-
-    Logs ``seva/parse_failure_rate`` and the batch means ``seva/R_f`` ... ``seva/R_d`` (the
-    structural-quality curves of §3.5 / Figure 6)."""
-
-    __name__ = "seva_process"
-
-    def __init__(self, weights: SevaRewardWeights | str = DEFAULT_WEIGHTS, verdict: str = "judge"):
-        super().__init__()
-        if verdict not in ("judge", "kb"):
-            raise ValueError(f"verdict must be 'judge' or 'kb', got {verdict!r}")
-        self.weights, self.verdict = _weights(weights), verdict
-
-    def __call__(self, prompts=None, completions=(), label=None, claim=None, log_metric=None,
-                 **_: Any) -> list[float]:
-        texts = self._texts(completions, label)
-        if self.verdict == "kb":  # R_l and R_d against the world's truth of the claim (rewards.kb.gold_label)
-            if claim is None:
-                raise KeyError("seva_process with verdict: kb needs a 'claim' column (recipes.seva.verifier_rows)")
-            label = [kb.gold_label(c, g) for c, g in zip(claim, label)]
-        parts = [process_reward_parts(t, g, self.weights) for t, g in zip(texts, label)]
-        self._count([p["parse_failed"] for p in parts], log_metric)
-        if log_metric is not None and parts:
-            for key in ("R_f", "R_a", "R_c", "R_l", "R_d"):
-                log_metric(f"seva/{key}", sum(p[key] for p in parts) / len(parts))
-        return [p["total"] for p in parts]
-
-
-class SevaBinaryReward(_SevaReward):
-    """TRL reward function: the binary baseline (§2.3) against the ``label`` column."""
-
-    __name__ = "seva_binary"
-
-    def __call__(self, prompts=None, completions=(), label=None, log_metric=None, **_: Any) -> list[float]:
-        texts = self._texts(completions, label)
-        objs = [_read(t)[0] for t in texts]
-        self._count([o is None for o in objs], log_metric)
-        return [0.0 if o is None else score_label(o.get("label"), g) for o, g in zip(objs, label)]
-
-
-class SevaProcessArgs(Section):
-    """``seva_process`` arguments: the Table 21 weight split by name ("70/30" = the paper's);
-    ``verdict: kb``: the label part (R_l, and R_d's gold) takes the world's truth of the claim
-    instead of the dataset's label where the knowledge base can read the claim."""
-
-    weights: str = "70/30"
-    verdict: Literal["judge", "kb"] = "judge"
-
-    @field_validator("weights")
-    @classmethod
-    def _known_split(cls, name: str) -> str:
-        try:
-            SevaRewardWeights.split(name)
-        except KeyError as e:
-            raise ValueError(e.args[0]) from None
-        return name
-
-
-@register("seva_process", args=SevaProcessArgs,
-          summary="five-part process reward of a structured verdict, Algorithm 1 (002 §2.3, App. C)")
-def _build_seva_process(args: SevaProcessArgs, resources) -> SevaProcessReward:
-    return SevaProcessReward(args.weights, args.verdict)
-
-
-@register("seva_binary", summary="1 iff the verdict's label is right: the §2.3 control (002)")
-def _build_seva_binary(args, resources) -> SevaBinaryReward:
-    return SevaBinaryReward()
 
 
 # ---------------------------------------------------------------- reward landscape (Tables 1, 14)
