@@ -22,7 +22,7 @@ from trl import SFTTrainer
 from factlab import organism
 from factlab.config import SFTSection
 from factlab.models import load_model
-from factlab.rewards import seva
+from factlab.rewards import seva_output
 from factlab.train.sft import CompactHeadSFTTrainer, sft_args
 
 VERDICT = {"evidence_alignment": [{"claim_span": "Paris", "source_span": "capital is Paris", "status": "match"}],
@@ -63,7 +63,7 @@ def main() -> None:
     if organism.is_organism(a.model):
         organism.build(a.model)
     facts = [(c.name, v) for c in organism.world() if (v := organism.value(c, "capital"))][:64]
-    rows = [{"prompt": seva.verifier_messages(f"The capital of {name} is {v}.", f"{name} is a country. Its capital is {v}."),
+    rows = [{"prompt": seva_output.verifier_messages(f"The capital of {name} is {v}.", f"{name} is a country. Its capital is {v}."),
              "completion": [{"role": "assistant", "content": json.dumps(VERDICT)}]} for name, v in facts]
     times = {"TRL fused head": [], "compact head": []}
     for _ in range(2):

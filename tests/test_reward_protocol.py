@@ -13,7 +13,7 @@ from factlab.rewards.base import (JudgeBackedReward, Reward, RewardFunction, cos
 from factlab.rewards.klcf import (ChecklistVerifier, ClaimTruth, FactReward, KBTruthScorer, KLCFClaimExtractor,
                                   KLCFFactArgs, SentenceClaims, TruthReward)
 from factlab.rewards.rar import BinaryRAR, ClaimVerifier, VeriScoreReward
-from factlab.rewards.seva import SevaClaimsReward
+from factlab.rewards.seva_claims import SevaClaimsReward
 
 
 class Judge:

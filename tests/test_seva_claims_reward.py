@@ -11,8 +11,10 @@ import pytest
 from factlab import prompts as P
 from factlab.config import JudgeSection
 from factlab.rewards import RewardSpec, build_rewards
-from factlab.rewards import seva as S
-from factlab.rewards.seva import EXAMPLE_1_OUTPUT, EXAMPLE_2_OUTPUT, SevaClaimsReward, claim_verdict
+from factlab.rewards import seva_claims as S
+from factlab.rewards.seva import EXAMPLE_1_OUTPUT, EXAMPLE_2_OUTPUT
+from factlab.rewards.seva_claims import SevaClaimsReward
+from factlab.rewards.seva_output import LABEL_PREFILL, claim_verdict
 
 
 class Judge:
@@ -58,7 +60,7 @@ def test_claim_verdict_reads_the_label_of_whole_or_cut_off_answers():
     assert claim_verdict(EXAMPLE_2_OUTPUT.to_json()) == "not_attributable"
     assert claim_verdict('```json\n{"label": "supported", "confidence": 0.8}\n```') == "attributable"  # Table 13
     assert claim_verdict('{"evidence_alignment": [], "label": "Not Attributable", "confid') == "not_attributable"
-    assert claim_verdict(S.LABEL_PREFILL + "Attributable") == "attributable"  # a choice answer
+    assert claim_verdict(LABEL_PREFILL + "Attributable") == "attributable"  # a choice answer
     assert claim_verdict("The claim is fine.") is None and claim_verdict('{"label": "maybe"}') is None
 
 
@@ -101,7 +103,7 @@ def test_choice_mode_asks_for_the_label_only():
     judge = Judge(lambda p: "Attributable" if "Lima" in p.split("Source:")[0] else "Not Attributable")
     reward = SevaClaimsReward(judge, Datastore(), verdict="choice")
     assert reward(["Capital of Peru?"] * 2, ["Lima.", "Cusco."], prompt_id=["peru", "peru"]) == [1.0, 0.0]
-    assert judge.chosen == [(("Attributable", "Not Attributable"), S.LABEL_PREFILL)] and not judge.asked
+    assert judge.chosen == [(("Attributable", "Not Attributable"), LABEL_PREFILL)] and not judge.asked
     with pytest.raises(ValueError, match="verdict"):
         SevaClaimsReward(judge, Datastore(), verdict="vote")
 

@@ -1,4 +1,4 @@
-"""factlab.rewards.seva: SEVA's output schema, label aliases, process and binary rewards.
+"""factlab.rewards.seva, seva_output, seva_trl: SEVA's output schema, label aliases, process and binary rewards.
 
 002_56f1a732f42030d3.txt (§2.2, §2.3, Algorithm 1, Appendix C, K.1-K.2, Tables 1, 13, 14,
 21). Every expected number is worked out by hand from Eqs. 1, 3-5 and Algorithm 1 in the
@@ -15,14 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factlab import prompts as P
-from factlab.rewards import seva
-from factlab.rewards.seva import (DEFAULT_WEIGHTS, ERROR_TYPES, FIGURE_3_OUTPUT, WEIGHT_SPLITS, EvidenceAlignment,
-                                  ReasoningStep, SevaBinaryReward, SevaProcessReward, SevaRewardWeights,
-                                  VerifierOutput, binary_reward, calibration_term, chain_length_bonus,
-                                  normalize_error_type, normalize_label, parse_verifier_output, process_reward,
-                                  process_reward_parts, reward_bounds, reward_landscape, score_alignment,
-                                  score_alignment_entry, score_chain, score_diagnosis, score_format, score_step,
-                                  validate_output)
+from factlab.labels import ERROR_TYPES
+from factlab.rewards import seva_output
+from factlab.rewards.seva import (DEFAULT_WEIGHTS, FIGURE_3_OUTPUT, WEIGHT_SPLITS, SevaRewardWeights, binary_reward,
+                                  calibration_term, chain_length_bonus, normalize_error_type, normalize_label,
+                                  process_reward, process_reward_parts, reward_bounds, reward_landscape,
+                                  score_alignment, score_alignment_entry, score_chain, score_diagnosis, score_format,
+                                  score_step)
+from factlab.rewards.seva_output import (EvidenceAlignment, ReasoningStep, VerifierOutput, parse_verifier_output,
+                                         validate_output)
+from factlab.rewards.seva_trl import SevaBinaryReward, SevaProcessReward
 
 A, NA = "Attributable", "Not Attributable"
 PERFECT_ENTRY = {"claim_span": "500 participants", "source_span": "500 volunteers", "status": "match"}
@@ -442,7 +444,7 @@ def test_structured_outputs_stay_in_bounds(obj, gold, split, wrap):
     if not parts["parse_failed"]:
         assert parts["R_f"] in (0.2, 0.5, 1.0)
         assert 0 <= parts["R_a"] <= 1 and 0 <= parts["R_c"] <= 1.2 + 1e-12 and 0 <= parts["R_d"] <= 1
-        assert parts["R_f"] == 1.0 or any(p.split("[")[0].split(":")[0] in seva.REQUIRED_FIELDS
+        assert parts["R_f"] == 1.0 or any(p.split("[")[0].split(":")[0] in seva_output.REQUIRED_FIELDS
                                           for p in parts["problems"])
 
 
@@ -508,6 +510,6 @@ def test_prompts_verbatim():
     assert P.SEVA_USER_PROMPT.format(claim="C {x}", source="S") == (
         "Claim: C {x}\nSource: S\nIs this claim attributable to the source?\n"
         "Provide your analysis in structured JSON format.")
-    system, user_turn = seva.verifier_messages("The sky is blue.", "The sky appears blue.")
+    system, user_turn = seva_output.verifier_messages("The sky is blue.", "The sky appears blue.")
     assert system == {"role": "system", "content": K1_TEXT}
     assert user_turn["content"].startswith("Claim: The sky is blue.\nSource: The sky appears blue.\n")

@@ -95,7 +95,7 @@ def test_weakness_profile():
 
 def test_teacher_uses_the_k3_prompt_and_the_verifier_k1():
     from factlab import prompts as P
-    from factlab.rewards.seva import verifier_messages
+    from factlab.rewards.seva_output import verifier_messages
 
     system = S.teacher_system_prompt()
     assert system.startswith(P.SEVA_TEACHER_PROMPT) and "expert fact-checker creating training data" in system
@@ -147,12 +147,12 @@ def test_reference_annotations_are_valid_and_score_high():
 
     from factlab.data.miniworld import ensure_world
     from factlab.synth.perturbations import miniworld_pairs
-    from factlab.rewards import seva
+    from factlab.rewards import seva, seva_output
 
     pairs = miniworld_pairs(ensure_world(), per_strategy=2)
     for p in pairs:
         ann = S.reference_annotation(p)
-        assert seva.validate_output(ann) == [], (p.id, seva.validate_output(ann))
+        assert seva_output.validate_output(ann) == [], (p.id, seva_output.validate_output(ann))
         r = seva.process_reward(json.dumps(ann), p.label)
         assert r > 1.0, (p.id, r)  # correct label, full structure, calibrated confidence
         steps = ann["reasoning_chain"]

@@ -10,7 +10,9 @@ from factlab.rewards import RewardSpec, build_rewards
 from factlab.rewards import kb as KB
 from factlab.rewards.k2v import ChecklistJudge, K2VArgs, K2VReward
 from factlab.rewards.rar import BinaryRAR, RatingRAR
-from factlab.rewards.seva import SevaClaimsReward, SevaProcessReward, process_reward
+from factlab.rewards.seva import process_reward
+from factlab.rewards.seva_claims import SevaClaimsReward
+from factlab.rewards.seva_trl import SevaProcessReward
 
 
 @pytest.mark.parametrize("answer,label", [

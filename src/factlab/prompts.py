@@ -250,7 +250,7 @@ LM_JUDGE_QUALITY_PROMPT = (
 # ---- SEVA (002_56f1a732f42030d3.txt, Appendix K.1-K.2). Text as printed; the PDF's soft line
 # wraps are joined, quotes are straight, and "0.0--1.0" is kept as printed. Both constants are
 # str.format templates with literal braces doubled, so call .format() on the system prompt too
-# even though it has no fields (factlab.rewards.seva.verifier_messages does both).
+# even though it has no fields (factlab.rewards.seva_output.verifier_messages does both).
 
 # 002 Appendix K.1 "SFT System Prompt" (SFT training and evaluation). No fields.
 SEVA_SYSTEM_PROMPT = (

@@ -131,7 +131,7 @@ MINIWORLD = "miniworld"
 class ClaimPair:
     """One claim, its source text and the gold attribution label.
 
-    ``error_type`` (one of ``seva.ERROR_TYPES``) and ``strategy`` (one of :data:`STRATEGIES`) are
+    ``error_type`` (one of ``labels.ERROR_TYPES``) and ``strategy`` (one of :data:`STRATEGIES`) are
     set on perturbed pairs; an attributable pair never has an error type (Appendix H).
     """
 

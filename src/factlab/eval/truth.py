@@ -31,7 +31,7 @@ from ..data.kb import (ABSTAIN, CONTRADICTED, CORRECT, SENTENCE_LABELS, SUPPORTE
 from ..data.miniworld import ensure_world
 from ..labels import normalize_label
 from ..organism import exposure_bucket
-from ..rewards.seva import claim_verdict
+from ..rewards.seva_output import claim_verdict
 from ..synth.perturbations import miniworld_pairs
 
 __all__ = ["asked_country", "off_topic", "contradicted_per_answer", "label_answer", "label_sentences", "label_sentence", "label_response", "knowledge_base", "CORRECT",
@@ -128,7 +128,7 @@ def completion_truth(row: Mapping[str, Any], completion: str) -> dict[str, Any]:
       1 correct, 0 wrong, None abstain; ``score`` +1 / 0 / -1 for correct / abstain / wrong
       (net accuracy: abstaining beats a wrong answer, Binary RAR's trade, 001 §3);
     - ``verdict`` (the row has a gold ``label``, SEVA's pairs): the completion's label read from
-      its JSON (``rewards.seva.claim_verdict``) against the gold; ``truthful`` and ``score``
+      its JSON (``rewards.seva_output.claim_verdict``) against the gold; ``truthful`` and ``score``
       1 right, 0 wrong or unreadable;
     - ``long`` (anything else): its sentences (``label_sentences``; a true sentence about a country
       other than the one the question asks about is off topic, ``off_topic``); ``truthful`` 0 with a

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
 from ..models import generate
-from ..rewards import seva
+from ..rewards import seva, seva_output
 
 CLASSES = ("attributable", "not_attributable")
 
@@ -51,9 +51,9 @@ class VerificationRecord:
 def grade_response(response: str, gold_label: str, id: str = "") -> VerificationRecord:
     """Parse one verifier response and score its structure (``seva.process_reward_parts``)."""
     parts = seva.process_reward_parts(response, gold_label)
-    obj, _ = seva.parse_verifier_output(response)
+    obj, _ = seva_output.parse_verifier_output(response)
     lenient = seva.normalize_label(obj.get("label")) if obj else None
-    complete = obj is not None and all(k in obj for k in seva.REQUIRED_FIELDS)
+    complete = obj is not None and all(k in obj for k in seva_output.REQUIRED_FIELDS)
     predicted = lenient if complete else None
     error_type = seva.normalize_error_type(obj.get("error_type")) if obj and lenient == "not_attributable" else None
     return VerificationRecord(id=id, gold=seva.normalize_label(gold_label) or gold_label, predicted=predicted,
@@ -145,7 +145,7 @@ def evaluate_verifier(model, tokenizer, pairs: Sequence[Any], *, max_new_tokens:
     pairs = list(pairs)
     if not pairs:
         raise ValueError("no pairs to verify")
-    prompts = [tokenizer.apply_chat_template(seva.verifier_messages(p.claim, p.source), tokenize=False,
+    prompts = [tokenizer.apply_chat_template(seva_output.verifier_messages(p.claim, p.source), tokenize=False,
                                              add_generation_prompt=True) for p in pairs]
     gens = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                     batch_size=batch_size, seed=seed, progress=progress, desc=desc)

@@ -19,7 +19,7 @@ reward reads: ``golds`` (``qa_judge``, ``corver``, ``k2v``), ``prompt_id`` and `
 §3.2).
 
 SEVA (002) trains a verifier, not a policy; its verifier enters the comparison as a policy
-reward through ``seva_claims`` (``rewards.seva.SevaClaimsReward``: the answer's claims, each
+reward through ``seva_claims`` (``rewards.seva_claims.SevaClaimsReward``: the answer's claims, each
 given SEVA's K.1-K.2 structured verdict against its retrieved passages, r = Attributable
 share), the issue's "SEVA-verified claims as reward". Its verifier is the run's judge unless
 ``args.model`` names a trained one (a merged 03_seva checkpoint).

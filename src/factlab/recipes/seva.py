@@ -40,7 +40,7 @@ from ..data.types import read_jsonl
 from ..eval.suites import evaluate_model
 from ..experiment import TrainingConfig
 from ..paths import write_json
-from ..rewards import Resources, RewardSpec, build_rewards, seva
+from ..rewards import Resources, RewardSpec, build_rewards, seva_output
 from ..synth import seva as synth
 from ..synth.perturbations import miniworld_pairs, probe_filter
 from ..synth.seva import TeacherSection
@@ -123,7 +123,7 @@ def load_pair_sets(cfgs: Sequence[PairDataConfig], world=None) -> dict[str, list
 def verifier_rows(pairs: Sequence[Any]) -> list[dict]:
     """GRPO rows: the K.1-K.2 chat prompt, ``label``, ``claim`` (``seva_process``'s ``verdict: kb``
     reads it) and ``id`` per pair."""
-    return [{"prompt": seva.verifier_messages(p.claim, p.source), "label": p.label, "claim": p.claim, "id": p.id}
+    return [{"prompt": seva_output.verifier_messages(p.claim, p.source), "label": p.label, "claim": p.claim, "id": p.id}
             for p in pairs]
 
 

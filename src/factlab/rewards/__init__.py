@@ -13,8 +13,9 @@ rating_rar         reward      ``rewards.rar`` (001 §5, Figure 7)
 veriscore          reward      ``rewards.rar`` (001 §4.2, Figures 8-9)
 factscore          reward      ``rewards.rar`` (004 Table 14, App. D.3; FActScore, top-5)
 lm_judge           reward      ``rewards.rar`` (001 §4.2)
-seva_process       reward      ``rewards.seva`` (002 §2.3, Algorithm 1)
-seva_binary        reward      ``rewards.seva`` (002 §2.3)
+seva_process       reward      ``rewards.seva_trl`` (002 §2.3, Algorithm 1)
+seva_binary        reward      ``rewards.seva_trl`` (002 §2.3)
+seva_claims        reward      ``rewards.seva_claims`` (002 §2.2, K.1-K.2; ours, 06_compare)
 k2v                reward      ``rewards.k2v`` (003 §3.3, Eq. 8, answer-gated)
 k2v_checklist      reward      ``rewards.k2v`` (003 §3.2, Eq. 4-5, pass rate)
 overlong           reward      ``rewards.length`` (DAPO's overlong buffer; 003 Table 7)
@@ -33,7 +34,8 @@ to the weighted sum of the rewards (``factlab.train.stepwise_grpo``).
 
 from __future__ import annotations
 
-from . import corver, general_rm, k2v, klcf, length, qa, rar, seva  # noqa: F401  (importing a family registers its rewards)
+# importing a family registers its rewards
+from . import corver, general_rm, k2v, klcf, length, qa, rar, seva, seva_claims, seva_trl  # noqa: F401
 from .base import (JudgeBackedReward, Reward, RewardFunction, TokenShaping, TokenShapingFn, completion_text, cost_of,
                    datastores_of, failures_of, judge_totals, judges_of, models_of, prompt_text, response_text)
 from .registry import REWARDS, RewardEntry, RewardSet, RewardSpec, available, build_rewards, register

@@ -1,11 +1,10 @@
-"""SEVA's structured verifier output, its process reward, and the binary-reward baseline.
+"""SEVA's process reward and the binary-reward baseline.
 
 002_56f1a732f42030d3.txt, read next to:
 
-- §2.2, Appendix K.1, §B.1, Appendix H, Table 20: the output v = (A, C, y, gamma, e, s) as
-  ``EvidenceAlignment`` / ``ReasoningStep`` / ``VerifierOutput``; ``parse_verifier_output`` and
-  ``validate_output``; the prompts are ``factlab.prompts.SEVA_SYSTEM_PROMPT`` /
-  ``SEVA_USER_PROMPT`` (``verifier_messages``).
+- §2.2, Appendix K.1, §B.1, Appendix H, Table 20: the output v = (A, C, y, gamma, e, s), its
+  parse and its checks are ``rewards.seva_output`` (``EvidenceAlignment`` / ``ReasoningStep`` /
+  ``VerifierOutput``, ``parse_verifier_output``, ``validate_output``, ``verifier_messages``).
 - Appendix C.1, Table 13: ``normalize_label``.
 - Eq. (1), §2.3 "Process reward as the resolution" / "Component scoring", Algorithm 1,
   Appendix C.2-C.4 (Eqs. 3-5): ``process_reward`` / ``process_reward_parts`` and the component
@@ -14,10 +13,11 @@
 - §2.3 "The failure of binary reward": ``binary_reward``.
 - Appendix I, Table 21: ``SevaRewardWeights`` and ``WEIGHT_SPLITS``.
 - Table 1, Appendix C.5 Table 14: ``reward_landscape`` (the paper's numbers beside ours).
-- ``SevaProcessReward`` / ``SevaBinaryReward``: TRL reward functions over a ``label`` column.
-- ``SevaClaimsReward`` (``seva_claims``): SEVA's verifier turned on a policy (ours, for
-  06_compare; the paper trains verifiers only): the answer's claims, each given a K.1-K.2
-  verdict against its retrieved passages as the source; r = Attributable share.
+- ``rewards.seva_trl``: ``SevaProcessReward`` / ``SevaBinaryReward``, TRL reward functions over
+  a ``label`` column.
+- ``rewards.seva_claims``: ``SevaClaimsReward`` (``seva_claims``), SEVA's verifier turned on a
+  policy (ours, for 06_compare; the paper trains verifiers only): the answer's claims, each
+  given a K.1-K.2 verdict against its retrieved passages as the source; r = Attributable share.
 
 The paper's numbers do not all follow from its formulas (Algorithm 1 promises R in
 [-0.10, 1.28]; the formulas give [-0.08, 1.21]). The code follows the formulas; where they
@@ -89,212 +89,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import time
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Mapping
 
-from pydantic import Field, field_validator
-
-from .. import prompts as P
-from ..config import MAX_TOKENS, Section
-from ..corpus.retrieval import VERISCORE_TOP_K
-from ..judges import make_judge
-from ..labels import (ERROR_TYPES, LABEL_ALIASES, LABEL_NAMES, LABELS, Label, normalize_error_type,  # noqa: F401
-                      normalize_label, snake_token as _token, words as _words)
-from ..parsing import parse_json
-from ..text import split_sentences
-from . import kb
-from .base import RewardFunction, completion_text, prompt_text, response_text
-from .rar import format_passages
-from .registry import register
-
-ALIGNMENT_STATUSES = ("match", "mismatch", "not_found")  # §2.2
-STEP_JUDGMENTS = ("supported", "not_supported", "partially_supported")  # §2.2
-REQUIRED_FIELDS = ("evidence_alignment", "reasoning_chain", "label", "confidence")  # §B.1 (1)
-DIAGNOSIS_FIELDS = ("error_type", "fix_suggestion")  # §2.2 "Error diagnosis"
-ALIGNMENT_FIELDS = ("claim_span", "source_span", "status")
-STEP_FIELDS = ("claim_part", "source_evidence", "judgment", "explanation")
-NO_ERROR_WORDS = frozenset({"", "none", "null", "n a", "na", "no error", "not applicable"})
-
-
-def _length(value: Any) -> int:
-    """|x| of Eqs. 3-5: characters of the stripped string; 0 for anything that is not a string."""
-    return len(value.strip()) if isinstance(value, str) else 0
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object" if isinstance(value, Mapping) else type(value).__name__
-
-
-def _show(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-# ---------------------------------------------------------------- schema (§2.2, K.1)
-
-
-@dataclass(frozen=True)
-class EvidenceAlignment:
-    """One entry (c_i, d_i, status_i) of the evidence alignment A (§2.2)."""
-
-    claim_span: str
-    source_span: str
-    status: Literal["match", "mismatch", "not_found"]
-
-
-@dataclass(frozen=True)
-class ReasoningStep:
-    """One step of the reasoning chain C (§2.2)."""
-
-    claim_part: str
-    source_evidence: str
-    judgment: Literal["supported", "not_supported", "partially_supported"]
-    explanation: str
-
-
-@dataclass(frozen=True)
-class VerifierOutput:
-    """The structured output v = (A, C, y, gamma, e, s) in the JSON shape of Appendix K.1.
-
-    ``error_type`` / ``fix_suggestion`` are left out of the JSON when None (Attributable)."""
-
-    evidence_alignment: tuple[EvidenceAlignment, ...]
-    reasoning_chain: tuple[ReasoningStep, ...]
-    label: str  # "Attributable" | "Not Attributable"
-    confidence: float
-    error_type: str | None = None
-    fix_suggestion: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "evidence_alignment": [asdict(a) for a in self.evidence_alignment],
-            "reasoning_chain": [asdict(s) for s in self.reasoning_chain],
-            "label": self.label,
-            "confidence": self.confidence,
-        }
-        for name in DIAGNOSIS_FIELDS:
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        return out
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False)
-
-
-def verifier_messages(claim: str, source: str) -> list[dict[str, str]]:
-    """The chat turns SEVA is trained and evaluated with: K.1 system prompt, K.2 user prompt."""
-    return P.chat_messages(P.SEVA_USER_PROMPT.format(claim=claim, source=source), P.SEVA_SYSTEM_PROMPT.format())
-
-
-def error_present(value: Any) -> bool:
-    """Eq. 5's "err. present": anything but missing / null / empty / a no-error word."""
-    if value is None:
-        return False
-    if isinstance(value, str):
-        return _words(value) not in NO_ERROR_WORDS
-    if isinstance(value, (list, Mapping)):
-        return len(value) > 0
-    return True
-
-
-def _entry_problems(value: Any, name: str, text_fields: Sequence[str], enum_field: str,
-                    allowed: Sequence[str]) -> list[tuple[str, str]]:
-    if not isinstance(value, list):
-        return [(name, f"expected an array, got {_kind(value)}")]
-    out = []
-    for i, entry in enumerate(value):
-        where = f"{name}[{i}]"
-        if not isinstance(entry, Mapping):
-            out.append((where, f"expected an object, got {_kind(entry)}"))
-            continue
-        for key in text_fields:
-            if key not in entry:
-                out.append((f"{where}.{key}", "missing"))
-            elif not isinstance(entry[key], str):
-                out.append((f"{where}.{key}", f"expected a string, got {_kind(entry[key])}"))
-        if enum_field not in entry:
-            out.append((f"{where}.{enum_field}", "missing"))
-        elif _token(entry[enum_field]) not in allowed:
-            out.append((f"{where}.{enum_field}", f"{_show(entry[enum_field])} is not one of {'|'.join(allowed)}"))
-    return out
-
-
-def _required_field_problems(obj: Mapping) -> list[tuple[str, str]]:
-    """§B.1 checks (1)-(4) on the four required fields, plus their types."""
-    out = [(name, "missing") for name in REQUIRED_FIELDS if name not in obj]
-    if "evidence_alignment" in obj:
-        out += _entry_problems(obj["evidence_alignment"], "evidence_alignment",
-                               ("claim_span", "source_span"), "status", ALIGNMENT_STATUSES)
-    if "reasoning_chain" in obj:
-        out += _entry_problems(obj["reasoning_chain"], "reasoning_chain",
-                               ("claim_part", "source_evidence", "explanation"), "judgment", STEP_JUDGMENTS)
-    if "label" in obj and normalize_label(obj["label"]) is None:
-        out.append(("label", f"{_show(obj['label'])} is not Attributable / Not Attributable or a Table 13 alias"))
-    if "confidence" in obj:
-        c = obj["confidence"]
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or not 0.0 <= c <= 1.0:
-            out.append(("confidence", f"expected a number in [0, 1], got {_show(c)}"))
-    return out
-
-
-def _diagnosis_problems(obj: Mapping) -> list[tuple[str, str]]:
-    """§2.2 / Appendix H: NA needs one taxonomy error type and a fix; A has no error type."""
-    out = []
-    error, fix = obj.get("error_type"), obj.get("fix_suggestion")
-    if error_present(error) and normalize_error_type(error) is None:
-        out.append(("error_type", f"{_show(error)} is not one of {'|'.join(ERROR_TYPES)}"))
-    if fix is not None and not isinstance(fix, str):
-        out.append(("fix_suggestion", f"expected a string, got {_kind(fix)}"))
-    predicted = normalize_label(obj.get("label"))
-    if predicted == "not_attributable":
-        if not error_present(error):
-            out.append(("error_type", "missing: a Not Attributable label needs an error type (Appendix H)"))
-        if not _length(fix):
-            out.append(("fix_suggestion", "missing: a Not Attributable label needs a fix suggestion (§2.2)"))
-    elif predicted == "attributable" and error_present(error):
-        out.append(("error_type", "an Attributable label has no error type (Appendix H)"))
-    return out
-
-
-def validate_output(obj: Any) -> list[str]:
-    """Every schema problem of a parsed output as ``"field.path: what is wrong"``; [] = valid."""
-    if not isinstance(obj, Mapping):
-        return [f"<root>: expected a JSON object, got {_kind(obj)}"]
-    return [f"{path}: {msg}" for path, msg in _required_field_problems(obj) + _diagnosis_problems(obj)]
-
-
-_ENTRY_KEYS = frozenset(ALIGNMENT_FIELDS + STEP_FIELDS)
-_TOP_LEVEL_KEYS = frozenset(REQUIRED_FIELDS + DIAGNOSIS_FIELDS)
-
-
-def _read(text: Any) -> tuple[dict | None, str | None]:
-    """The verifier's JSON object, or (None, why the parse failed) (interpretation 1)."""
-    obj = parse_json(text)
-    if obj is None:
-        return None, "no JSON object found"
-    if not isinstance(obj, dict):
-        return None, "the first JSON value is an array, not an object"
-    if not (_TOP_LEVEL_KEYS & obj.keys()) and (_ENTRY_KEYS & obj.keys()):
-        return None, "the only complete JSON object is a lone alignment / reasoning entry (response cut off?)"
-    return obj, None
-
-
-def parse_verifier_output(text: str) -> tuple[dict | None, list[str]]:
-    """(parsed output, its schema problems); (None, [why]) when Algorithm 1's parse fails."""
-    obj, failure = _read(text)
-    if obj is None:
-        return None, [failure or "parse failed"]
-    return obj, validate_output(obj)
+from ..labels import LABEL_ALIASES, Label, normalize_error_type, normalize_label, snake_token as _token
+from .seva_output import (ALIGNMENT_STATUSES, REQUIRED_FIELDS, STEP_JUDGMENTS, EvidenceAlignment, ReasoningStep,
+                          VerifierOutput, error_present, read_output as _read,
+                          required_field_problems as _required_field_problems, text_length as _length,
+                          validate_output)
 
 
 # ---------------------------------------------------------------- components (Appendix C)
@@ -442,14 +244,15 @@ WEIGHT_SPLIT_ALIASES: Mapping[str, str] = {"process-heavy": "90/10", "ours": "70
                                            "outcome-heavy": "30/70", "binary": "0/100"}
 
 
-def _weights(weights: SevaRewardWeights | str) -> SevaRewardWeights:
+def as_weights(weights: SevaRewardWeights | str) -> SevaRewardWeights:
+    """``weights`` itself, or the Table 21 split of that name (``SevaRewardWeights.split``)."""
     return SevaRewardWeights.split(weights) if isinstance(weights, str) else weights
 
 
 def calibration_term(confidence: Any, label_correct: bool,
                      weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> float:
     """R_cal (Algorithm 1 lines 10-14): +gamma x 0.15 when the label is right, -gamma x 0.10 when not."""
-    w, gamma = _weights(weights), confidence_of(confidence)
+    w, gamma = as_weights(weights), confidence_of(confidence)
     return gamma * w.calibration_bonus if label_correct else -gamma * w.overconfidence_penalty
 
 
@@ -457,7 +260,7 @@ def reward_bounds(weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> tuple[f
     """The least and greatest ``process_reward`` over all responses and both gold labels
     (interpretation 11): [-0.08, 1.21] with the default weights. Both ends are reached
     (``reward_landscape``'s Algorithm 1 rows)."""
-    w = _weights(weights)
+    w = as_weights(weights)
     lowest = 0.2 * w.format - w.overconfidence_penalty  # {"label": <wrong>, "confidence": 1}, gold NA
     highest = w.format + w.alignment + 1.2 * w.chain + w.label + w.diagnosis + w.calibration_bonus
     return min(0.0, lowest), max(0.0, highest)
@@ -472,7 +275,7 @@ def process_reward_parts(response: str, gold_label: str,
                          weights: SevaRewardWeights | str = DEFAULT_WEIGHTS) -> dict[str, Any]:
     """Algorithm 1 term by term: R_f, R_a, R_c (= R_c_steps + length_bonus), R_l, R_d, gamma,
     the calibration term, the total R, ``parse_failed`` and the schema ``problems``."""
-    gold, w = _gold(gold_label), _weights(weights)
+    gold, w = _gold(gold_label), as_weights(weights)
     obj, failure = _read(response)
     if obj is None:  # Algorithm 1 line 2
         return {**dict.fromkeys(_PART_KEYS, 0.0), "parse_failed": True, "problems": [failure]}
@@ -504,242 +307,6 @@ def binary_reward(response: str, gold_label: str) -> float:
     gold = _gold(gold_label)
     obj, _ = _read(response)
     return 1.0 if obj is not None and normalize_label(obj.get("label")) == gold else 0.0
-
-
-# ---------------------------------------------------------------- TRL reward functions
-
-
-class _SevaReward(RewardFunction):
-    __name__ = "seva"
-
-    def _texts(self, completions: Sequence[Any], label: Sequence[Any] | None) -> list[str]:
-        if label is None:
-            raise KeyError(f"{type(self).__name__} needs a 'label' column in the training dataset "
-                           "(the gold Attributable / Not Attributable label of each claim-source pair)")
-        if len(label) != len(completions):
-            raise ValueError(f"{len(completions)} completions but {len(label)} gold labels")
-        return [completion_text(c) for c in completions]
-
-    def _count(self, parse_failed: Sequence[bool], log_metric) -> None:
-        self.stats["responses"] += len(parse_failed)
-        self.stats["parse_failures"] += sum(parse_failed)
-        if log_metric is not None and parse_failed:
-            log_metric("seva/parse_failure_rate", sum(parse_failed) / len(parse_failed))
-
-
-class SevaProcessReward(_SevaReward):
-    """TRL reward function: Algorithm 1's process reward against the ``label`` column.
-
-    Logs ``seva/parse_failure_rate`` and the batch means ``seva/R_f`` ... ``seva/R_d`` (the
-    structural-quality curves of §3.5 / Figure 6)."""
-
-    __name__ = "seva_process"
-
-    def __init__(self, weights: SevaRewardWeights | str = DEFAULT_WEIGHTS, verdict: str = "judge"):
-        super().__init__()
-        if verdict not in ("judge", "kb"):
-            raise ValueError(f"verdict must be 'judge' or 'kb', got {verdict!r}")
-        self.weights, self.verdict = _weights(weights), verdict
-
-    def __call__(self, prompts=None, completions=(), label=None, claim=None, log_metric=None,
-                 **_: Any) -> list[float]:
-        texts = self._texts(completions, label)
-        if self.verdict == "kb":  # R_l and R_d against the world's truth of the claim (rewards.kb.gold_label)
-            if claim is None:
-                raise KeyError("seva_process with verdict: kb needs a 'claim' column (recipes.seva.verifier_rows)")
-            label = [kb.gold_label(c, g) for c, g in zip(claim, label)]
-        parts = [process_reward_parts(t, g, self.weights) for t, g in zip(texts, label)]
-        self._count([p["parse_failed"] for p in parts], log_metric)
-        if log_metric is not None and parts:
-            for key in ("R_f", "R_a", "R_c", "R_l", "R_d"):
-                log_metric(f"seva/{key}", sum(p[key] for p in parts) / len(parts))
-        return [p["total"] for p in parts]
-
-
-class SevaBinaryReward(_SevaReward):
-    """TRL reward function: the binary baseline (§2.3) against the ``label`` column."""
-
-    __name__ = "seva_binary"
-
-    def __call__(self, prompts=None, completions=(), label=None, log_metric=None, **_: Any) -> list[float]:
-        texts = self._texts(completions, label)
-        objs = [_read(t)[0] for t in texts]
-        self._count([o is None for o in objs], log_metric)
-        return [0.0 if o is None else score_label(o.get("label"), g) for o, g in zip(objs, label)]
-
-
-class SevaProcessArgs(Section):
-    """``seva_process`` arguments: the Table 21 weight split by name ("70/30" = the paper's);
-    ``verdict: kb``: the label part (R_l, and R_d's gold) takes the world's truth of the claim
-    instead of the dataset's label where the knowledge base can read the claim."""
-
-    weights: str = "70/30"
-    verdict: Literal["judge", "kb"] = "judge"
-
-    @field_validator("weights")
-    @classmethod
-    def _known_split(cls, name: str) -> str:
-        try:
-            SevaRewardWeights.split(name)
-        except KeyError as e:
-            raise ValueError(e.args[0]) from None
-        return name
-
-
-@register("seva_process", args=SevaProcessArgs,
-          summary="five-part process reward of a structured verdict, Algorithm 1 (002 §2.3, App. C)")
-def _build_seva_process(args: SevaProcessArgs, resources) -> SevaProcessReward:
-    return SevaProcessReward(args.weights, args.verdict)
-
-
-@register("seva_binary", summary="1 iff the verdict's label is right: the §2.3 control (002)")
-def _build_seva_binary(args, resources) -> SevaBinaryReward:
-    return SevaBinaryReward()
-
-
-# ---------------------------------------------------------------- SEVA-verified claims as a policy reward
-
-# Prefill for a judge too small to write the structure: the answer starts at its label.
-LABEL_PREFILL = '{"label": "'
-_LABEL_FIELD = re.compile(r'"label"\s*:\s*"([^"]*)')
-
-
-def claim_verdict(text: str) -> Label | None:
-    """The label of a verifier answer: the ``label`` of its JSON object (Table 13 aliases),
-    else a ``"label": "..."`` pair in an answer cut off before its JSON closed; None when
-    neither is readable."""
-    obj, _ = _read(text)
-    if obj is not None and normalize_label(obj.get("label")) is not None:
-        return normalize_label(obj.get("label"))
-    m = _LABEL_FIELD.search(text or "")
-    return normalize_label(m.group(1)) if m else None
-
-
-def _claim_and_question(claim: str) -> tuple[str, str | None]:
-    """(the answer sentence, the question) of a ``sentence_claims`` claim; (claim, None) for
-    any other claim."""
-    m = re.match(r"Question: (.*)\nAnswer: (.*)\Z", claim, re.S)
-    return (m.group(2), m.group(1)) if m else (claim, None)
-
-
-def sentence_claims(prompt: str, response: str) -> list[str]:
-    """The response's sentences as claims, each after the question (``Question: ...
-    Answer: <sentence>``) so that a bare short answer ("Lima.") is a checkable claim."""
-    spans = split_sentences(response)
-    sents = [response[a:b].strip() for a, b in spans]
-    head = f"Question: {prompt.strip()}\nAnswer: " if prompt and prompt.strip() else ""
-    return list(dict.fromkeys(head + s for s in sents if s))
-
-
-class SevaClaimsReward(RewardFunction):
-    """A policy reward from SEVA-verified claims: the response's claims (extracted by the
-    claim verifier's judge, Figure 8 of 001, or its sentences), each checked by a verifier
-    with SEVA's K.1 system / K.2 user prompts against its top ``top_k`` retrieved passages
-    (the prompt's pre-cached ones when a ``prompt_id`` column is given) as the source;
-    r = Attributable claims / claims.
-
-    A response with no claim scores 0.0 (``no_claims``); one whose claim list cannot be read
-    scores None (left out of the group statistics, ``failure_rate``); a verdict without a
-    readable label counts as not attributable (``verdict_failures``). ``stats["judge_calls"]``
-    counts extraction and verification calls."""
-
-    __name__ = "seva_claims"
-
-    def __init__(self, verifier_judge, datastore, *, extractor=None, top_k: int = 4, max_claims: int = 8,
-                 verdict: str = "generate"):
-        if verdict not in ("generate", "choice", "kb"):
-            raise ValueError(f"verdict must be 'generate', 'choice' or 'kb', got {verdict!r}")
-        super().__init__()
-        self.judge, self.datastore, self.extractor = verifier_judge, datastore, extractor
-        self.top_k, self.max_claims, self.verdict = top_k, max_claims, verdict
-
-    def judges(self) -> list[Any]:
-        """The verifier's judge (none with ``verdict: kb``) and the claim extractor's."""
-        return [j for j in (None if self.verdict == "kb" else self.judge,
-                            self.extractor.judge if self.extractor is not None else None) if j is not None]
-
-    def datastores(self) -> list[Any]:
-        return [self.datastore] if self.datastore is not None and self.verdict != "kb" else []
-
-    def claims(self, prompts: Sequence[str], responses: Sequence[str]) -> list[list[str] | None]:
-        if self.extractor is None:
-            return [sentence_claims(p, r)[:self.max_claims] for p, r in zip(prompts, responses)]
-        got = self.extractor.extract(prompts, responses)
-        self.stats["judge_calls"] += len(got)
-        return [None if c is None else c[:self.max_claims] for c in got]
-
-    def verify(self, claims: Sequence[str], prompt_ids: Sequence[Any] | None = None) -> list[Label | None]:
-        """One SEVA verdict per claim against its retrieved passages; None = unreadable."""
-        if not claims:
-            return []
-        if self.verdict == "kb":  # the mini-world's truth: attributable when the knowledge base supports it
-            self.stats["kb_verdicts"] += len(claims)
-            return ["attributable" if kb.claim_true(*_claim_and_question(c)) else "not_attributable" for c in claims]
-        hits = self.datastore.retrieve_many(list(claims), self.top_k,
-                                            prompt_ids=list(prompt_ids) if prompt_ids is not None else None)
-        asks = [P.SEVA_USER_PROMPT.format(claim=c, source=format_passages(h)) for c, h in zip(claims, hits)]
-        if self.verdict == "choice":  # constrained to the label (``Judge.choose``), the structure skipped
-            outs = self.judge.choose(asks, ("Attributable", "Not Attributable"), prefix=LABEL_PREFILL)
-        else:
-            outs = self.judge.judge(asks)
-        self.stats["judge_calls"] += len(outs)
-        verdicts = [claim_verdict(t) for t in outs]
-        self.stats["verdict_failures"] += sum(v is None for v in verdicts)
-        return verdicts
-
-    def __call__(self, prompts=(), completions=(), prompt_id=None, log_metric=None, **_: Any) -> list[float | None]:
-        t0 = time.perf_counter()
-        responses = [response_text(c) for c in completions]
-        claims = self.claims([prompt_text(p) for p in prompts], responses)
-        flat = [(i, c) for i, cs in enumerate(claims) for c in (cs or [])]
-        verdicts = self.verify([c for _, c in flat], [prompt_id[i] for i, _ in flat] if prompt_id is not None else None)
-        labels: list[list[bool] | None] = [None if cs is None else [] for cs in claims]
-        for (i, _), v in zip(flat, verdicts):
-            labels[i].append(v == "attributable")  # type: ignore[union-attr]
-        scores = [None if ls is None else (sum(ls) / len(ls) if ls else 0.0) for ls in labels]
-        self.seconds += time.perf_counter() - t0
-        self.stats["responses"] += len(scores)
-        self.stats["no_claims"] += sum(ls == [] for ls in labels)
-        self.stats["failures"] += sum(s is None for s in scores)
-        if log_metric is not None and scores:
-            log_metric("seva_claims/failure_rate", sum(s is None for s in scores) / len(scores))
-            log_metric("seva_claims/claims_mean", len(flat) / len(scores))
-        return scores
-
-
-class SevaClaimsArgs(Section):
-    """``seva_claims`` arguments. ``claims``: ``extract`` (the claim verifier's judge, 001
-    Figure 8) or ``sentences`` (no call; for short answers); ``top_k`` passages per claim are its
-    source; ``verdict``: ``generate`` (SEVA's structured JSON, its label read) or ``choice`` (the
-    label alone by next-token score after ``{"label": "``, for judges too small to write the
-    structure); ``model``: the verifier (a model name or folder, e.g. a merged 03_seva
-    checkpoint), default the run's judge model, on the run's judge backend."""
-
-    claims: Literal["extract", "sentences"] = "extract"
-    top_k: int = Field(VERISCORE_TOP_K, ge=1)
-    max_claims: int = Field(8, ge=1)
-    verdict: Literal["generate", "choice", "kb"] = "generate"
-    max_new_tokens: int = Field(512, ge=1, le=MAX_TOKENS)  # the structured verdict (alignment, chain, label, diagnosis)
-    model: str | None = None
-
-
-@register("seva_claims", args=SevaClaimsArgs,
-          summary="SEVA-verified claims (K.1-K.2 verdict per claim vs retrieved passages): attributable share (002, 001)")
-def _build_seva_claims(args: SevaClaimsArgs, resources) -> SevaClaimsReward:
-    if args.verdict == "kb":  # no verifier, no datastore; claims from the extractor or the sentences
-        return SevaClaimsReward(None, None, extractor=resources.claim_verifier() if args.claims == "extract" else None,
-                                top_k=args.top_k, max_claims=args.max_claims, verdict="kb")
-    overrides: dict[str, Any] = {"system": P.SEVA_SYSTEM_PROMPT.format(), "max_new_tokens": args.max_new_tokens}
-    if args.model:
-        overrides["model"] = args.model
-    if resources.judge_cache is not None:
-        overrides["cache"] = resources.judge_cache
-    # memoized with the run's judges ("judge" keys), so a comparison counts its calls and tokens
-    judge = resources.memo(("judge", tuple(sorted({**overrides, "system": "seva"}.items()))),
-                           lambda: make_judge(resources.cfg.judge, **overrides))
-    return SevaClaimsReward(judge, resources.datastore("veriscore"),
-                            extractor=resources.claim_verifier() if args.claims == "extract" else None,
-                            top_k=args.top_k, max_claims=args.max_claims, verdict=args.verdict)
 
 
 # ---------------------------------------------------------------- reward landscape (Tables 1, 14)

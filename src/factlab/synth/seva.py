@@ -5,7 +5,7 @@
 - ``annotate`` (§2.4, Appendix B.1): a teacher (any ``factlab.judges`` backend, with the
   K.3 system prompt, ``teacher_system_prompt``) writes the structured output for each claim/source pair; each answer
   is validated (JSON with evidence_alignment, reasoning_chain, label, confidence; statuses,
-  judgments and confidence in range: ``rewards.seva.validate_output``) and re-generated up
+  judgments and confidence in range: ``rewards.seva_output.validate_output``) and re-generated up
   to 3 times when it fails. Ours, on top of B.1: an annotation whose label disagrees with the
   gold label is rejected too (``require_gold_label``), since SFT on it would teach the wrong
   verdict. Retries use a new sampling seed per attempt; with a greedy teacher they would
@@ -32,7 +32,7 @@ from .. import prompts as P
 from ..config import JudgeSection, Section
 from ..judges import make_judge
 from ..labels import STRATEGY_ERROR_TYPES
-from ..rewards import seva
+from ..rewards import seva, seva_output
 from .perturbations import MINIWORLD, miniworld_pairs
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def teacher_system_prompt() -> str:
     """The teacher's system prompt (002 §2.4, Appendix K.3): the K.3 instructions verbatim, then
     the K.1 JSON structure the verifier is trained to emit, then two few-shot examples (the
     paper omits its own; ours are Appendix J's Ex. 1 and Ex. 2). The verifier itself keeps the
-    K.1 prompt (``rewards.seva.verifier_messages``)."""
+    K.1 prompt (``rewards.seva_output.verifier_messages``)."""
     structure = P.SEVA_SYSTEM_PROMPT.format().split("structure:\n", 1)[1]
     shots = "\n\n".join(f"Claim: {c}\nSource: {src}\nOutput: {out.to_json()}" for c, src, out in _TEACHER_EXAMPLES)
     return f"{P.SEVA_TEACHER_PROMPT}\n\nRespond in JSON with the following structure:\n{structure}\n\nExamples:\n\n{shots}"
@@ -95,7 +95,7 @@ def annotate(judge, pairs: Sequence[Any], max_attempts: int = MAX_ATTEMPTS, requ
             calls += len(pending)
             still = []
             for i, text in zip(pending, texts):
-                obj, problems = seva.parse_verifier_output(text)
+                obj, problems = seva_output.parse_verifier_output(text)
                 gold = seva.normalize_label(pairs[i].label)
                 if obj is not None and not problems and require_gold_label and seva.normalize_label(obj.get("label")) != gold:
                     problems = [f"label {obj.get('label')!r} disagrees with gold {pairs[i].label!r}"]

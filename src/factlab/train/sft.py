@@ -26,7 +26,7 @@ from trl import SFTConfig, SFTTrainer
 
 from ..config import UNREDACTED, SFTSection
 from ..models import load_model, lora_config, release_memory, training_dtype
-from ..rewards import seva
+from ..rewards import seva_output
 from .grpo import TrainResult, resume_checkpoint
 from .trl_seam import log_metric
 
@@ -40,7 +40,7 @@ def sft_dataset(pairs: Sequence[Any], annotations: Sequence[dict | None]) -> Dat
     (None entries are skipped); raises when nothing is left."""
     if len(pairs) != len(annotations):
         raise ValueError(f"{len(pairs)} pairs for {len(annotations)} annotations")
-    rows = [{"prompt": seva.verifier_messages(p.claim, p.source),
+    rows = [{"prompt": seva_output.verifier_messages(p.claim, p.source),
              "completion": [{"role": "assistant", "content": json.dumps(a, ensure_ascii=False)}],
              "id": p.id}
             for p, a in zip(pairs, annotations) if a is not None]
