@@ -655,7 +655,7 @@ def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back(
 
 def test_readout_model_is_read_by_the_scorer_through_its_new_rows(tiny_model_and_tokenizer, tmp_path):
     import torch
-    from factlab.rewards.klcf import TruthfulnessScorer
+    from factlab.rewards.klcf_truth import TruthfulnessScorer
     from factlab.recipes.klcf import save_readout_model
 
     model, tok = tiny_model_and_tokenizer

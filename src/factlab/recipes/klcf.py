@@ -74,8 +74,8 @@ from ..experiment import TrainingConfig
 from ..judges import make_judge
 from ..models import chat_prompt, generate, load_model, release_memory, resolve_model
 from ..rewards import Resources, RewardSpec, build_rewards
-from ..rewards.klcf import (TABLE2_WEIGHTS, KLCFTruthArgs, TruthfulnessScorer, checklist_verifier, claim_truth,
-                            format_reward, verdict_scores)
+from ..rewards.klcf import TABLE2_WEIGHTS, KLCFTruthArgs, checklist_verifier, claim_truth, format_reward, verdict_scores
+from ..rewards.klcf_truth import TruthfulnessScorer
 from ..rewards.length import LengthPenalty, LengthPenaltyArgs, length_penalty
 from ..synth import klcf as synth
 from ..train.grpo import TrainResult, merge_adapter, run

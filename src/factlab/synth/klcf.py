@@ -77,7 +77,7 @@ from ..data.types import read_jsonl, write_jsonl
 from ..models import chat_prompt, generate, load_model
 from ..parsing import parse_json
 from ..rewards.corver import COUNT_THRESHOLDS
-from ..rewards.klcf import EXTRACTION_PREFILL, claim_item, parse_claim_list
+from ..rewards.klcf_claims import EXTRACTION_PREFILL, claim_item, parse_claim_list
 from ..rewards.rar import format_passages
 from ..text import normalize_answer, sentence_claims
 from ..prompts import chat_messages
