@@ -255,7 +255,7 @@ from factlab import parsing  # noqa: E402
 from factlab.data import kb  # noqa: E402
 from factlab.eval import alarms, truth, winrate  # noqa: E402
 from factlab.rewards import corver, k2v, klcf, klcf_claims, klcf_verify, rar, seva, triplets  # noqa: E402
-from factlab.synth import kg, klcf as klcf_synth  # noqa: E402
+from factlab.synth import kg, klcf_labels  # noqa: E402
 
 # (prefix, unit repeated to the size, suffix): the shapes that made factlab's regexes superlinear
 # (repeated and unclosed tags, long runs of one character that a pattern half matches, unclosed
@@ -280,7 +280,7 @@ MODEL_TEXT_READERS = {
     "seva.claim_verdict": seva.claim_verdict, "seva.parse_verifier_output": seva.parse_verifier_output,
     "corver.entity_content_words": corver.entity_content_words, "triplets.parse_triplets": triplets.parse_triplets,
     "kg.parse_records": kg.parse_records, "klcf_claims.parse_claim_list": klcf_claims.parse_claim_list,
-    "klcf.parse_verification_label": klcf_synth.parse_verification_label,
+    "klcf_labels.parse_verification_label": klcf_labels.parse_verification_label,
     "alarms.completion_health": lambda s: alarms.completion_health([s]),
     # the exact-truth oracle: every sentence of a completion, its clauses and relation patterns (issue 43)
     "truth.label_sentences": lambda s: truth.label_sentences(s, context="What is the capital of France?"),

@@ -1,7 +1,8 @@
 """KLCF end to end (004_4f2ca2d982459bb2.txt), for ``notebooks/05_klcf.ipynb``.
 
 The pieces live where they belong (``synth.klcf``: the offline pipeline of §2.2, Stages 1-4, and
-the truthfulness data of Eq. 4; ``rewards.klcf``: Eq. 5-13 and Prompts 6-7; ``eval.longform``:
+``synth.klcf_truth_data`` the truthfulness data of Eq. 4; ``rewards.klcf``: Eq. 5-13, with
+Prompt 7 in ``rewards.klcf_verify`` and Prompt 6 in ``rewards.klcf_truth``; ``eval.longform``:
 Precision, Recall@K, F1@K, FActScore, Eq. 16-18; ``eval.winrate``: Prompt 8, Eq. 19-20); this
 module wires them from a ``KLCFConfig``:
 
@@ -78,6 +79,8 @@ from ..rewards.klcf import TABLE2_WEIGHTS, KLCFTruthArgs, checklist_verifier, cl
 from ..rewards.klcf_truth import TruthfulnessScorer
 from ..rewards.length import LengthPenalty, LengthPenaltyArgs, length_penalty
 from ..synth import klcf as synth
+from ..synth.klcf_sampling import cut_at_next_question, fewshot_prompt
+from ..synth.klcf_truth_data import miniworld_truth_data, pipeline_truth_data
 from ..train.grpo import TrainResult, merge_adapter, run
 from ..train.sft import run_sft
 from ..paths import write_json
@@ -103,10 +106,10 @@ class TruthRMSection(Section):
     (0.9, 0.95), gradient clip 1.0 (the last two through ``sft.extra`` in the full params).
 
     ``data``: the Eq. 4 training and held-out rows. ``pipeline`` (the paper's, the full params'):
-    the offline pipeline's SUPPORT / REFUTE claims only (``synth.klcf.pipeline_truth_data``; the
+    the offline pipeline's SUPPORT / REFUTE claims only (``synth.klcf_truth_data.pipeline_truth_data``; the
     held-out 1 : 1 set on queries no training row comes from). ``miniworld+pipeline`` (ours, the CPU
     smoke's): the mini-world's true facts and their entity swaps plus the pipeline's claims
-    (``synth.klcf.miniworld_truth_data``), because a 135M sampler's pipeline yields too few
+    (``synth.klcf_truth_data.miniworld_truth_data``), because a 135M sampler's pipeline yields too few
     labelled claims to train or test on; it needs the mini-world queries (checked when params load).
 
     ``ratio`` / ``negative_copies``: Eq. 4's sampling of the RM's training rows (None: the
@@ -460,17 +463,16 @@ def truth_data(cfg: KLCFConfig, resources: Resources, pipeline_labels: Mapping[s
     """(train, held-out, report) Eq. 4 rows as ``truth_rm.data`` says: the pipeline's SUPPORT /
     REFUTE claims only (``pipeline``, the paper's; held out by query, ``query_of``: claim -> query
     id) or those plus the mini-world's facts and entity swaps (``miniworld+pipeline``, the smoke's).
-    ``exclude``: the evaluation queries' claims (``synth.klcf.eval_claims``), in neither set
+    ``exclude``: the evaluation queries' claims (``synth.klcf_truth_data.eval_claims``), in neither set
     (§2.2, Table 12: D_truth from the training sets only), counted as ``eval_claims_excluded``."""
     p, rm = cfg.pipeline, cfg.truth_rm
     ratio, copies = rm.ratio or p.ratio, rm.negative_copies or p.negative_copies
     if rm.data == "pipeline":
-        return synth.pipeline_truth_data(pipeline_labels or {}, query_of, ratio=ratio, negative_copies=copies,
-                                         heldout_size=p.heldout_size, seed=p.data_seed, exclude=exclude)
-    train, heldout, report = synth.miniworld_truth_data(resources.world(), pipeline_claims=pipeline_labels,
-                                                        ratio=ratio, negative_copies=copies,
-                                                        heldout_size=p.heldout_size, seed=p.data_seed,
-                                                        exclude=exclude)
+        return pipeline_truth_data(pipeline_labels or {}, query_of, ratio=ratio, negative_copies=copies,
+                                   heldout_size=p.heldout_size, seed=p.data_seed, exclude=exclude)
+    train, heldout, report = miniworld_truth_data(resources.world(), pipeline_claims=pipeline_labels,
+                                                  ratio=ratio, negative_copies=copies, heldout_size=p.heldout_size,
+                                                  seed=p.data_seed, exclude=exclude)
     return train, heldout, {"source": "miniworld+pipeline", **report}
 
 
@@ -713,7 +715,7 @@ def longform_eval(cfg: KLCFConfig, resources: Resources, model, tokenizer, promp
         kwargs = {"render": lambda p: policy_prompt(p.prompt, cfg.system_prompt, "raw"), "cut": policy_response}
     if base and cfg.base_few_shot:
         examples = base_fewshot_examples(cfg, resources, prompts)
-        kwargs = {"render": lambda p: synth.fewshot_prompt(p.prompt, examples), "cut": synth.cut_at_next_question}
+        kwargs = {"render": lambda p: fewshot_prompt(p.prompt, examples), "cut": cut_at_next_question}
     return evaluate("longform", model, tokenizer, list(prompts), cfg.longform_generation,
                     verifier=resources.claim_verifier(), k=cfg.longform_recall_k, tag=who,
                     answer_parsing="lenient", retrieval=cfg.longform_retrieval, **kwargs)
