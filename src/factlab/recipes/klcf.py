@@ -96,6 +96,7 @@ __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline
            "pipeline_stage", "reward_model_stage", "start", "prepare", "prepare_alone", "train", "RECIPE"]
 
 TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read the truthfulness RM
+TRUTH_REPORT = "truth_rm/report.json"  # reward_model_stage's result, read back by a second call
 
 
 class TruthRMSection(Section):
