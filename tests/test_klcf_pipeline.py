@@ -639,7 +639,8 @@ def test_truth_rm_classification_metrics_by_hand():
 
 def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back():
     import torch
-    from factlab.recipes.klcf import classification_metrics, fit_answer_readout
+    from factlab.recipes.klcf import classification_metrics
+    from factlab.train.truth_rm import fit_answer_readout
 
     g = torch.Generator().manual_seed(0)
     u = torch.randn(16, generator=g)
@@ -661,7 +662,7 @@ def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back(
 def test_readout_model_is_read_by_the_scorer_through_its_new_rows(tiny_model_and_tokenizer, tmp_path):
     import torch
     from factlab.rewards.klcf_truth import TruthfulnessScorer
-    from factlab.recipes.klcf import save_readout_model
+    from factlab.train.truth_rm import save_readout_model
 
     model, tok = tiny_model_and_tokenizer
     base = TruthfulnessScorer(model_obj=model, tokenizer=tok, batch_size=2)
