@@ -27,6 +27,8 @@ from factlab.models import Generation
 from factlab.recipes import klcf
 from factlab.rewards.rar import ClaimVerifier
 from factlab.synth import klcf as K
+from factlab.synth import klcf_labels as KL
+from factlab.synth import klcf_truth_data as KT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -226,7 +228,7 @@ def test_pipeline_truth_data_has_no_claim_of_an_evaluation_query(smoke, tmp_path
     excluded SUPPORT / REFUTE claims are counted (the NOT ENOUGH INFO one was never usable)."""
     cfg, checklists, report = _run_pipeline(smoke, tmp_path, monkeypatch)
     labels = report["labels_by_claim"]
-    assert labels["Mu sank long ago."] == K.SUPPORT and labels["Mu has a king called Ra."] == K.REFUTE
+    assert labels["Mu sank long ago."] == KL.SUPPORT and labels["Mu has a king called Ra."] == KL.REFUTE
     assert checklists["mu"] == ["Mu sank long ago.", "The Sea is salty."]  # still built for the eval query
     pipe = K.KLCFPipeline(cfg.pipeline, tmp_path / "pipeline")
     assert pipe.eval_claims() == EVAL_LABELLED | {"Mu is the subject of many old legends."}
@@ -256,10 +258,10 @@ def test_pipeline_truth_data_has_no_claim_of_an_evaluation_query(smoke, tmp_path
 
 def test_eval_claims_and_explicit_exclusion(tmp_path):
     by_query = {"a": ["x", "y"], "b": ["y", "z"], "c": []}
-    assert K.eval_claims(by_query, ["b", "c", "unknown"]) == {"y", "z"}
-    assert K.eval_claims(by_query, []) == set()
-    labels = {"x": K.SUPPORT, "y": K.REFUTE, "z": K.NEI, "w": K.SUPPORT}
-    train, held, rep = K.pipeline_truth_data(labels, {"x": "a", "y": "a", "z": "b", "w": "d"},
+    assert KT.eval_claims(by_query, ["b", "c", "unknown"]) == {"y", "z"}
+    assert KT.eval_claims(by_query, []) == set()
+    labels = {"x": KL.SUPPORT, "y": KL.REFUTE, "z": KL.NEI, "w": KL.SUPPORT}
+    train, held, rep = KT.pipeline_truth_data(labels, {"x": "a", "y": "a", "z": "b", "w": "d"},
                                              exclude={"y", "z"}, heldout_share=0.0)
     assert rep["eval_claims_excluded"] == 1 and rep["pipeline_refute"] == 0  # z was NOT ENOUGH INFO
     assert "y" not in {r["claim"] for r in train + held}

@@ -20,6 +20,9 @@ from factlab.experiment import TrainingConfig
 from factlab.rewards import Resources, RewardSpec, build_rewards
 from factlab.rewards.klcf import KLCFFactArgs
 from factlab.synth import klcf as K
+from factlab.synth import klcf_labels as KL
+from factlab.synth import klcf_sampling as KS
+from factlab.synth import klcf_truth_data as KT
 from factlab.recipes import klcf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,11 +103,11 @@ def _labels():
     labels, query_of = {}, {}
     for q in range(12):
         for j in range(8):
-            labels[f"Fact {j} of topic {q} is true."] = K.SUPPORT
+            labels[f"Fact {j} of topic {q} is true."] = KL.SUPPORT
             query_of[f"Fact {j} of topic {q} is true."] = f"q{q}"
-        labels[f"Topic {q} was founded on Mars."] = K.REFUTE
+        labels[f"Topic {q} was founded on Mars."] = KL.REFUTE
         query_of[f"Topic {q} was founded on Mars."] = f"q{q}"
-        labels[f"Topic {q} is unclear."] = K.NEI
+        labels[f"Topic {q} is unclear."] = KL.NEI
         query_of[f"Topic {q} is unclear."] = f"q{q}"
     labels["Unread claim."] = None
     return labels, query_of
@@ -112,9 +115,9 @@ def _labels():
 
 def test_pipeline_truth_data_uses_the_pipelines_claims_only_and_holds_out_whole_queries(full):
     labels, query_of = _labels()
-    train, held, rep = K.pipeline_truth_data(labels, query_of, heldout_size=4, seed=0)
+    train, held, rep = KT.pipeline_truth_data(labels, query_of, heldout_size=4, seed=0)
     assert {r["source"] for r in train + held} == {"pipeline"}
-    assert {r["claim"] for r in train + held} <= {c for c, v in labels.items() if v in (K.SUPPORT, K.REFUTE)}
+    assert {r["claim"] for r in train + held} <= {c for c, v in labels.items() if v in (KL.SUPPORT, KL.REFUTE)}
     # held out 1 : 1 (Table 13), whole queries: no training row comes from a held-out query
     assert rep["heldout"] == len(held) == 4 and sum(r["label"] for r in held) == 2 == rep["heldout_true"]
     held_q = {query_of[r["claim"]] for r in held}
@@ -217,7 +220,7 @@ def test_stage1_few_shot_examples_come_from_the_configured_corpus(tmp_path, full
     # three of the corpus's documents, none about a query (Marie Curie, The Nile are named by them)
     assert titles == {"Photosynthesis", "Mount Everest", "Ada Lovelace"}
     assert all(a.startswith(t) for t, (_, a) in zip(sorted(titles), sorted(pipe.examples, key=lambda e: e[0])))
-    prompt = K.fewshot_prompt("Who was Marie Curie?", pipe.examples)
+    prompt = KS.fewshot_prompt("Who was Marie Curie?", pipe.examples)
     assert prompt.startswith(P.KLCF_FEWSHOT_HEADER) and prompt.count("[Question]:") == 4
     # the full params read their examples from the configured corpus too (no mini-world source)
     assert full.pipeline.few_shot_source == "corpus" and full.pipeline.few_shot == 10
@@ -236,7 +239,7 @@ def test_corpus_few_shot_reads_only_its_pool(tmp_path):
         for i in range(50):
             fh.write(json.dumps({"id": str(i), "title": f"Topic {i}", "text": f"Text {i}."}) + "\n")
         fh.write("not json: the scan must stop before this line\n")
-    shots = K.corpus_fewshot(path, 4, pool=10, seed=1)
+    shots = KS.corpus_fewshot(path, 4, pool=10, seed=1)
     assert len(shots) == 4 and all(int(q.split()[-1].rstrip(".")) < 10 for q, _ in shots)
 
 

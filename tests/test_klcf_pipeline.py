@@ -16,7 +16,11 @@ from factlab import config, models
 from factlab import prompts as P
 from factlab.corpus.retrieval import Chunk, Datastore
 from factlab.eval.winrate import judge_win_rate, parse_win_judgment, win_prompts, win_rate
+from factlab.rewards.klcf_claims import parse_claim_list
 from factlab.synth import klcf as K
+from factlab.synth import klcf_labels as KL
+from factlab.synth import klcf_sampling as KS
+from factlab.synth import klcf_truth_data as KT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,11 +50,11 @@ def test_section_defaults_follow_the_paper_and_cross_keys_fail_at_load():
 
 
 def test_fewshot_prompt_is_prompt_1():
-    p = K.fewshot_prompt("Tell me about Chad.", [("Q1?", "A1."), ("Q2?", "A2.")])
+    p = KS.fewshot_prompt("Tell me about Chad.", [("Q1?", "A1."), ("Q2?", "A2.")])
     assert p == ("Please answer the following questions in a given format.\n\n"
                  "[Question]: Q1?\n[Answer]: A1.\n\n[Question]: Q2?\n[Answer]: A2.\n\n"
                  "[Question]: Tell me about Chad.\n[Answer]:")
-    assert K.fewshot_prompt("q").endswith("[Question]: q\n[Answer]:")
+    assert KS.fewshot_prompt("q").endswith("[Question]: q\n[Answer]:")
 
 
 def test_prompts_fill_and_cite():
@@ -74,17 +78,17 @@ def test_prompts_fill_and_cite():
     (None, None),
 ])
 def test_parse_claim_list(answer, claims):
-    assert K.parse_claim_list(answer) == claims
+    assert parse_claim_list(answer) == claims
 
 
 @pytest.mark.parametrize("answer, label", [
-    ('{"conclusion": "SUPPORT"}', K.SUPPORT),
-    ('```json\n{\n  "conclusion": "REFUTE"\n}\n```', K.REFUTE),
-    ('{"conclusion": "not enough info"}', K.NEI),
-    ("{'conclusion': 'Supported'}", K.SUPPORT),
-    ('{"conclusion": "**REFUTE**"} trailing words', K.REFUTE),
-    ("After reading the evidence: NOT ENOUGH INFO", K.NEI),
-    ("The answer is REFUTED by [2].", K.REFUTE),
+    ('{"conclusion": "SUPPORT"}', KL.SUPPORT),
+    ('```json\n{\n  "conclusion": "REFUTE"\n}\n```', KL.REFUTE),
+    ('{"conclusion": "not enough info"}', KL.NEI),
+    ("{'conclusion': 'Supported'}", KL.SUPPORT),
+    ('{"conclusion": "**REFUTE**"} trailing words', KL.REFUTE),
+    ("After reading the evidence: NOT ENOUGH INFO", KL.NEI),
+    ("The answer is REFUTED by [2].", KL.REFUTE),
     ('{"conclusion": "The overall conclusion, return one of SUPPORT, REFUTE, or NOT ENOUGH INFO"}', None),
     ("SUPPORT or REFUTE, hard to say", None),
     ("I support this claim wholeheartedly.", None),  # lower-case prose is not a verdict
@@ -92,25 +96,26 @@ def test_parse_claim_list(answer, claims):
     ("", None),
 ])
 def test_parse_verification_label(answer, label):
-    assert K.parse_verification_label(answer) == label
+    assert KL.parse_verification_label(answer) == label
 
 
 def test_parse_boxed_claims():
-    assert K.parse_boxed_claims("Output:\n\\boxed{\n  Paris is the capital.\n  - France is in Europe.\n"
+    assert KL.parse_boxed_claims("Output:\n\\boxed{\n  Paris is the capital.\n  - France is in Europe.\n"
                                 "  Paris is the capital.\n}") == ["Paris is the capital.", "France is in Europe."]
-    assert K.parse_boxed_claims("\\boxed{\n Final Key Claim 1\n ...\n}") == []
-    assert K.parse_boxed_claims("\\boxed{ a {b} c }") == ["a {b} c"]
-    assert K.parse_boxed_claims("\\boxed{\n Paris is the capital.\n France") is None  # truncated
-    assert K.parse_boxed_claims("Paris is the capital.") is None
-    assert K.dedupe_claims(["The Nile is long.", "the nile is long", "Rome is old."]) == ["The Nile is long.",
+    assert KL.parse_boxed_claims("\\boxed{\n Final Key Claim 1\n ...\n}") == []
+    assert KL.parse_boxed_claims("\\boxed{ a {b} c }") == ["a {b} c"]
+    assert KL.parse_boxed_claims("\\boxed{\n Paris is the capital.\n France") is None  # truncated
+    assert KL.parse_boxed_claims("Paris is the capital.") is None
+    assert KL.dedupe_claims(["The Nile is long.", "the nile is long", "Rome is old."]) == ["The Nile is long.",
                                                                                          "Rome is old."]
 
 
 def test_cooccurrence_label_and_agreement():
-    assert [K.cooccurrence_label(c, 5) for c in (None, 0, 3, 5, 99)] == [K.NEI, K.REFUTE, K.NEI, K.SUPPORT, K.SUPPORT]
-    a = {"x": K.SUPPORT, "y": K.REFUTE, "z": K.NEI, "w": None}
-    b = {"x": K.SUPPORT, "y": K.SUPPORT, "z": K.NEI, "w": K.SUPPORT}
-    ag = K.label_agreement(a, b)
+    assert ([KL.cooccurrence_label(c, 5) for c in (None, 0, 3, 5, 99)]
+            == [KL.NEI, KL.REFUTE, KL.NEI, KL.SUPPORT, KL.SUPPORT])
+    a = {"x": KL.SUPPORT, "y": KL.REFUTE, "z": KL.NEI, "w": None}
+    b = {"x": KL.SUPPORT, "y": KL.SUPPORT, "z": KL.NEI, "w": KL.SUPPORT}
+    ag = KL.label_agreement(a, b)
     assert ag["n"] == 3 and ag["agreement"] == pytest.approx(2 / 3)
     assert ag["n_decided"] == 2 and ag["agreement_decided"] == 0.5
     assert ag["confusion"] == {"NOT ENOUGH INFO -> NOT ENOUGH INFO": 1, "REFUTE -> SUPPORT": 1,
@@ -123,34 +128,34 @@ def test_cooccurrence_label_and_agreement():
 def test_truth_dataset_two_to_one_with_tripled_negatives():
     sup = [f"s{i}" for i in range(100)]
     ref = ["r0", "r1", "r2"]
-    pos, neg = K.truth_dataset(sup, ref, seed=1)
+    pos, neg = KT.truth_dataset(sup, ref, seed=1)
     assert len(neg) == 9 and Counter(neg) == {"r0": 3, "r1": 3, "r2": 3}  # Appendix D.1: every negative x3
     assert len(pos) == 18 == 2 * len(neg) and len(set(pos)) == 18 and set(pos) <= set(sup)
-    assert K.truth_dataset(sup, ref, seed=1) == (pos, neg)  # seeded
+    assert KT.truth_dataset(sup, ref, seed=1) == (pos, neg)  # seeded
 
 
 def test_truth_dataset_with_few_positives_cuts_distinct_negatives_first():
-    pos, neg = K.truth_dataset(["a", "b", "c", "d", "e"], [f"r{i}" for i in range(10)], seed=0)
+    pos, neg = KT.truth_dataset(["a", "b", "c", "d", "e"], [f"r{i}" for i in range(10)], seed=0)
     assert (len(pos), len(neg)) == (4, 2) and len(set(neg)) == 2
     for n_sup in range(0, 40, 3):
         for n_ref in range(0, 12):
-            p, n = K.truth_dataset(list(range(n_sup)), [f"r{i}" for i in range(n_ref)], seed=n_sup)
+            p, n = KT.truth_dataset(list(range(n_sup)), [f"r{i}" for i in range(n_ref)], seed=n_sup)
             assert len(p) == 2 * len(n) and len(p) <= n_sup and len(n) <= 3 * n_ref
-    assert K.truth_dataset(["a"], [], seed=0) == ([], [])
-    p, n = K.truth_dataset(list(range(30)), ["x", "y"], ratio=1.0, negative_copies=1)
+    assert KT.truth_dataset(["a"], [], seed=0) == ([], [])
+    p, n = KT.truth_dataset(list(range(30)), ["x", "y"], ratio=1.0, negative_copies=1)
     assert (len(p), len(n)) == (2, 2)
 
 
 def test_truth_rows_are_prompt_6():
-    row = K.truth_row("Paris is in France.", True)
+    row = KT.truth_row("Paris is in France.", True)
     assert row["prompt"].endswith("Claim: Paris is in France.\nFactual correctness:")
-    assert row["completion"] == " True" and K.truth_row("x", False)["completion"] == " False"
+    assert row["completion"] == " True" and KT.truth_row("x", False)["completion"] == " False"
 
 
 def test_miniworld_truth_data_heldout_one_to_one_and_disjoint():
-    train, held, rep = K.miniworld_truth_data(heldout_size=40, seed=0, pipeline_claims={
-        "The capital of Germany is Berlin.": K.SUPPORT, "Berlin is in Spain.": K.REFUTE,
-        "Something vague.": K.NEI})
+    train, held, rep = KT.miniworld_truth_data(heldout_size=40, seed=0, pipeline_claims={
+        "The capital of Germany is Berlin.": KL.SUPPORT, "Berlin is in Spain.": KL.REFUTE,
+        "Something vague.": KL.NEI})
     assert len(held) == 40 and sum(r["label"] for r in held) == 20  # 1:1 (Table 13)
     assert sum(r["label"] for r in train) == 2 * sum(not r["label"] for r in train)  # Eq. 4, 2:1
     assert rep["train_true"] == 2 * rep["train_false"] and rep["heldout_true"] == 20
@@ -158,7 +163,7 @@ def test_miniworld_truth_data_heldout_one_to_one_and_disjoint():
     assert not held_claims & {r["claim"] for r in train}
     assert all(r["prompt"].endswith("Factual correctness:") for r in train + held)
     assert rep["pipeline_support"] + rep["pipeline_refute"] + rep["pipeline_dropped_heldout"] == 2
-    _, full_held, full = K.miniworld_truth_data(seed=0)
+    _, full_held, full = KT.miniworld_truth_data(seed=0)
     assert full["heldout"] == len(full_held) > 100 and 2 * full["heldout_true"] == full["heldout"]
 
 
@@ -169,7 +174,7 @@ def test_miniworld_truth_data_drops_pipeline_claims_about_heldout_countries():
     paths = ensure_world()
     held_doc = next(iter(read_jsonl(paths["qa_heldout"])))["meta"]["doc_id"]
     name = next(d["title"] for d in read_jsonl(paths["corpus"]) if d["id"] == held_doc)
-    _, _, rep = K.miniworld_truth_data(pipeline_claims={f"{name} is a country.": K.SUPPORT}, seed=0)
+    _, _, rep = KT.miniworld_truth_data(pipeline_claims={f"{name} is a country.": KL.SUPPORT}, seed=0)
     assert rep["pipeline_dropped_heldout"] == 1 and rep["pipeline_support"] == 0
 
 
@@ -283,13 +288,13 @@ def test_pipeline_end_to_end_with_constructed_parts(tmp_path):
     assert set(by_q["atl"]) <= set(FACTS["Tell me about Atlantis."]) and by_q["atl"]
     assert len(by_q["atl"]) == len(set(by_q["atl"]))  # Eq. 1 union
     labels = pipe.labels()
-    assert all(labels[c] == (K.SUPPORT if c in TRUE else K.REFUTE if c in FALSE else K.NEI) for c in labels)
-    assert report["labels"][K.SUPPORT] == sum(v == K.SUPPORT for v in labels.values())  # Table 12 analogue
+    assert all(labels[c] == (KL.SUPPORT if c in TRUE else KL.REFUTE if c in FALSE else KL.NEI) for c in labels)
+    assert report["labels"][KL.SUPPORT] == sum(v == KL.SUPPORT for v in labels.values())  # Table 12 analogue
     assert sum(report["labels"].values()) == len(labels)
     assert pipe.judge.asked["verify"] == len(labels)  # one verification per distinct claim
     rows = [json.loads(x) for x in (tmp_path / "stage4_checklists.jsonl").read_text().splitlines()]
     for r in rows:
-        support = [c for c in by_q[r["query_id"]] if labels[c] == K.SUPPORT]
+        support = [c for c in by_q[r["query_id"]] if labels[c] == KL.SUPPORT]
         assert r["n_support"] == len(support)
         assert r["checklist"] == (support[:2] if support else [])
     assert pipe.judge.asked["prioritize"] == sum(1 for r in rows if r["n_support"])
@@ -373,7 +378,7 @@ def test_sentences_mode_makes_each_complete_sentence_a_claim_without_a_judge(tmp
     pipe.scorer = FakeScorer({c: 5 for c in TRUE})
     labels = pipe.stage3()["cooccurrence"]
     assert set(labels) == {c for r in rows for c in r["claims"]} and sum(pipe.report["labels"].values()) == len(labels)
-    assert {labels[c] for c in labels if c in TRUE} == {K.SUPPORT}
+    assert {labels[c] for c in labels if c in TRUE} == {KL.SUPPORT}
 
 
 def test_cooccurrence_verifier_and_agreement_with_the_judge(tmp_path):
@@ -386,11 +391,11 @@ def test_cooccurrence_verifier_and_agreement_with_the_judge(tmp_path):
     out = pipe.stage3()
     cooc, judge = out["cooccurrence"], out["judge"]
     for c, lab in cooc.items():
-        assert lab == K.cooccurrence_label(counts.get(c), 2)
+        assert lab == KL.cooccurrence_label(counts.get(c), 2)
     ag = pipe.report["agreement"]
     assert ag["n"] == len(cooc) and ag["agreement"] == pytest.approx(
         sum(cooc[c] == judge[c] for c in cooc) / len(cooc))
-    assert pipe.report["labels"][K.REFUTE] == sum(v == K.REFUTE for v in cooc.values())  # primary: cooccurrence
+    assert pipe.report["labels"][KL.REFUTE] == sum(v == KL.REFUTE for v in cooc.values())  # primary: cooccurrence
     assert "verification_cooccurrence" in pipe.report["stages"]
     rows, truth = pipe.stage4()
     assert all(r["checklist"] is not None for r in rows)
@@ -401,15 +406,15 @@ def test_choice_verdicts_use_the_judges_constrained_choice(tmp_path):
     chosen = []
 
     def choose(prompts, options):
-        assert tuple(options) == K.LABELS
+        assert tuple(options) == KL.LABELS
         chosen.extend(prompts)
-        return [K.REFUTE] * len(prompts)
+        return [KL.REFUTE] * len(prompts)
 
     pipe.judge.choose = choose
     pipe.stage1(QUERIES)
     pipe.stage2()
     labels = pipe.stage3()["judge"]
-    assert len(chosen) == len(labels) and set(labels.values()) == {K.REFUTE}
+    assert len(chosen) == len(labels) and set(labels.values()) == {KL.REFUTE}
     assert pipe.judge.asked["verify"] == 0
 
 
@@ -551,11 +556,11 @@ def test_small_real_run_on_the_default_model(tmp_path, model_and_tokenizer):
     ds = Datastore.from_documents(docs, tok, chunk_tokens=128)
     cfg = K.KLCFPipelineSection(nu=2, max_new_tokens=12, few_shot=2, few_shot_chars=120, batch_size=4,
                                 prioritize="dedupe", prefill=True, seed=3)
-    sampler = K.ModelSampler(model, tok, name="smollm2-135m-instruct", max_new_tokens=cfg.max_new_tokens,
+    sampler = KS.ModelSampler(model, tok, name="smollm2-135m-instruct", max_new_tokens=cfg.max_new_tokens,
                              temperature=cfg.temperature, batch_size=cfg.batch_size)
     judge = TransformersJudge("smollm2-135m-instruct", model_obj=model, tokenizer=tok, max_new_tokens=16,
                               cache=None)
-    examples = K.miniworld_fewshot(n=2, exclude=[d["id"] for d in docs[:2]], max_chars=120)
+    examples = KS.miniworld_fewshot(n=2, exclude=[d["id"] for d in docs[:2]], max_chars=120)
     queries = [{"id": d["id"], "prompt": f"Tell me about {d['title']}."} for d in docs[:2]]
     pipe = K.KLCFPipeline(cfg, tmp_path, sampler=sampler, judge=judge, datastore=ds, examples=examples)
     report = pipe.run(queries)
@@ -568,7 +573,7 @@ def test_small_real_run_on_the_default_model(tmp_path, model_and_tokenizer):
     assert report["checklist"]["queries"] == 2
     # the RM's rows come from the judge's labels, sampled 2 : 1 with negatives x 3 (Eq. 4, App. D.1)
     tr = report["truth"]
-    assert tr["support_claims"] == report["labels"][K.SUPPORT] and tr["refute_claims"] == report["labels"][K.REFUTE]
+    assert tr["support_claims"] == report["labels"][KL.SUPPORT] and tr["refute_claims"] == report["labels"][KL.REFUTE]
     assert tr["negatives"] == min(3 * tr["refute_claims"], tr["support_claims"] // 2)
     assert tr["positives"] == 2 * tr["negatives"]
     # the model and the judge really ran: their stages spent backend time; a resumed run spends none
@@ -634,7 +639,8 @@ def test_truth_rm_classification_metrics_by_hand():
 
 def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back():
     import torch
-    from factlab.recipes.klcf import classification_metrics, fit_answer_readout
+    from factlab.recipes.klcf import classification_metrics
+    from factlab.train.truth_rm import fit_answer_readout
 
     g = torch.Generator().manual_seed(0)
     u = torch.randn(16, generator=g)
@@ -655,8 +661,8 @@ def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back(
 
 def test_readout_model_is_read_by_the_scorer_through_its_new_rows(tiny_model_and_tokenizer, tmp_path):
     import torch
-    from factlab.rewards.klcf import TruthfulnessScorer
-    from factlab.recipes.klcf import save_readout_model
+    from factlab.rewards.klcf_truth import TruthfulnessScorer
+    from factlab.train.truth_rm import save_readout_model
 
     model, tok = tiny_model_and_tokenizer
     base = TruthfulnessScorer(model_obj=model, tokenizer=tok, batch_size=2)

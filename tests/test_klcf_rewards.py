@@ -14,10 +14,11 @@ from factlab.config import ParamError, describe_errors
 from factlab.models import TINY_MODEL
 from factlab.experiment import TrainingConfig
 from factlab.rewards import Resources, RewardSpec, available, build_rewards
-from factlab.rewards.klcf import (DEFAULT_WEIGHTS, LABELS, TABLE2_WEIGHTS, VERDICT_PREFILL, ChecklistReward,
-                                  ChecklistVerifier, ClaimTruth, FactReward, KLCFFactArgs, TruthfulnessScorer,
-                                  TruthReward, checklist_scores, verdict_scores, combined_reward, core_reward,
-                                  fact_reward, format_reward, missing_truth_reward, parse_verification, truth_reward)
+from factlab.rewards.klcf import (DEFAULT_WEIGHTS, TABLE2_WEIGHTS, ChecklistReward, ClaimTruth, FactReward,
+                                  KLCFFactArgs, TruthReward, checklist_scores, verdict_scores, combined_reward,
+                                  core_reward, fact_reward, format_reward, missing_truth_reward, truth_reward)
+from factlab.rewards.klcf_truth import TruthfulnessScorer
+from factlab.rewards.klcf_verify import LABELS, VERDICT_PREFILL, ChecklistVerifier, parse_verification
 from factlab.rewards.length import LengthPenalty, LengthPenaltyArgs, length_penalty
 from factlab.rewards.rar import ClaimVerifier
 from factlab.rewards.registry import parse_args
@@ -320,7 +321,7 @@ def test_truth_reward_eq8_on_extracted_claims():
 
 
 def test_sentence_claims_extractor_feeds_eq8():
-    from factlab.rewards.klcf import SentenceClaims
+    from factlab.rewards.klcf_claims import SentenceClaims
 
     ex = SentenceClaims(max_claims=2)
     assert ex.extract(["q", "q"], ["Paris is in France. Lyon is in France too. Nice is big.", "cut off mid"]) == [
@@ -510,7 +511,7 @@ def test_checklist_reward_with_a_model_judge_choice():
 
 
 def test_overlap_label_tells_the_three_labels_apart():
-    from factlab.rewards.klcf import ChecklistVerifier, overlap_label
+    from factlab.rewards.klcf_verify import ChecklistVerifier, overlap_label
     facts = ["The capital of France is Paris.", "France is located in Europe.",
              "The official currency of France is the Euro.", "France borders Belgium, Germany and Spain."]
     complete = "France is located in Europe. The capital of France is Paris. The official currency of France is the Euro."

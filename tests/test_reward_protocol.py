@@ -10,8 +10,10 @@ import pytest
 from factlab.rewards import REWARDS, available
 from factlab.rewards.base import (JudgeBackedReward, Reward, RewardFunction, cost_of, datastores_of, failures_of,
                                   judge_totals, judges_of, models_of)
-from factlab.rewards.klcf import (ChecklistVerifier, ClaimTruth, FactReward, KBTruthScorer, KLCFClaimExtractor,
-                                  KLCFFactArgs, SentenceClaims, TruthReward)
+from factlab.rewards.klcf import ClaimTruth, FactReward, KLCFFactArgs, TruthReward
+from factlab.rewards.klcf_claims import KLCFClaimExtractor, SentenceClaims
+from factlab.rewards.klcf_truth import KBTruthScorer
+from factlab.rewards.klcf_verify import ChecklistVerifier
 from factlab.rewards.rar import BinaryRAR, ClaimVerifier, VeriScoreReward
 from factlab.rewards.seva_claims import SevaClaimsReward
 

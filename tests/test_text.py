@@ -254,8 +254,8 @@ import time  # noqa: E402
 from factlab import parsing  # noqa: E402
 from factlab.data import kb  # noqa: E402
 from factlab.eval import alarms, truth, winrate  # noqa: E402
-from factlab.rewards import corver, k2v, klcf, rar, seva_output, triplets  # noqa: E402
-from factlab.synth import kg, klcf as klcf_synth  # noqa: E402
+from factlab.rewards import corver, k2v, klcf, klcf_claims, klcf_verify, rar, seva_output, triplets  # noqa: E402
+from factlab.synth import kg, klcf_labels  # noqa: E402
 
 # (prefix, unit repeated to the size, suffix): the shapes that made factlab's regexes superlinear
 # (repeated and unclosed tags, long runs of one character that a pattern half matches, unclosed
@@ -275,13 +275,13 @@ MODEL_TEXT_READERS = {
     "text.content_words": text.content_words, "parsing.parse_json": parsing.parse_json,
     "parsing.parse_score": parsing.parse_score, "winrate.parse_win_judgment": winrate.parse_win_judgment,
     "k2v.format_score": k2v.format_score, "k2v.parse_yes_no": k2v.parse_yes_no,
-    "klcf.format_reward": klcf.format_reward, "klcf.parse_verification": klcf.parse_verification,
+    "klcf.format_reward": klcf.format_reward, "klcf_verify.parse_verification": klcf_verify.parse_verification,
     "rar.parse_verdict": rar.parse_verdict, "rar.parse_claims": rar.parse_claims,
     "seva_output.claim_verdict": seva_output.claim_verdict,
     "seva_output.parse_verifier_output": seva_output.parse_verifier_output,
     "corver.entity_content_words": corver.entity_content_words, "triplets.parse_triplets": triplets.parse_triplets,
-    "kg.parse_records": kg.parse_records, "klcf.parse_claim_list": klcf_synth.parse_claim_list,
-    "klcf.parse_verification_label": klcf_synth.parse_verification_label,
+    "kg.parse_records": kg.parse_records, "klcf_claims.parse_claim_list": klcf_claims.parse_claim_list,
+    "klcf_labels.parse_verification_label": klcf_labels.parse_verification_label,
     "alarms.completion_health": lambda s: alarms.completion_health([s]),
     # the exact-truth oracle: every sentence of a completion, its clauses and relation patterns (issue 43)
     "truth.label_sentences": lambda s: truth.label_sentences(s, context="What is the capital of France?"),

@@ -167,8 +167,10 @@ def test_every_judged_reward_builds_with_verdict_kb_and_no_judge():
 def test_klcf_checklist_and_truth_from_the_knowledge_base():
     """Prompt 7's labels per checklist fact and the truthfulness RM's p(True) per claim, read off
     the mini-world: the complete true answer scores highest, a contradicting one lowest."""
-    from factlab.rewards.klcf import (ChecklistVerifier, ClaimTruth, KBTruthScorer, KLCFFactArgs, FactReward,
-                                      SentenceClaims)
+    from factlab.rewards.klcf import ClaimTruth, FactReward, KLCFFactArgs
+    from factlab.rewards.klcf_claims import SentenceClaims
+    from factlab.rewards.klcf_truth import KBTruthScorer
+    from factlab.rewards.klcf_verify import ChecklistVerifier
 
     facts = ["The capital of France is Paris.", "France borders Spain.", "The official language of France is French."]
     complete = "<answer>The capital of France is Paris. France borders Spain. Its official language is French.</answer>"

@@ -1,7 +1,8 @@
 """KLCF end to end (004_4f2ca2d982459bb2.txt), for ``notebooks/05_klcf.ipynb``.
 
 The pieces live where they belong (``synth.klcf``: the offline pipeline of §2.2, Stages 1-4, and
-the truthfulness data of Eq. 4; ``rewards.klcf``: Eq. 5-13 and Prompts 6-7; ``eval.longform``:
+``synth.klcf_truth_data`` the truthfulness data of Eq. 4; ``rewards.klcf``: Eq. 5-13, with
+Prompt 7 in ``rewards.klcf_verify`` and Prompt 6 in ``rewards.klcf_truth``; ``eval.longform``:
 Precision, Recall@K, F1@K, FActScore, Eq. 16-18; ``eval.winrate``: Prompt 8, Eq. 19-20); this
 module wires them from a ``KLCFConfig``:
 
@@ -37,7 +38,9 @@ Index (paper section -> function; ``../shared/papers/004_4f2ca2d982459bb2.txt``)
 §2.2 Stages 1-4 offline checklist        ``queries``, ``offline_pipeline``, ``pipeline_stage``
                                          (``run_dir/pipeline``)
 §2.3.2 Eq. 4, App. D.1, Table 13         ``truth_data``, ``run_truth_data``, ``truth_rm``,
-  truthfulness reward model              ``truth_rm_model``, ``reward_model_stage`` (``run_dir/truth_rm``)
+  truthfulness reward model              ``truth_rm_model``, ``readout_rm``, ``reward_model_stage``
+                                         (``run_dir/truth_rm``); the fit and the saved model in
+                                         ``train.truth_rm``
 §2.3 Eq. 5-13 on constructed answers     ``constructed_responses``, ``reward_table``
 §3.7, Table 14 efficiency                ``efficiency_table``
 §2.3.3 Prompt 5, Table 8 GRPO            ``policy_prompt``, ``klcf_rows``, ``with_truth_model``, ``train_run``
@@ -72,14 +75,17 @@ from ..eval.cost import compare_rewards
 from ..eval.suites import evaluate
 from ..experiment import TrainingConfig
 from ..judges import make_judge
-from ..models import chat_prompt, generate, load_model, release_memory, resolve_model
+from ..models import chat_prompt, generate, load_model, release_memory
 from ..rewards import Resources, RewardSpec, build_rewards
-from ..rewards.klcf import (TABLE2_WEIGHTS, KLCFTruthArgs, TruthfulnessScorer, checklist_verifier, claim_truth,
-                            format_reward, verdict_scores)
+from ..rewards.klcf import TABLE2_WEIGHTS, KLCFTruthArgs, checklist_verifier, claim_truth, format_reward, verdict_scores
+from ..rewards.klcf_truth import TruthfulnessScorer
 from ..rewards.length import LengthPenalty, LengthPenaltyArgs, length_penalty
 from ..synth import klcf as synth
+from ..synth.klcf_sampling import cut_at_next_question, fewshot_prompt
+from ..synth.klcf_truth_data import miniworld_truth_data, pipeline_truth_data
 from ..train.grpo import TrainResult, merge_adapter, run
 from ..train.sft import run_sft
+from ..train.truth_rm import fit_answer_readout, layer_modules, save_readout_model
 from ..paths import write_json
 from .stages import Recipe, main_process_first, start, warm_start_trains
 from ..prompts import chat_messages
@@ -89,7 +95,7 @@ log = logging.getLogger(__name__)
 __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
            "policy_prompt", "policy_response", "classification_metrics", "truth_rm", "truth_rm_model", "truth_data",
            "run_truth_data", "constructed_responses", "reward_table", "with_truth_model", "efficiency_table",
-           "layer_modules", "train_run", "longform_eval", "base_fewshot_examples", "win_rate", "KLCFInputs",
+           "train_run", "longform_eval", "base_fewshot_examples", "win_rate", "KLCFInputs",
            "pipeline_stage", "reward_model_stage", "start", "prepare", "prepare_alone", "train", "RECIPE"]
 
 TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read the truthfulness RM
@@ -104,10 +110,10 @@ class TruthRMSection(Section):
     (0.9, 0.95), gradient clip 1.0 (the last two through ``sft.extra`` in the full params).
 
     ``data``: the Eq. 4 training and held-out rows. ``pipeline`` (the paper's, the full params'):
-    the offline pipeline's SUPPORT / REFUTE claims only (``synth.klcf.pipeline_truth_data``; the
+    the offline pipeline's SUPPORT / REFUTE claims only (``synth.klcf_truth_data.pipeline_truth_data``; the
     held-out 1 : 1 set on queries no training row comes from). ``miniworld+pipeline`` (ours, the CPU
     smoke's): the mini-world's true facts and their entity swaps plus the pipeline's claims
-    (``synth.klcf.miniworld_truth_data``), because a 135M sampler's pipeline yields too few
+    (``synth.klcf_truth_data.miniworld_truth_data``), because a 135M sampler's pipeline yields too few
     labelled claims to train or test on; it needs the mini-world queries (checked when params load).
 
     ``ratio`` / ``negative_copies``: Eq. 4's sampling of the RM's training rows (None: the
@@ -139,29 +145,6 @@ class TruthRMSection(Section):
     few_shot: int = Field(4, ge=1)  # Table 13's "base few-shot" baseline: examples from the train set
     eval_batch_size: int = Field(16, ge=1)
     use_in_rewards: bool = True  # klcf_truth / klcf_fact without an rm_model read the trained RM
-
-
-def layer_modules(model: str, target_modules: Sequence[str], first: int) -> list[str]:
-    """Full names of the ``target_modules`` projections in decoder layers ``first`` and up of
-    ``model`` (built on the meta device from its config: no weights are read), for a peft
-    target list (an entry matches the module of that exact name)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(resolve_model(model))
-    with torch.device("meta"):
-        skeleton = AutoModelForCausalLM.from_config(config)
-    found = []
-    for full, _ in skeleton.named_modules():
-        parts = full.split(".")
-        if parts[-1] in target_modules and "layers" in parts[:-1]:
-            index = parts[parts.index("layers") + 1]
-            if index.isdigit() and int(index) >= first:
-                found.append(full)
-    if not found:
-        raise ParamError("truth_rm.lora_from_layer", f"{model} has no {', '.join(target_modules)} in decoder layers "
-                                                     f"{first} and up ({config.num_hidden_layers} layers)")
-    return found
 
 
 class WinRateSection(Section):
@@ -371,60 +354,10 @@ def _score(scorer: TruthfulnessScorer, rows: Sequence[dict[str, Any]]) -> dict[s
     return classification_metrics(probs, [bool(r["label"]) for r in rows])
 
 
-def fit_answer_readout(states, labels: Sequence[bool], w_true, w_false, *, l2: float = 1.0e-3,
-                       max_iter: int = 300):
-    """New " True" / " False" output rows (``method: readout``): minimise the SFT loss of
-    Prompt 6's answer, the cross-entropy of softmax(h.w_True, h.w_False) against each claim's
-    label, over the answer-position states ``states`` (n, hidden), plus ``l2`` times the squared
-    distance to the base rows; full batch, L-BFGS. p(True) = sigmoid(h.(w_True - w_False)), as
-    ``TruthfulnessScorer`` reads it (004 §2.3.1, Eq. 8)."""
-    import torch
-
-    if len(states) != len(labels) or not len(labels):
-        raise ValueError(f"{len(states)} states for {len(labels)} labels")
-    h = torch.as_tensor(states, dtype=torch.float64)
-    y = torch.tensor([0 if bool(v) else 1 for v in labels])  # index 0 = True, 1 = False
-    base = torch.stack([torch.as_tensor(w_true), torch.as_tensor(w_false)]).double()
-    w = base.clone().requires_grad_(True)
-    opt = torch.optim.LBFGS([w], max_iter=max_iter, line_search_fn="strong_wolfe")
-
-    def closure():
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(h @ w.T, y) + l2 * (w - base).pow(2).sum()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    w = w.detach().float()
-    return w[0], w[1]
-
-
-def save_readout_model(model, tokenizer, ids: tuple[int, int], rows, folder: str | Path) -> str:
-    """Save a copy of ``model`` as a full causal LM whose output rows ``ids`` (True, False) are
-    ``rows``, its output layer untied from the input embeddings so the prompt reads as before;
-    ``model`` itself is left as it was."""
-    import copy
-
-    import torch
-
-    out = copy.deepcopy(model)
-    head = out.get_output_embeddings()
-    weight = head.weight.detach().clone()
-    for i, r in zip(ids, rows):
-        weight[i] = torch.as_tensor(r).to(weight.dtype)
-    head.weight = torch.nn.Parameter(weight, requires_grad=False)
-    out.config.tie_word_embeddings = False
-    out.config.get_text_config().tie_word_embeddings = False
-    out.save_pretrained(str(folder))
-    tokenizer.save_pretrained(str(folder))
-    del out
-    return str(folder)
-
-
 def readout_rm(scorer: TruthfulnessScorer, rm: TruthRMSection, train: Sequence[dict[str, Any]], folder: Path,
                seed: int = 0) -> dict[str, Any]:
     """``truth_rm.method: readout``: ``scorer``'s model (the base, Prompt 6) with new True / False
-    output rows fitted on ``train`` (``fit_answer_readout``), saved as a full model in
+    output rows fitted on ``train`` (``train.truth_rm.fit_answer_readout``), saved as a full model in
     ``folder``; resumable (a saved folder is kept, the model is not touched). Returns the fit's
     report."""
     done = folder / "readout.json"
@@ -461,17 +394,16 @@ def truth_data(cfg: KLCFConfig, resources: Resources, pipeline_labels: Mapping[s
     """(train, held-out, report) Eq. 4 rows as ``truth_rm.data`` says: the pipeline's SUPPORT /
     REFUTE claims only (``pipeline``, the paper's; held out by query, ``query_of``: claim -> query
     id) or those plus the mini-world's facts and entity swaps (``miniworld+pipeline``, the smoke's).
-    ``exclude``: the evaluation queries' claims (``synth.klcf.eval_claims``), in neither set
+    ``exclude``: the evaluation queries' claims (``synth.klcf_truth_data.eval_claims``), in neither set
     (§2.2, Table 12: D_truth from the training sets only), counted as ``eval_claims_excluded``."""
     p, rm = cfg.pipeline, cfg.truth_rm
     ratio, copies = rm.ratio or p.ratio, rm.negative_copies or p.negative_copies
     if rm.data == "pipeline":
-        return synth.pipeline_truth_data(pipeline_labels or {}, query_of, ratio=ratio, negative_copies=copies,
-                                         heldout_size=p.heldout_size, seed=p.data_seed, exclude=exclude)
-    train, heldout, report = synth.miniworld_truth_data(resources.world(), pipeline_claims=pipeline_labels,
-                                                        ratio=ratio, negative_copies=copies,
-                                                        heldout_size=p.heldout_size, seed=p.data_seed,
-                                                        exclude=exclude)
+        return pipeline_truth_data(pipeline_labels or {}, query_of, ratio=ratio, negative_copies=copies,
+                                   heldout_size=p.heldout_size, seed=p.data_seed, exclude=exclude)
+    train, heldout, report = miniworld_truth_data(resources.world(), pipeline_claims=pipeline_labels,
+                                                  ratio=ratio, negative_copies=copies, heldout_size=p.heldout_size,
+                                                  seed=p.data_seed, exclude=exclude)
     return train, heldout, {"source": "miniworld+pipeline", **report}
 
 
@@ -714,7 +646,7 @@ def longform_eval(cfg: KLCFConfig, resources: Resources, model, tokenizer, promp
         kwargs = {"render": lambda p: policy_prompt(p.prompt, cfg.system_prompt, "raw"), "cut": policy_response}
     if base and cfg.base_few_shot:
         examples = base_fewshot_examples(cfg, resources, prompts)
-        kwargs = {"render": lambda p: synth.fewshot_prompt(p.prompt, examples), "cut": synth.cut_at_next_question}
+        kwargs = {"render": lambda p: fewshot_prompt(p.prompt, examples), "cut": cut_at_next_question}
     return evaluate("longform", model, tokenizer, list(prompts), cfg.longform_generation,
                     verifier=resources.claim_verifier(), k=cfg.longform_recall_k, tag=who,
                     answer_parsing="lenient", retrieval=cfg.longform_retrieval, **kwargs)
@@ -749,7 +681,6 @@ def policy_samples(model, tokenizer, prompts: Sequence[LongformPrompt], cfg: KLC
 
 
 # ---------------------------------------------------------------- the stages (notebook 05 and factlab train)
-
 
 
 @dataclass

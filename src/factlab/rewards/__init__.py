@@ -22,7 +22,7 @@ overlong           reward      ``rewards.length`` (DAPO's overlong buffer; 003 T
 klcf_checklist     reward      ``rewards.klcf`` (004 §2.3.1, Eq. 5-7, Prompt 7)
 klcf_truth         reward      ``rewards.klcf`` (004 §2.3.1, Eq. 8-9, Prompt 6)
 klcf_fact          reward      ``rewards.klcf`` (004 §2.3.3, Eq. 12-13)
-length_penalty     reward      ``rewards.klcf`` (004 §2.3.2, Eq. 11)
+length_penalty     reward      ``rewards.length`` (004 §2.3.2, Eq. 11)
 general_rm         reward      ``rewards.general_rm`` (004 §2.3.3, Eq. 12's 0.1 R_g)
 =================  ==========  ========================================================
 

@@ -8,28 +8,26 @@ as the paper defines A_i; ``lenient``, that block else the text outside ``<think
 Pure reward math (no model, no judge):
 
 - ``checklist_scores``: Eq. 5 (recall), Eq. 6 (precision), Eq. 7 (checklist = 1/3 R + 2/3 P)
-  from per-item labels Consistent / Contradictory / Missing.
-- ``overlap_label``: a judge-free stand-in for Prompt 7's label (ours, ``verdict: overlap``).
+  from per-item labels Consistent / Contradictory / Missing (``rewards.klcf_verify.LABELS``).
 - ``truth_reward``: Eq. 8, the mean p(True | c) over the answer's claims;
   ``missing_truth_reward``: Eq. 9, the same over the claims labelled Missing against the
   checklist's pseudo-response.
 - ``format_reward``: Eq. 10 (0 / -1); Eq. 11's ``length_penalty`` is in ``rewards.length``;
   ``fact_reward``: Eq. 13; ``combined_reward``: Eq. 12's three cases.
 
-Model and judge plumbing:
+The models and judges they read live beside this module:
 
-- ``parse_verification``: a Prompt 7 judge answer -> one label per fact (or None), with the
-  answers outside the three labels and the unreadable ones told apart for the statistics.
-- ``ChecklistVerifier``: Prompt 7 through the run's judge, one batched judge call for every
-  (response, fact) pair (``unit="item"``, a one-fact list per prompt: what a small judge can
-  answer) or one prompt per response with its whole fact list (``unit="list"``, as printed).
-- ``KLCFClaimExtractor``: R_truth's claims C(A_i) with KLCF's Prompt 2 (Appendix E.1), read by
-  ``parse_claim_list``; ``extraction_prompt: rar_figure8`` uses 001's Figure 8 instead.
-- ``checklist_verifier`` / ``claim_truth``: build them on the judge the reward's args name
-  (``verifier_judge`` / ``extractor_judge``: the paper's 14B SFTs, Appendix D.1), else the run's.
-- ``TruthfulnessScorer``: Prompt 6 on a causal LM; p(True | c) is the next-token probability of
-  " True" after "Factual correctness:", normalised over " True" and " False" (§2.2 Eq. 4 trains
-  the reward model on exactly these two answers), read through ``decoding.next_token_logits``.
+- ``rewards.klcf_verify``: Prompt 7, the checklist verifier (``ChecklistVerifier``,
+  ``parse_verification``, the judge-free ``overlap_label``);
+- ``rewards.klcf_claims``: Prompt 2, R_truth's claims C(A_i) (``KLCFClaimExtractor``,
+  ``parse_claim_list``, the judge-free ``SentenceClaims``);
+- ``rewards.klcf_truth``: Prompt 6, the truthfulness reward model (``TruthfulnessScorer``;
+  ``KBTruthScorer`` for ``verdict: kb``).
+
+Here: ``ClaimTruth`` (Eq. 8 / Eq. 9 per response, from a claim extractor and a scorer), the TRL
+reward functions, and ``checklist_verifier`` / ``claim_truth``, which build the verifier and
+the claim scorer on the judge the reward's args name (``verifier_judge`` / ``extractor_judge``:
+the paper's 14B SFTs, Appendix D.1), else the run's.
 
 Choices the paper leaves open (each documented where it is made):
 
@@ -68,38 +66,29 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
 from pydantic import Field, field_validator, model_validator
 
-from .. import prompts as P
 from .. import text
 from ..config import Dtype, JudgeSection, ParamError, Section, existing_model
-from ..decoding import next_token_logits
-from ..models import load_frozen_model
-from ..parsing import parse_json
-from . import kb
 from .base import JudgeBackedReward, completion_text, prompt_text
+from .klcf_claims import KLCFClaimExtractor, SentenceClaims
+from .klcf_truth import KBTruthScorer, TruthfulnessScorer
+from .klcf_verify import LABELS, ChecklistVerifier, canonical_label
 from .length import length_penalty  # noqa: F401  (docs/design.md's public API: klcf.length_penalty, Eq. 11)
 from .qa import answer_of
-from .rar import ClaimVerifier, ClaimVerifierSection, parse_claims
+from .rar import ClaimVerifier, ClaimVerifierSection
 from .registry import register
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LABELS", "TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "VERDICT_PREFILL", "checklist_scores", "verdict_scores", "truth_reward",
+__all__ = ["TABLE2_WEIGHTS", "DEFAULT_WEIGHTS", "checklist_scores", "verdict_scores", "truth_reward",
            "missing_truth_reward", "format_reward", "length_penalty", "fact_reward", "combined_reward",
-           "canonical_label", "Verification", "parse_verification", "format_facts", "ChecklistVerifier",
-           "parse_claim_list", "claim_item", "KLCFClaimExtractor", "EXTRACTION_PREFILL", "checklist_verifier", "claim_truth",
-           "TruthfulnessScorer", "KLCFChecklistArgs", "KLCFTruthArgs", "KLCFFactArgs",
+           "checklist_verifier", "claim_truth", "KLCFChecklistArgs", "KLCFTruthArgs", "KLCFFactArgs",
            "ChecklistReward", "ClaimTruth", "TruthReward", "FactReward", "core_reward", "VARIANTS"]
-
-LABELS = ("Consistent", "Contradictory", "Missing")  # Prompt 7's conclusions, §2.3.1
-_CANON = {lab.lower(): lab for lab in LABELS}
 
 # Table 2 (kappa, lambda, mu) as printed (the first row, 0 0 0, is the base-model reference); the
 # 1/4, 1/4, 3/4 row, whose results Table 1 reports as KLCF-zero, sums to 5/4.
@@ -108,20 +97,8 @@ TABLE2_WEIGHTS = ((0.0, 0.0, 0.0), (1 / 3, 2 / 3, 0.0), (1 / 3, 1 / 3, 1 / 3), (
 DEFAULT_WEIGHTS = (0.2, 0.2, 0.6)  # Table 2's best row rescaled to kappa + lambda + mu = 1 (module docstring)
 WEIGHT_TOLERANCE = 1e-3  # "1/3" written as 0.333 in YAML still sums to 1
 
-# Answer prefix for judges too small to follow Prompt 7's format (``judge.prefill``): skips the
-# "analysis" field, as ``rar.SCORE_PREFILL`` skips REASONING.
-VERDICT_PREFILL = '[{"conclusion": "'
-
 
 # ---------------------------------------------------------------- reward math (pure)
-
-
-def canonical_label(label: Any) -> str | None:
-    """``"Consistent"`` / ``"Contradictory"`` / ``"Missing"`` for that label in any case
-    (surrounding spaces, quotes, ``*`` and final punctuation ignored), else None."""
-    if not isinstance(label, str):
-        return None
-    return _CANON.get(label.strip().strip("*\"'`.:;!,").strip().lower())
 
 
 def _labels(labels: Sequence[str]) -> list[str]:
@@ -134,28 +111,6 @@ def _labels(labels: Sequence[str]) -> list[str]:
             raise ValueError(f"unknown checklist label {lab!r}; expected one of {', '.join(LABELS)} (any case)")
         out.append(c)
     return out
-
-
-def overlap_label(fact: str, reply: str) -> str:
-    """A judge-free Prompt 7 label (ours; the CPU default's ``verdict: overlap``): Consistent
-    when one sentence of ``reply`` holds every content word of ``fact``; Contradictory when a
-    sentence holds all of them but one (at least two) plus words the fact lacks: the same
-    statement with another value ("The capital of France is Lyon." against "... is Paris.");
-    else Missing. Lexical, so it misses paraphrases and negations, and can call two different
-    statements that share all but one word a contradiction ("Peru is a country in the Andes."
-    against "Peru is a country in South America."): a stand-in for a verifier model, not one."""
-    need = text.content_words(fact)
-    if not need:
-        return "Missing"
-    label = "Missing"
-    for a, b in text.split_sentences(reply):
-        have = text.content_words(reply[a:b])
-        shared = len(need & have)
-        if shared == len(need):
-            return "Consistent"
-        if shared >= max(2, len(need) - 1) and have - need:
-            label = "Contradictory"
-    return label
 
 
 def checklist_scores(labels: Sequence[str], *, empty_precision: float = 0.0, unreadable: int = 0) -> dict[str, float]:
@@ -265,370 +220,6 @@ def combined_reward(variant: str, *, recall: float | None = None, precision: flo
     R_f. In a training run the same sum is the TRL weighted sum of ``klcf_fact`` (weight 1),
     ``length_penalty`` (1) and ``format`` (1, positive 0 / negative -1)."""
     return core_reward(variant, recall, precision, truth, kappa, lam, mu) + general_weight * general + length + fmt
-
-
-# ---------------------------------------------------------------- Prompt 7 answers
-
-
-@dataclass
-class Verification:
-    """One Prompt 7 answer read for ``n`` facts: ``labels[k]`` is fact k's label or None;
-    ``outside`` counts facts whose conclusion was found but is not one of the three labels
-    (or is ambiguous), ``unreadable`` facts with no conclusion at all; ``extra`` counts
-    conclusions beyond the n facts (ignored)."""
-
-    labels: list[str | None]
-    outside: int = 0
-    unreadable: int = 0
-    extra: int = 0
-    raw: list[str | None] = field(default_factory=list)
-
-
-# a quoted "conclusion" key and its value, closed or cut off ("Consistent", 'Missing', Contradictory)
-_CONCLUSION = re.compile(r"""["']conclusion["']\s*:\s*(?:"([^"\n]*)"?|'([^'\n]*)'?|([^,}\]\n]*))""", re.IGNORECASE)
-_LABEL_WORD = re.compile(r"\b(consistent|contradictory|missing)\b", re.IGNORECASE)
-_NEGATED = re.compile(r"\b(?:not|n't|never|neither|nor)\s+(?:\w+\s+)?(?:consistent|contradictory|missing)\b",
-                      re.IGNORECASE)
-
-
-def _read_conclusion(raw: str) -> str | None:
-    """A conclusion field's label: the whole value, else its first word when no other label
-    word and no negation is in it ("Missing - the reply omits it" -> Missing)."""
-    label = canonical_label(raw)
-    if label is not None:
-        return label
-    words = {w.lower() for w in _LABEL_WORD.findall(raw)}
-    first = _LABEL_WORD.match(raw.strip().lstrip("*\"'`"))
-    if first and len(words) == 1 and not _NEGATED.search(raw):
-        return _CANON[first.group(1).lower()]
-    return None
-
-
-def _conclusion_of(entry: Any) -> str | None:
-    """The conclusion of one entry of a JSON answer list: a dict's "conclusion" value (key in
-    any case), or a bare string; None when the entry has none."""
-    if isinstance(entry, dict):
-        for k, v in entry.items():
-            if isinstance(k, str) and k.lower() == "conclusion" and v is not None:
-                return str(v)
-        return None
-    return None if entry is None or isinstance(entry, list) else str(entry)
-
-
-def _free_text_label(answer: str) -> str | None:
-    """A one-fact answer without a conclusion field (a bare "Consistent", or a sentence):
-    the label when exactly one label word occurs, not negated; else None."""
-    words = {w.lower() for w in _LABEL_WORD.findall(answer)}
-    if len(words) != 1 or _NEGATED.search(answer):
-        return None
-    return _CANON[words.pop()]
-
-
-def parse_verification(answer: str | None, n_facts: int = 1) -> Verification:
-    """A Prompt 7 answer as one label per fact, in the fact list's order.
-
-    Reads a complete JSON list, one entry per fact (a dict's ``"conclusion"``, or a bare
-    label); else the quoted ``"conclusion"`` fields in order (one object, single quotes, or a
-    list cut off by the token limit, which keeps its complete entries); else, for a one-fact
-    prompt, free text holding exactly one label word, not negated. Facts without a conclusion
-    are ``unreadable``; a conclusion that is not one of the three labels (or names two) is
-    ``outside``; both give None, never a label."""
-    if n_facts < 1:
-        raise ValueError(f"n_facts must be at least 1, got {n_facts}")
-    answer = answer or ""
-    obj = parse_json(answer)
-    if isinstance(obj, dict) and not any(isinstance(k, str) and k.lower() == "conclusion" for k in obj):
-        obj = next((v for v in obj.values() if isinstance(v, list)), obj)  # {"results": [...]}
-    raws: list[str | None]
-    free = False
-    if isinstance(obj, list) and obj:  # a complete JSON list: one entry per fact
-        raws = [_conclusion_of(x) for x in obj]
-    else:  # a single object, or a list cut off by the token limit: the conclusions in order
-        raws = [next(g for g in m.groups() if g is not None).strip() for m in _CONCLUSION.finditer(answer)]
-        structured = answer.lstrip().startswith(("[", "{", "`"))  # JSON cut off before any conclusion
-        if not raws and n_facts == 1 and answer.strip() and not structured:
-            raws, free = [answer.strip()], True
-    labels: list[str | None] = []
-    outside = 0
-    unreadable = 0
-    for raw in raws[:n_facts]:
-        if raw is None:
-            labels.append(None)
-            unreadable += 1
-            continue
-        label = _free_text_label(raw) if free else _read_conclusion(raw)
-        labels.append(label)
-        outside += label is None
-    unreadable += n_facts - len(labels)
-    labels += [None] * (n_facts - len(labels))
-    kept = raws[:n_facts]
-    return Verification(labels, outside, unreadable, max(0, len(raws) - n_facts),
-                        kept + [None] * (n_facts - len(kept)))
-
-
-def format_facts(facts: Sequence[str]) -> str:
-    """Prompt 7's [Fact List]: one numbered fact per line."""
-    return "\n".join(f"{k}. {f}" for k, f in enumerate(facts, start=1))
-
-
-# ---------------------------------------------------------------- Prompt 2 answers (claim lists)
-
-# A bullet line: its item from the first to the last non-blank character. Within one line only
-# ([^\S\n]: a blank that is not a newline), and without a lazy group before optional blanks: both
-# made the earlier pattern quadratic on blank lines and on long blank runs inside an item.
-_BULLET = re.compile(r"^[^\S\n]*(?:[*\-\u2022]|\d+[.)])[^\S\n]+(\S(?:.*\S)?)[^\S\n]*$", re.M)
-_PLACEHOLDER = re.compile(r"^(?:(?:final\s+)?key\s+)?claim\s*\d*$|^\.{2,}$|^\u2026$", re.I)
-_NO_CLAIMS = "no verifiable objective claims"
-_NUMBERED = re.compile(r"^\d+[.)]\s+")
-EXTRACTION_PREFILL = "* "  # a small judge starts its answer inside Prompt 2's bullet format
-
-
-def _clean_item(s: str) -> str:
-    s = s.strip().strip('"').strip("'").strip().strip("*").strip()
-    return _NUMBERED.sub("", s)  # "* 1. claim": a numbered list inside the bullets
-
-
-def claim_item(line: str) -> str | None:
-    """One line of a claim list as its claim: the bullet's item (``* ...``, ``- ...``, ``1. ...``)
-    or the bare line, cleaned; None for a blank line or the template's own ``Claim 1`` / ``...``."""
-    m = _BULLET.match(line)
-    item = _clean_item(m.group(1) if m else line)
-    return item if item and not _PLACEHOLDER.match(item) else None
-
-
-def parse_claim_list(text: Any) -> list[str] | None:
-    """A Prompt 2 answer (004 Appendix E.1) as distinct claims: its bullet lines ("* ...",
-    "- ...", "1. ..."); the template's own "Claim 1" / "..." lines dropped; "no verifiable
-    objective claims" = []; otherwise a JSON list (``rewards.rar.parse_claims``); None when
-    nothing is readable."""
-    if not isinstance(text, str) or not text.strip():
-        return None
-    items = [_clean_item(m.group(1)) for m in _BULLET.finditer(text)]
-    items = [c for c in items if c and not _PLACEHOLDER.match(c) and _NO_CLAIMS not in c.lower()]
-    if items:
-        return list(dict.fromkeys(items))
-    if _NO_CLAIMS in text.lower():
-        return []
-    return parse_claims(text)
-
-
-class KLCFClaimExtractor:
-    """R_truth's claim extractor C(A_i) (004 §2.3.1) with KLCF's own prompt, Prompt 2
-    (Appendix E.1 "Prompt for Claim Extraction", ``prompts.KLCF_CLAIM_EXTRACTION``), read by
-    ``parse_claim_list``; ``ClaimVerifier.extract``'s interface. Why Prompt 2: §2.3.1 extracts
-    the answer's claims with "a lightweight claim extraction model", the model Appendix D.1
-    trains to follow Prompt 2's three principles (Table 10) and Appendix C.1 runs "along with
-    Prompt 2" to score responses with Eq. 8; the paper prints no other extraction prompt.
-    ``prefill`` starts the answer inside the bullet format (small judges). An empty answer has
-    no claims (no call); an unreadable claim list is None (counted in ``stats``)."""
-
-    prefill: bool
-
-    def __init__(self, judge, max_claims: int = 64, prefill: bool = False):
-        self.judge, self.max_claims, self.prefill = judge, max_claims, prefill
-        self.stats: Counter = Counter()
-
-    def extract(self, questions: Sequence[str], answers: Sequence[str]) -> list[list[str] | None]:
-        out: list[list[str] | None] = [[] for _ in answers]
-        asked = [i for i, a in enumerate(answers) if a.strip()]
-        if not asked:
-            return out
-        replies = self.judge.judge([P.KLCF_CLAIM_EXTRACTION.format(response=answers[i]) for i in asked],
-                                   prefix=EXTRACTION_PREFILL if self.prefill else None)
-        self.stats["extraction_calls"] += len(asked)
-        for i, reply in zip(asked, replies):
-            claims = parse_claim_list(reply)
-            self.stats["extraction_failures"] += claims is None
-            out[i] = None if claims is None else claims[:self.max_claims]
-        return out
-
-
-# ---------------------------------------------------------------- the checklist verifier (Prompt 7)
-
-
-class ChecklistVerifier:
-    """Prompt 7 with one judge: a label per fact for each (question, reply, facts) triple.
-
-    ``unit="item"``: one prompt per (reply, fact), every prompt of the batch in one judge call;
-    ``unit="list"``: one prompt per reply with its whole fact list, read in order (as printed).
-    ``verdict="choice"`` constrains each one-fact answer to the three labels
-    (``Judge.choose``, for judges too small to answer in the format); ``prefill`` starts a
-    generated answer with ``VERDICT_PREFILL``; ``verdict="overlap"`` asks no judge
-    (``overlap_label``); ``verdict="kb"`` neither: the mini-world's truth labels each fact
-    (``rewards.kb.checklist_label``; a fact the world does not hold is unreadable, counted). An empty reply is labelled all Missing without
-    asking the judge (it can neither state nor contradict a fact)."""
-
-    def __init__(self, judge, verdict: str = "generate", unit: str = "item", prefill: bool = False):
-        if verdict not in ("generate", "choice", "overlap", "kb"):
-            raise ValueError(f"verdict must be 'generate', 'choice', 'overlap' or 'kb', got {verdict!r}")
-        if unit not in ("item", "list"):
-            raise ValueError(f"unit must be 'item' or 'list', got {unit!r}")
-        if verdict == "choice" and unit == "list":
-            raise ValueError("verdict 'choice' picks one label per prompt: it needs unit 'item'")
-        self.judge, self.verdict, self.unit, self.prefill = judge, verdict, unit, prefill
-        self.stats: Counter = Counter()
-        self.seconds = 0.0
-
-    def _ask(self, prompts: list[str]) -> list[str]:
-        if not prompts:
-            return []
-        t0 = time.perf_counter()
-        try:
-            if self.verdict == "choice":
-                return self.judge.choose(prompts, LABELS)
-            return self.judge.judge(prompts, prefix=VERDICT_PREFILL if self.prefill else None)
-        finally:
-            self.seconds += time.perf_counter() - t0
-            self.stats["judge_calls"] += len(prompts)
-
-    def labels(self, questions: Sequence[str], replies: Sequence[str],
-               facts: Sequence[Sequence[str]]) -> list[list[str | None]]:
-        """Per reply, one label (or None: unreadable / outside the labels) per fact."""
-        if not len(questions) == len(replies) == len(facts):
-            raise ValueError(f"{len(questions)} questions, {len(replies)} replies, {len(facts)} fact lists")
-        out: list[list[str | None]] = [["Missing"] * len(fs) if not r.strip() else [None] * len(fs)
-                                       for r, fs in zip(replies, facts)]
-        self.stats["empty_replies"] += sum(1 for r, fs in zip(replies, facts) if fs and not r.strip())
-        asked = [i for i, (r, fs) in enumerate(zip(replies, facts)) if fs and r.strip()]
-        if self.verdict in ("overlap", "kb"):  # no judge: a lexical match, or the mini-world's truth
-            label = overlap_label if self.verdict == "overlap" else kb.checklist_label
-            for i in asked:
-                out[i] = [label(f, replies[i]) for f in facts[i]]
-                self.stats["unreadable"] += sum(lab is None for lab in out[i])  # kb: not a world fact
-            self.stats["facts"] += sum(len(fs) for fs in facts)
-            return out
-        if self.unit == "item":
-            jobs = [(i, k, [f]) for i in asked for k, f in enumerate(facts[i])]
-        else:
-            jobs = [(i, 0, list(facts[i])) for i in asked]
-        answers = self._ask([P.KLCF_CHECKLIST_VERIFY.format(query=questions[i], response=replies[i],
-                                                            guidelines=format_facts(fs)) for i, _, fs in jobs])
-        for (i, k, fs), answer in zip(jobs, answers):
-            v = parse_verification(answer, len(fs))
-            out[i][k:k + len(fs)] = v.labels
-            self.stats["outside_labels"] += v.outside
-            self.stats["unreadable"] += v.unreadable
-            self.stats["extra_conclusions"] += v.extra
-        self.stats["facts"] += sum(len(fs) for fs in facts)
-        return out
-
-
-# ---------------------------------------------------------------- the truthfulness reward model (Prompt 6)
-
-
-class TruthfulnessScorer:
-    """p(True | claim) from a causal LM on Prompt 6 (004 §2.3.1 Eq. 8, Appendix E.2).
-
-    The prompt ends with "Factual correctness:"; the next-token logits of ``true_token`` and
-    ``false_token`` (" True" / " False"; the first token of each when a tokenizer splits
-    them) are normalised over the two: p(True) = softmax(l_True, l_False)[0]. The paper's reward
-    model is an SFT of the base model on (claim, True / False) pairs of Eq. 4; any HF id, local
-    path or the embedded alias loads here (``models.load_frozen_model``: frozen, in eval mode, one
-    copy per process). Rows of a batch share Prompt 6's instruction, which
-    ``decoding.next_token_logits`` prefills once. Identical claims of one call are scored once."""
-
-    def __init__(self, model: str | None = None, *, dtype: str = "float32", device: str = "auto",
-                 batch_size: int = 16, model_obj=None, tokenizer=None, true_token: str = " True",
-                 false_token: str = " False", template: str = P.KLCF_TRUTH_PROMPT):
-        self.model_name, self.dtype, self.device, self.batch_size = model, dtype, device, batch_size
-        self.true_token, self.false_token, self.template = true_token, false_token, template
-        self._model, self._tok = model_obj, tokenizer
-        self._ids: tuple[int, int] | None = None
-        self.stats: Counter = Counter()
-        self.seconds = 0.0
-
-    def __repr__(self) -> str:
-        return f"TruthfulnessScorer(model={self.model_name!r})"
-
-    def load(self):
-        if self._model is None:
-
-            log.info("loading truthfulness reward model %s", self.model_name)
-            self._model, self._tok = load_frozen_model(self.model_name, dtype=self.dtype, device=self.device)
-        return self._model, self._tok
-
-    def answer_ids(self) -> tuple[int, int]:
-        """Token ids of the True and False answers (first token of each)."""
-        if self._ids is None:
-            _, tok = self.load()
-            ids = []
-            for word in (self.true_token, self.false_token):
-                toks = tok(word, add_special_tokens=False)["input_ids"]
-                if not toks:
-                    raise ValueError(f"the tokenizer gives no token for {word!r}")
-                if len(toks) > 1:
-                    log.warning("%r is %d tokens; p(True) reads its first token only", word, len(toks))
-                ids.append(toks[0])
-            if ids[0] == ids[1]:
-                raise ValueError(f"{self.true_token!r} and {self.false_token!r} start with the same token")
-            self._ids = (ids[0], ids[1])
-        return self._ids
-
-    def prompt(self, claim: str) -> str:
-        return self.template.format(claim=claim)
-
-    def _forward(self, claims: Sequence[str], *, states: bool = False):
-        """(p(True), p(False)) per distinct claim in first-seen order, the distinct claims, and
-        (``states``) the output layer's input at the answer position, (distinct claims, hidden)."""
-        import torch
-
-        unique = list(dict.fromkeys(str(c) for c in claims))
-        model, tok = self.load()
-        t_id, f_id = self.answer_ids()
-        rows = [tok(self.prompt(c))["input_ids"] for c in unique]
-        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))  # similar lengths batch together
-        pairs: list[tuple[float, float]] = [(0.0, 0.0)] * len(unique)
-        hidden: list[Any] = [None] * len(unique)
-        seen: list[Any] = []
-        # the output layer's last call is the rows' own pass (a shared prefix runs before it)
-        hook = (model.get_output_embeddings().register_forward_hook(lambda m, inp, out: seen.append(inp[0][:, -1]))
-                if states else None)
-        was_training = model.training
-        model.eval()
-        t0 = time.perf_counter()
-        try:
-            for s in range(0, len(order), self.batch_size):
-                idx = order[s:s + self.batch_size]
-                seen.clear()
-                logits = next_token_logits(model, [rows[j] for j in idx], pad)
-                pair = torch.softmax(logits[:, [t_id, f_id]].double(), dim=-1).tolist()
-                for k, j in enumerate(idx):
-                    pairs[j] = (pair[k][0], pair[k][1])
-                    if states:
-                        hidden[j] = seen[-1][k].float().cpu()
-        finally:
-            if hook is not None:
-                hook.remove()
-            model.train(was_training)
-            self.seconds += time.perf_counter() - t0
-        self.stats["claims"] += len(claims)
-        self.stats["forward_rows"] += len(unique)
-        return pairs, unique, (torch.stack(hidden) if states and unique else None)
-
-    def pair_probabilities(self, claims: Sequence[str]) -> list[tuple[float, float]]:
-        """(p(True | c), p(False | c)) per claim, each pair summing to 1."""
-        claims = [str(c) for c in claims]
-        if not claims:
-            return []
-        pairs, unique, _ = self._forward(claims)
-        by_claim = dict(zip(unique, pairs))
-        return [by_claim[c] for c in claims]
-
-    def answer_states(self, claims: Sequence[str]):
-        """(claims, hidden) float tensor: the output layer's input at the answer position of
-        each claim's prompt, the vector whose products with the " True" / " False" rows of the
-        output layer are the two logits p(True) reads."""
-        claims = [str(c) for c in claims]
-        if not claims:
-            raise ValueError("answer_states needs at least one claim")
-        _, unique, hidden = self._forward(claims, states=True)
-        where = {c: i for i, c in enumerate(unique)}
-        return hidden[[where[c] for c in claims]]
-
-    def probabilities(self, claims: Sequence[str]) -> list[float]:
-        """p(True | c) per claim (Eq. 8's summands)."""
-        return [pt for pt, _ in self.pair_probabilities(claims)]
 
 
 # ---------------------------------------------------------------- params
@@ -784,34 +375,6 @@ class ChecklistReward(_Checklist):
                 log_metric("klcf_checklist/recall", sum(s["recall"] for s in ok) / len(ok))
                 log_metric("klcf_checklist/precision", sum(s["precision"] for s in ok) / len(ok))
         return out
-
-
-class SentenceClaims:
-    """A judge-free claim extractor with ``ClaimVerifier.extract``'s interface: each complete
-    sentence of the answer (``text.sentence_claims``), at most ``max_claims``."""
-
-    judge, prefill = None, False  # no judge calls to count
-
-    def __init__(self, max_claims: int):
-        self.max_claims = max_claims
-
-    def extract(self, questions: Sequence[str], answers: Sequence[str]) -> list[list[str]]:
-        return [text.sentence_claims(a)[:self.max_claims] for a in answers]
-
-
-class KBTruthScorer:
-    """The truthfulness RM of ``verdict: kb``: p(True | claim) is 1.0 for a claim the mini-world
-    supports, 0.0 for one it contradicts, None for one it cannot check (``rewards.kb``)."""
-
-    stats: Counter
-
-    def __init__(self):
-        self.stats = Counter()
-        self.seconds = 0.0
-
-    def probabilities(self, claims: Sequence[str]) -> list[float | None]:
-        self.stats["claims"] += len(claims)
-        return [kb.truth_probability(c) for c in claims]
 
 
 class ClaimTruth:

@@ -7,9 +7,11 @@ Four stages, each cached on disk as one JSONL file under a run directory and res
    run's corpus or your file, ``fewshot_examples``, never about a query). ``ModelSampler`` runs
    ``factlab.models.generate``; the base model sees the raw Prompt 1 text (no chat template,
    ``chat_template`` turns one on), and a sample is cut where it starts the next
-   ``[Question]:`` of the few-shot format. -> ``stage1_samples.jsonl``, one row per (query, j).
+   ``[Question]:`` of the few-shot format (``synth.klcf_sampling``). -> ``stage1_samples.jsonl``,
+   one row per (query, j).
 2. **Claim extraction** (Stage 2, Eq. 1): Prompt 2 (``KLCF_CLAIM_EXTRACTION``) per sample
-   through any judge backend; the answer's "* claim" bullets are read by ``parse_claim_list``
+   through any judge backend; the answer's "* claim" bullets are read by
+   ``rewards.klcf_claims.parse_claim_list``
    (a JSON list falls back to ``rewards.rar.parse_claims``; "no verifiable objective claims" is
    an empty list; anything else is unreadable, counted). C(o_i) is the union over the nu samples
    (exact duplicates merged). -> ``stage2_claims.jsonl``, one row per sample.
@@ -48,11 +50,9 @@ many were computed, backend calls, prompt / completion tokens, backend and wall 
 label distribution (Table 12 analogue), agreement, checklist statistics (Table 6 analogue:
 true claims and checklist items per query) and the D_truth counts.
 
-``miniworld_truth_data`` builds the CPU default's truthfulness-reward data from the mini-world:
-its true facts (positives) and entity-swap perturbations (constructed negatives,
-``data.miniworld.build_claims``), plus the pipeline's SUPPORT / REFUTE claims when given; the
-held-out set is 1 : 1 (Table 13's test sets) on the QA held-out countries, the train set is
-sampled like Eq. 4.
+Stage 3's and 4's answers are read in ``synth.klcf_labels``; D_truth is sampled in
+``synth.klcf_truth_data``, which also builds the CPU default's truthfulness-reward data from the
+mini-world (``miniworld_truth_data``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ import hashlib
 import json
 import logging
 import random
-import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -71,37 +70,30 @@ from pydantic import Field, model_validator
 
 from .. import prompts as P
 from ..config import MAX_TOKENS, ParamError, Section
-from ..data.longform import LONGFORM_TEMPLATE
-from ..data.miniworld import ensure_world, mentions, normalize
 from ..data.types import read_jsonl, write_jsonl
-from ..models import chat_prompt, generate, load_model
-from ..parsing import parse_json
+from ..models import load_model
 from ..rewards.corver import COUNT_THRESHOLDS
-from ..rewards.klcf import EXTRACTION_PREFILL, claim_item, parse_claim_list
+from ..rewards.klcf_claims import EXTRACTION_PREFILL, parse_claim_list
 from ..rewards.rar import format_passages
-from ..text import normalize_answer, sentence_claims
+from ..text import sentence_claims
 from ..prompts import chat_messages
 from ..paths import write_json, atomic_open
+from .klcf_labels import (LABELS, REFUTE, SUPPORT, VERIFICATION_PREFILL, cooccurrence_label, dedupe_claims,
+                          label_agreement, parse_boxed_claims, parse_verification_label)
+from .klcf_sampling import ModelSampler, corpus_fewshot, cut_at_next_question, fewshot_prompt, file_fewshot
+from .klcf_truth_data import NEGATIVE_COPIES, RATIO, drop_eval_claims, eval_claims, truth_dataset, truth_row
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KLCFPipelineSection", "KLCFPipeline", "ModelSampler", "LABELS", "SUPPORT", "REFUTE", "NEI",
-           "fewshot_prompt", "miniworld_fewshot", "corpus_fewshot", "file_fewshot", "fewshot_examples", "corpus_path", "cut_at_next_question", "parse_claim_list", "parse_verification_label",
-           "parse_boxed_claims", "dedupe_claims", "cooccurrence_label", "truth_dataset", "truth_row",
-           "miniworld_truth_data", "pipeline_truth_data", "label_agreement", "STAGE_FILES", "from_resources",
-           "eval_claims", "TRAIN_SPLIT", "EVAL_SPLIT", "SPLITS"]
+__all__ = ["KLCFPipelineSection", "KLCFPipeline", "fewshot_examples", "corpus_path", "STAGE_FILES", "from_resources",
+           "TRAIN_SPLIT", "EVAL_SPLIT", "SPLITS"]
 
-SUPPORT, REFUTE, NEI = "SUPPORT", "REFUTE", "NOT ENOUGH INFO"
-LABELS = (SUPPORT, REFUTE, NEI)  # Eq. 2
 NU = 8  # §2.2 Stage 1
 TOP_K = 10  # §2.2 Stage 3
-RATIO = 2.0  # §2.2 Eq. 4: positive : negative = 2 : 1
-NEGATIVE_COPIES = 3  # Appendix D.1: "all negative samples are duplicated three times"
 STAGE_FILES = {"sampling": "stage1_samples.jsonl", "extraction": "stage2_claims.jsonl",
                "verification_judge": "stage3_judge.jsonl", "verification_cooccurrence": "stage3_cooccurrence.jsonl",
                "checklists": "stage4_checklists.jsonl", "truth": "truth.jsonl", "report": "report.json",
                "queries": "queries.jsonl"}
-VERIFICATION_PREFILL = '{"conclusion": "'
 TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"  # a query row's ``split``: 004 §2.2 builds D_truth from the training sets only
 SPLITS = (TRAIN_SPLIT, EVAL_SPLIT)
 
@@ -169,80 +161,7 @@ class KLCFPipelineSection(Section):
         return self
 
 
-# ---------------------------------------------------------------- prompts and parsers
-
-
-def fewshot_prompt(query: str, examples: Sequence[tuple[str, str]] = ()) -> str:
-    """Prompt 1: the header, one [Question] / [Answer] block per example, then the query."""
-    return (P.KLCF_FEWSHOT_HEADER + "".join(P.KLCF_FEWSHOT_EXAMPLE.format(question=q, answer=a) for q, a in examples)
-            + P.KLCF_FEWSHOT_QUERY.format(query=query))
-
-
-def _cut_sentences(text: str, max_chars: int) -> str:
-    if len(text) <= max_chars:
-        return text
-    cut = text[:max_chars]
-    end = cut.rfind(". ")
-    return cut[:end + 1] if end > 0 else cut.rstrip()
-
-
-def miniworld_fewshot(world: Any = None, n: int = P.KLCF_FEWSHOT_EXAMPLES, *, exclude: Iterable[str] = (),
-                      seed: int = 0, max_chars: int = 600) -> list[tuple[str, str]]:
-    """``n`` ("Tell me about <country>.", its article) examples for Prompt 1 from the mini-world,
-    seeded, skipping the documents in ``exclude`` (the queries' own countries); answers cut at a
-    sentence end below ``max_chars``."""
-
-    paths = world if isinstance(world, Mapping) else ensure_world(world)
-    skip = set(exclude)
-    docs = [d for d in read_jsonl(paths["corpus"]) if d["id"] not in skip]
-    picked = random.Random(seed).sample(docs, min(n, len(docs)))
-    return [(LONGFORM_TEMPLATE.format(title=d["title"]), _cut_sentences(d["text"], max_chars)) for d in picked]
-
-
-def _words(text: str) -> str:
-    return " " + " ".join(normalize_answer(text).split()) + " "
-
-
-def corpus_fewshot(corpus: str | Path, n: int = P.KLCF_FEWSHOT_EXAMPLES, *, exclude: Iterable[str] = (),
-                   queries: Iterable[str] = (), seed: int = 0, max_chars: int = 600, pool: int = 2000,
-                   text_field: str = "text") -> list[tuple[str, str]]:
-    """``n`` Prompt 1 examples (004 §2.2 Stage 1, Appendix E.1) from a corpus JSONL
-    (``{"id", "title", "text"}`` per line: the run's ``datastore.corpus``, e.g. a Wikipedia dump):
-    ("Tell me about <title>.", the document's opening cut at a sentence end below ``max_chars``),
-    drawn with ``seed`` from the first ``pool`` documents that have a title and text, skipping
-    the documents in ``exclude`` (ids) and those whose title the ``queries`` name (whole words,
-    case-insensitive): an example must not answer a query it is shown with. Reads only as far
-    as the pool reaches, so a dump of millions of articles costs one short scan."""
-    skip = set(exclude)
-    named = [_words(q) for q in queries]
-    docs: list[dict] = []
-    with Path(corpus).open(encoding="utf-8") as fh:
-        for line in fh:
-            if len(docs) >= pool:
-                break
-            if not line.strip():
-                continue
-            d = json.loads(line)
-            title, body = str(d.get("title") or "").strip(), str(d.get(text_field) or "").strip()
-            if not title or not body or str(d.get("id")) in skip:
-                continue
-            t = _words(title)
-            if t.strip() and any(t in q for q in named):
-                continue
-            docs.append({"title": title, "text": body})
-    picked = random.Random(seed).sample(docs, min(n, len(docs)))
-    return [(LONGFORM_TEMPLATE.format(title=d["title"]), _cut_sentences(d["text"], max_chars)) for d in picked]
-
-
-def file_fewshot(path: str | Path, n: int = P.KLCF_FEWSHOT_EXAMPLES, *, seed: int = 0,
-                 max_chars: int | None = None) -> list[tuple[str, str]]:
-    """``n`` Prompt 1 examples from your own JSONL of ``{"question", "answer"}`` rows, the first
-    ``n`` in file order (``seed`` unused: the file fixes them); answers cut like ``corpus_fewshot``."""
-    rows = [r for r in read_jsonl(path) if str(r.get("question", "")).strip() and str(r.get("answer", "")).strip()]
-    if len(rows) < n:
-        log.warning("%s: %d few-shot examples, fewer than the %d asked", path, len(rows), n)
-    return [(str(r["question"]).strip(), _cut_sentences(str(r["answer"]).strip(), max_chars) if max_chars
-             else str(r["answer"]).strip()) for r in rows[:n]]
+# ---------------------------------------------------------------- Prompt 1's examples
 
 
 def fewshot_examples(cfg: KLCFPipelineSection, corpus: str | Path, queries: Sequence[Any] = (),
@@ -268,306 +187,6 @@ def fewshot_examples(cfg: KLCFPipelineSection, corpus: str | Path, queries: Sequ
             texts.append(str(get("prompt")))
     return corpus_fewshot(corpus, n, exclude=ids, queries=texts, seed=cfg.data_seed, max_chars=cfg.few_shot_chars,
                           pool=cfg.few_shot_pool, text_field=text_field)
-
-
-_LABEL_WORDS = {"SUPPORT": SUPPORT, "SUPPORTS": SUPPORT, "SUPPORTED": SUPPORT, "REFUTE": REFUTE, "REFUTES": REFUTE,
-                "REFUTED": REFUTE, "NOT ENOUGH INFO": NEI, "NOT ENOUGH INFORMATION": NEI, "NEI": NEI}
-_LABEL_RE = re.compile(r"\b(NOT[ _]ENOUGH[ _]INFO(?:RMATION)?|SUPPORT(?:S|ED)?|REFUTE(?:S|D)?|NEI)\b")
-
-
-def _labels_in(text: str) -> set[str]:
-    return {_LABEL_WORDS[m.group(1).replace("_", " ")] for m in _LABEL_RE.finditer(text)}
-
-
-def parse_verification_label(text: Any) -> str | None:
-    """SUPPORT / REFUTE / NOT ENOUGH INFO from a Prompt 3 answer, else None.
-
-    The JSON (or Python-literal-like) ``{"conclusion": ...}`` is read first, its value in any
-    case; free text counts only upper-case labels (Prompt 3 spells them so; "I support" is not
-    a verdict). An answer naming two different labels (an echo of the format line "one of
-    SUPPORT, REFUTE, or NOT ENOUGH INFO") is None: never a guess."""
-    if not isinstance(text, str) or not text.strip():
-        return None
-    obj = parse_json(text)
-    if isinstance(obj, list) and len(obj) == 1:
-        obj = obj[0]
-    if isinstance(obj, dict):
-        value = next((v for k, v in obj.items() if str(k).strip().lower() == "conclusion"), None)
-        if isinstance(value, str):
-            found = _labels_in(value.upper().replace("*", ""))
-            return found.pop() if len(found) == 1 else None
-    found = _labels_in(text.replace("*", ""))
-    return found.pop() if len(found) == 1 else None
-
-
-def parse_boxed_claims(text: Any) -> list[str] | None:
-    """The lines inside Prompt 4's ``\\boxed{...}`` (bullets, numbers and quotes stripped,
-    template lines and duplicates dropped); None without a complete box."""
-    if not isinstance(text, str):
-        return None
-    start = text.find("\\boxed{")
-    if start < 0:
-        return None
-    i, depth = start + len("\\boxed{"), 1
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            body = text[i:j]
-            break
-    else:
-        return None  # truncated: the box never closes
-    items = []
-    for line in body.splitlines():
-        item = claim_item(line)
-        if item:
-            items.append(item)
-    return list(dict.fromkeys(items))
-
-
-def dedupe_claims(claims: Iterable[str]) -> list[str]:
-    """Claims in order with normalized duplicates (``text.normalize_answer``) removed."""
-    seen, out = set(), []
-    for c in claims:
-        key = normalize_answer(c)
-        if key and key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
-
-
-def cooccurrence_label(count: int | None, support: int = 1) -> str:
-    """The co-occurrence verifier's label: no query -> NEI, 0 -> REFUTE, >= support -> SUPPORT."""
-    if count is None:
-        return NEI
-    if count == 0:
-        return REFUTE
-    return SUPPORT if count >= support else NEI
-
-
-def label_agreement(a: Mapping[str, str | None], b: Mapping[str, str | None]) -> dict[str, Any]:
-    """Agreement of two label maps (claim -> label) on the claims both labelled: share equal,
-    the confusion table ``"<a> -> <b>"``, and the same on the claims ``a`` calls SUPPORT or REFUTE."""
-    both = [k for k in a if k in b and a[k] is not None and b[k] is not None]
-    conf = Counter(f"{a[k]} -> {b[k]}" for k in both)
-    decided = [k for k in both if a[k] in (SUPPORT, REFUTE)]
-    return {"n": len(both), "agreement": sum(a[k] == b[k] for k in both) / len(both) if both else float("nan"),
-            "n_decided": len(decided),
-            "agreement_decided": (sum(a[k] == b[k] for k in decided) / len(decided) if decided else float("nan")),
-            "confusion": dict(sorted(conf.items()))}
-
-
-# ---------------------------------------------------------------- Eq. 4
-
-
-def eval_claims(claims_by_query: Mapping[str, Sequence[str]], eval_queries: Iterable[str]) -> set[str]:
-    """Every claim that an evaluation query's samples stated (``claims_by_query``: query id ->
-    claims, ``KLCFPipeline.claims_by_query``), also when a training query stated it too: 004 §2.2
-    and Table 12 build D_truth from the training sets only, so none of these may train the
-    truthfulness reward model."""
-    return {c for q in eval_queries for c in claims_by_query.get(q, ())}
-
-
-def _drop_eval_claims(labels: Mapping[str, str | None], exclude: Iterable[str]) -> tuple[dict[str, str | None], int]:
-    """``labels`` without the claims in ``exclude``, and how many SUPPORT / REFUTE claims that
-    dropped (the claims Eq. 4 would have used)."""
-    exclude = set(exclude)
-    kept = {c: v for c, v in labels.items() if c not in exclude}
-    return kept, sum(v in (SUPPORT, REFUTE) for c, v in labels.items() if c in exclude)
-
-
-def truth_row(claim: str, label: bool, source: str = "") -> dict[str, Any]:
-    """One Prompt 6 training row: "Claim: ... Factual correctness:" -> " True" / " False"."""
-    return {"prompt": P.KLCF_TRUTH_PROMPT.format(claim=claim), "completion": " True" if label else " False",
-            "claim": claim, "label": bool(label), "source": source}
-
-
-def truth_dataset(positives: Sequence[Any], negatives: Sequence[Any], *, ratio: float = RATIO,
-                  negative_copies: int = NEGATIVE_COPIES, seed: int = 0) -> tuple[list[Any], list[Any]]:
-    """(positives, negatives) sampled to |pos| = round(ratio * |neg|) (Eq. 4, Appendix D.1).
-
-    Every negative is repeated ``negative_copies`` times and the positives down-sampled to
-    ratio x that. When there are too few positives for that, the negatives are cut instead (to
-    floor(|pos| / ratio)), distinct ones first: a copy is used only when every negative is in.
-    Items are returned as given (claims or rows), seeded."""
-    rng = random.Random(seed)
-    pos = list(positives)
-    neg_pool: list[Any] = []
-    for _ in range(negative_copies):
-        round_ = list(negatives)
-        rng.shuffle(round_)
-        neg_pool += round_
-    n_neg = len(neg_pool)
-    if round(ratio * n_neg) > len(pos):
-        n_neg = int(len(pos) // ratio)
-    n_pos = round(ratio * n_neg)
-    return rng.sample(pos, n_pos), neg_pool[:n_neg]
-
-
-def _mini_claims(world: Any) -> tuple[list[dict], set[str], dict[str, str]]:
-
-    paths = world if isinstance(world, Mapping) else ensure_world(world)
-    held_docs = {r["meta"]["doc_id"] for r in read_jsonl(paths["qa_heldout"])}
-    names = {d["id"]: d["title"] for d in read_jsonl(paths["corpus"])}
-    return list(read_jsonl(paths["claims"])), held_docs, names
-
-
-def miniworld_truth_data(world: Any = None, *, pipeline_claims: Mapping[str, str | None] | None = None,
-                         ratio: float = RATIO, negative_copies: int = NEGATIVE_COPIES,
-                         heldout_size: int | None = None, seed: int = 0, exclude: Iterable[str] = ()
-                         ) -> tuple[list[dict], list[dict], dict[str, Any]]:
-    """(train, heldout, report) truthfulness-reward rows (``truth_row``) from the mini-world.
-
-    Positives: the mini-world's true claims; negatives: their entity-swap perturbations
-    (``build_claims``: real facts, constructed negatives). Held out: the QA held-out countries'
-    claims as (true, perturbed) twins, 1 : 1 (Table 13's test sets), ``heldout_size`` rows at
-    most (an even number, whole twins). Train: the other countries' claims plus
-    ``pipeline_claims`` (claim -> Stage 3 label; SUPPORT -> True, REFUTE -> False, others
-    unused; a claim naming a held-out country, or equal to a held-out claim, is dropped and
-    counted), sampled to ``ratio`` : 1 by ``truth_dataset``. A pipeline claim in ``exclude``
-    (``eval_claims``: stated by an evaluation query) is never used, counted as
-    ``eval_claims_excluded``."""
-
-    pipeline_claims, excluded = _drop_eval_claims(pipeline_claims or {}, exclude)
-    claims, held_docs, names = _mini_claims(world)
-    held_names = [names[d] for d in held_docs if d in names]
-    by_base: dict[tuple[str, str], dict[str, dict]] = {}
-    pos, neg = [], []
-    for c in claims:
-        if c["doc_id"] in held_docs:
-            by_base.setdefault((c["doc_id"], c["relation"]), {})[c["label"]] = c
-        elif c["label"] == "attributable":
-            pos.append(truth_row(c["claim"], True, "miniworld"))
-        else:
-            neg.append(truth_row(c["claim"], False, "miniworld:" + str(c.get("perturbation"))))
-    twins = [(d["attributable"], d["not_attributable"]) for _, d in sorted(by_base.items())
-             if "attributable" in d and "not_attributable" in d]
-    rng = random.Random(seed)
-    if heldout_size is not None and heldout_size // 2 < len(twins):
-        twins = rng.sample(twins, heldout_size // 2)
-    heldout = [r for t, f in twins for r in (truth_row(t["claim"], True, "miniworld"),
-                                            truth_row(f["claim"], False, "miniworld:" + str(f.get("perturbation"))))]
-    held_norm = {normalize(r["claim"]) for r in heldout}
-    report: dict[str, Any] = {"miniworld_positives": len(pos), "miniworld_negatives": len(neg),
-                              "pipeline_support": 0, "pipeline_refute": 0, "pipeline_dropped_heldout": 0,
-                              "eval_claims_excluded": excluded}
-    for claim, label in pipeline_claims.items():
-        if label not in (SUPPORT, REFUTE):
-            continue
-        norm = normalize(claim)
-        if norm in held_norm or any(mentions(norm, n) for n in held_names):
-            report["pipeline_dropped_heldout"] += 1
-            continue
-        if label == SUPPORT:
-            pos.append(truth_row(claim, True, "pipeline"))
-            report["pipeline_support"] += 1
-        else:
-            neg.append(truth_row(claim, False, "pipeline"))
-            report["pipeline_refute"] += 1
-    p, n = truth_dataset(pos, neg, ratio=ratio, negative_copies=negative_copies, seed=seed)
-    train = p + n
-    rng.shuffle(train)
-    report.update(train=len(train), train_true=len(p), train_false=len(n), heldout=len(heldout),
-                  heldout_true=sum(r["label"] for r in heldout), heldout_countries=len({t["doc_id"] for t, _ in twins}))
-    return train, heldout, report
-
-
-def pipeline_truth_data(labels: Mapping[str, str | None], query_of: Mapping[str, str] | None = None, *,
-                        ratio: float = RATIO, negative_copies: int = NEGATIVE_COPIES, heldout_size: int | None = None,
-                        heldout_share: float = 0.1, max_heldout_share: float = 0.5, seed: int = 0,
-                        exclude: Iterable[str] = ()) -> tuple[list[dict], list[dict], dict[str, Any]]:
-    """(train, heldout, report) truthfulness-reward rows (``truth_row``) from the pipeline's
-    Stage 3 labels only, as 004 does at full scale (§2.2 Eq. 4, Appendix D.1: SUPPORT claims ->
-    True, REFUTE -> False; NOT ENOUGH INFO and unreadable labels unused; no mini-world claim).
-
-    The held-out set (Table 13: 1 : 1, 3,000 claims per model) takes whole queries
-    (``query_of``: claim -> its query id; without it each claim is its own group), in a seeded
-    order, until it holds ``heldout_size / 2`` claims of each label or ``max_heldout_share`` of the
-    queries are used (``heldout_size`` None: ``heldout_share`` of the queries); the larger label is
-    then down-sampled to 1 : 1. No training row shares a query with a held-out row. The rest is
-    sampled to ``ratio`` : 1 by ``truth_dataset`` (negatives x ``negative_copies``).
-
-    A claim in ``exclude`` (``eval_claims``: stated by an evaluation query) is in neither set:
-    D_truth comes from the training queries only (§2.2, Table 12); ``eval_claims_excluded``
-    counts the SUPPORT / REFUTE claims dropped so."""
-    labels, excluded = _drop_eval_claims(labels, exclude)
-    groups: dict[str, list[tuple[str, bool]]] = {}
-    for claim, label in labels.items():
-        if label in (SUPPORT, REFUTE):
-            key = (query_of or {}).get(claim, claim)
-            groups.setdefault(str(key), []).append((claim, label == SUPPORT))
-    rng = random.Random(seed)
-    keys = sorted(groups)
-    rng.shuffle(keys)
-    if heldout_size is None:
-        held_keys = keys[:max(1, round(heldout_share * len(keys)))] if len(keys) > 1 else []
-    else:
-        need, held_keys, n_true, n_false = heldout_size // 2, [], 0, 0
-        for k in keys[:int(max_heldout_share * len(keys))]:
-            if n_true >= need and n_false >= need:
-                break
-            held_keys.append(k)
-            n_true += sum(y for _, y in groups[k])
-            n_false += sum(not y for _, y in groups[k])
-    held = set(held_keys)
-    held_true = [c for k in held_keys for c, y in groups[k] if y]
-    held_false = [c for k in held_keys for c, y in groups[k] if not y]
-    n = min(len(held_true), len(held_false))
-    if heldout_size is not None:
-        n = min(n, heldout_size // 2)
-    heldout = ([truth_row(c, True, "pipeline") for c in rng.sample(held_true, n)]
-               + [truth_row(c, False, "pipeline") for c in rng.sample(held_false, n)])
-    rng.shuffle(heldout)
-    pos = [truth_row(c, True, "pipeline") for k in keys if k not in held for c, y in groups[k] if y]
-    neg = [truth_row(c, False, "pipeline") for k in keys if k not in held for c, y in groups[k] if not y]
-    p, q = truth_dataset(pos, neg, ratio=ratio, negative_copies=negative_copies, seed=seed)
-    train = p + q
-    rng.shuffle(train)
-    report = {"source": "pipeline", "pipeline_support": sum(y for g in groups.values() for _, y in g),
-              "pipeline_refute": sum(not y for g in groups.values() for _, y in g), "queries": len(keys),
-              "heldout_queries": len(held_keys), "train": len(train), "train_true": len(p), "train_false": len(q),
-              "heldout": len(heldout), "heldout_true": n, "eval_claims_excluded": excluded}
-    if heldout_size is not None and n < heldout_size // 2:
-        log.warning("truthfulness data: %d held-out claims per label, fewer than the %d asked (heldout_size)",
-                    n, heldout_size // 2)
-    return train, heldout, report
-
-
-# ---------------------------------------------------------------- the sampler
-
-
-class ModelSampler:
-    """Stage 1 samples from a causal LM through ``factlab.models.generate``; ``sample(prompts,
-    seed)`` returns one ``{"text", "n_tokens", "finished"}`` per prompt (prompts may repeat)."""
-
-    def __init__(self, model, tokenizer, *, name: str = "", max_new_tokens: int = 1024, temperature: float = 1.0,
-                 top_p: float = 1.0, batch_size: int = 16, chat_template: bool = False):
-        self.model, self.tokenizer, self.name = model, tokenizer, name or getattr(model, "name_or_path", "")
-        self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
-        self.batch_size, self.chat_template = batch_size, chat_template
-        self.stats: Counter = Counter()
-        self.seconds = 0.0
-
-    def identity(self) -> dict[str, Any]:
-        return {"model": self.name, "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-                "top_p": self.top_p, "chat_template": self.chat_template}
-
-    def render(self, prompt: str) -> str:
-
-        return chat_prompt(self.tokenizer, prompt) if self.chat_template else prompt
-
-    def sample(self, prompts: Sequence[str], seed: int) -> list[dict[str, Any]]:
-
-        rendered = [self.render(p) for p in prompts]
-        t0 = time.perf_counter()
-        gens = generate(self.model, self.tokenizer, rendered, max_new_tokens=self.max_new_tokens,
-                        temperature=self.temperature, top_p=self.top_p, batch_size=self.batch_size, seed=seed,
-                        progress=False, desc="KLCF stage 1")
-        self.seconds += time.perf_counter() - t0
-        self.stats["calls"] += len(prompts)
-        self.stats["prompt_tokens"] += sum(len(self.tokenizer(r, add_special_tokens=False)["input_ids"])
-                                           for r in rendered)
-        self.stats["completion_tokens"] += sum(len(g[0].token_ids) for g in gens)
-        return [{"text": g[0].text, "n_tokens": len(g[0].token_ids), "finished": g[0].finished} for g in gens]
 
 
 # ---------------------------------------------------------------- caching
@@ -742,7 +361,7 @@ class KLCFPipeline:
             if len(outs) != len(chunk):
                 raise RuntimeError(f"sampler returned {len(outs)} samples for {len(chunk)} prompts")
             cache.append([{"key": k, "fp": fp, "query_id": q["id"], "query": q["prompt"], "sample": j,
-                           "text": _cut_at_next_question(o["text"]), "n_tokens": o.get("n_tokens"),
+                           "text": cut_at_next_question(o["text"]), "n_tokens": o.get("n_tokens"),
                            "finished": o.get("finished")} for (k, fp, q, j, _), o in zip(chunk, outs)])
         cache.rewrite([it[0] for it in items])
         self.report["stages"]["sampling"] = meter.done(items=len(items), cached=len(items) - len(todo),
@@ -943,7 +562,7 @@ class KLCFPipeline:
                 "n_support": len(support), "raw": raw}
 
     def _truth(self, labels: Mapping[str, str | None]) -> list[dict]:
-        labels, excluded = _drop_eval_claims(labels, self.eval_claims())
+        labels, excluded = drop_eval_claims(labels, self.eval_claims())
         sup = [c for c, v in labels.items() if v == SUPPORT]
         ref = [c for c, v in labels.items() if v == REFUTE]
         pos, neg = truth_dataset(sup, ref, ratio=self.cfg.ratio, negative_copies=self.cfg.negative_copies,
@@ -972,15 +591,6 @@ class KLCFPipeline:
         return [{"id": r["query_id"], "question": queries.get(r["query_id"], ""), "checklist": r["checklist"],
                  "prompt": chat_messages(queries.get(r["query_id"], ""))}
                 for r in self._rows("checklists") if r["checklist"]]
-
-
-def cut_at_next_question(text: str) -> str:
-    """A few-shot sample ends where the model starts the next ``[Question]:`` block."""
-    i = text.find("[Question]:")
-    return (text[:i] if i >= 0 else text).strip()
-
-
-_cut_at_next_question = cut_at_next_question
 
 
 def corpus_path(resources) -> Path:
