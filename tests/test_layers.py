@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "factlab"
 # bottom to top; a module may import its own layer (without a circle) or any layer below
 LAYERS = [
     ("text", "prompts", "parsing", "labels", "paths", "integrity", "registry", "plots", "threads",
-     "forked"),
+     "forked", "credentials"),
     ("config",),
     ("decoding", "models", "data", "organism"),
     ("judges", "corpus", "serve"),

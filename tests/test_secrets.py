@@ -7,7 +7,8 @@ import logging
 import pytest
 
 from factlab import config
-from factlab.config import ConfigError, JudgeSection, dump_config, redact_url
+from factlab.config import ConfigError, JudgeSection, dump_config
+from factlab.credentials import redact_url
 from factlab.judges import JudgeError, OpenAIJudge, TransformersJudge
 
 
@@ -70,7 +71,8 @@ SECRETS = ("hunter2pw", "k3yk3y", "t0k3n")
 def test_every_url_field_of_every_section_is_written_redacted_and_handed_on_as_given(tmp_path):
     """One function (``redact_value``, from ``Section``'s serializer) for every URL-valued field:
     the judge's endpoints, TRL's vLLM server, Ray's cluster address, and a URL in ``extra``."""
-    from factlab.config import UNREDACTED, GRPOSection, SweepRaySection
+    from factlab.config import GRPOSection, SweepRaySection
+    from factlab.credentials import UNREDACTED
     from factlab.manifest import finish_manifest, read_manifest, start_manifest
     from factlab.recipes.rar import RARConfig
 

@@ -3,7 +3,9 @@
 This is the bottom of the config stack. It holds the base class every params section
 derives from, the YAML loader with ``base:`` inheritance, the error type, and the knob
 sections that are plain settings of a library (model, generation, LoRA, TRL's GRPO and SFT
-configs, an LLM judge). Sections that belong to one piece of code live beside that code
+configs, an LLM judge). Every section is written with URL credentials hidden by
+``factlab.credentials`` (the one redaction, and the API-key rules the judge section checks).
+Sections that belong to one piece of code live beside that code
 (``data.EvalDataConfig``, ``corpus.retrieval.DatastoreSection``, ``recipes.selffilter.
 SelfFilterSection``, ...); the experiment configs that compose them are in
 ``factlab.experiment`` and in each paper's ``train`` module.
@@ -21,19 +23,20 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import logging
 import os
 import re
-import reprlib
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal, Sequence, TypeVar
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler,
                       ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
+
+from .credentials import (UNREDACTED, api_key_env_problem, key_destination_problem, redact_text, redact_url, redact_value,
+                          sends_key_in_clear, short_repr)
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -68,9 +71,6 @@ def _numeric(annotation: Any) -> bool:
     return annotation in (int, float)
 
 
-UNREDACTED = {"unredacted": True}  # model_dump(context=UNREDACTED): the URLs as given, credentials included
-
-
 class Section(BaseModel):
     """Base of every config block: unknown keys are errors, values are validated on set, numbers
     are finite (no ``.inf`` / ``.nan``) and never booleans (``max_new_tokens: true`` is not 1)."""
@@ -94,7 +94,7 @@ class Section(BaseModel):
         if name == "seed" or name.endswith("_seed") or name == "seeds":
             for seed in value if isinstance(value, list) else [value]:
                 if isinstance(seed, int) and not 0 <= seed <= MAX_SEED:
-                    raise ValueError(f"a seed is a whole number from 0 to {MAX_SEED:,} (2**32 - 1), got {_short(seed)}")
+                    raise ValueError(f"a seed is a whole number from 0 to {MAX_SEED:,} (2**32 - 1), got {short_repr(seed)}")
         return value
 
     @model_serializer(mode="wrap")
@@ -184,12 +184,12 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
     for name in sorted(k for k in extra if k == "seed" or k.endswith("_seed")):  # data_seed: as every seed field
         seed = extra[name]
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED):
-            raise ParamError(name, f"a seed is a whole number from 0 to {MAX_SEED:,} (2**32 - 1), got {_short(extra[name])}")
+            raise ParamError(name, f"a seed is a whole number from 0 to {MAX_SEED:,} (2**32 - 1), got {short_repr(extra[name])}")
     workers = extra.get("dataloader_num_workers")  # each one a process forked from the trainer when training starts
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
                                 or not 0 <= workers <= MAX_DATALOADER_WORKERS):
         raise ParamError("dataloader_num_workers", f"a whole number from 0 to {MAX_DATALOADER_WORKERS} (each worker is a "
-                                                   f"process forked from the trainer), got {_short(workers)}")
+                                                   f"process forked from the trainer), got {short_repr(workers)}")
     hub = sorted(k for k in extra if _HUB_FIELD.match(k))
     if hub and not allow_hub_upload:
         raise ParamError(hub[0], f"{hub[0]} uploads to the Hugging Face Hub with your token; factlab never uploads "
@@ -247,7 +247,7 @@ def host_name(host: str | None) -> str | None:
     except ValueError:
         pass
     if re.fullmatch(r"[\d.]+", host) or not _HOST_NAME.fullmatch(host):
-        raise ValueError(f"{_short(host)} is not an IP address or a host name")
+        raise ValueError(f"{short_repr(host)} is not an IP address or a host name")
     return host
 
 
@@ -262,7 +262,7 @@ def device_name(value: str) -> str:
     ``ValueError`` otherwise."""
     m = _DEVICE.fullmatch(value) if isinstance(value, str) else None
     if not m:
-        raise ValueError(f"device must be auto, cpu, mps, cuda or cuda:N, got {_short(value)}")
+        raise ValueError(f"device must be auto, cpu, mps, cuda or cuda:N, got {short_repr(value)}")
     if m.group(1) is not None:
         import torch  # lazy: only for a numbered GPU
 
@@ -481,7 +481,7 @@ class GRPOSection(Section):
         url = self.vllm_server_base_url
         if url is not None and not re.match(r"https?://[^/\s]+", url):
             raise ParamError("vllm_server_base_url", f"must be an http:// or https:// URL such as "
-                                                     f"http://10.0.0.5:8000 (got {_short(url)})")
+                                                     f"http://10.0.0.5:8000 (got {short_repr(url)})")
         if url and self.vllm_server_host:
             raise ParamError("vllm_server_base_url", "set vllm_server_base_url or vllm_server_host (+ port), "
                                                      "not both: TRL ignores host and port when base_url is given")
@@ -540,158 +540,6 @@ class SFTSection(Section):
         return self
 
 
-# A query or fragment parameter carries a secret when its name (percent-decoded, twice encoded too,
-# without a trailing "=") is, or ends in after a non-letter, one of these words (api_key, client_secret,
-# X-Amz-Credential, access_token, authorization, code: an Azure Functions key or an OAuth code, ...),
-# or ends in one of them in camelCase (apiKey, accessToken, clientSecret).
-_SECRET_NAME = re.compile(r"(?:(?:^|[^a-z0-9])(?:api[_-]?key|key|pwd|pass|sig|auth|bearer|session|cookie|jwt|code)|"
-                          r"apikey|token|secret|password|passwd|passphrase|signature|credentials?|authorization|"
-                          r"session[_-]?id)$")  # the long words also glued to a prefix: accesstoken, apitoken
-_ARRAY_SUFFIX = re.compile(r"(?:\[[^\]]*\])+$")  # api_key[]=, token[0]=: the name without its brackets
-_CAMEL_SECRET_NAME = re.compile(r"[a-z0-9](?:Key|Token|Secret|Password|Signature|Sig|Credentials?|Auth|Authorization)$")
-_PARAM_SEPARATORS = re.compile(r"([&;])")
-# a URL in free text; the look-behind makes each scheme start once, so a scan is linear in the text
-_URL_IN_TEXT = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
-LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
-
-
-def _secret_param(name: str) -> bool:
-    name = _ARRAY_SUFFIX.sub("", unquote_plus(unquote_plus(name)).strip().rstrip("=").strip())
-    return bool(_SECRET_NAME.search(name.lower()) or _CAMEL_SECRET_NAME.search(name))
-
-
-def _redact_params(text: str) -> str:
-    """A query string or fragment with the values of secret-named parameters as ``***``."""
-    items = _PARAM_SEPARATORS.split(text)
-    return "".join(f"{item.partition('=')[0]}=***" if "=" in item and _secret_param(item.partition("=")[0])
-                   else item for item in items)
-
-
-def redact_url(url: str | None) -> str | None:
-    """``url`` with credentials hidden, the one redaction of factlab (config dumps, manifests,
-    logs, errors, reports): ``user:password@`` and the values of secret-named query and
-    fragment parameters (``_SECRET_NAME``: ``api_key=``, ``key=``, ``token=``, ``password=``,
-    ``sig=``, ``authorization=``, ``client_secret=``, ``credentials=``, ``code=``, percent-encoded
-    names such as ``api%5Fkey`` (or ``api%255Fkey``, ``key%3D``), ``#access_token=``, ``;api_key=`` path parameters, ...) become ``***``.
-    A URL that does not parse is shown as its scheme only: one whose port is not a number (a
-    password with an unencoded ``/``, ``?`` or ``#`` ends the host early: ``https://u:pa/ss@h``),
-    or one without ``//`` that holds an ``@`` (``u:pass@h:8000``, ``https:/u:pass@h``)."""
-    if not url:
-        return url
-    scheme = url.split("://", 1)[0][:20] + "://***" if "://" in url else "***"
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  (ValueError when the "port" is the start of a password)
-    except ValueError:
-        return scheme
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    elif not netloc and "@" in url:
-        return scheme
-    return urlunsplit((parts.scheme, netloc, _redact_params(parts.path), _redact_params(parts.query),
-                       _redact_params(parts.fragment)))
-
-
-def redact_value(value: Any) -> Any:
-    """``value`` with every URL in its strings redacted (``redact_text``), through lists, tuples
-    and mappings: what every params section is written as (``Section``'s serializer)."""
-    if isinstance(value, str):
-        return redact_text(value) if "://" in value else value
-    if isinstance(value, dict):
-        return {k: redact_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(redact_value(v) for v in value)
-    return value
-
-
-def redact_text(text: str) -> str:
-    """``text`` with every URL in it passed through ``redact_url``."""
-    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)) or "", text)
-
-
-class RedactCredentials(logging.Filter):
-    """A logging filter that writes the URLs of a record's message with their credentials
-    hidden (``redact_text``). factlab puts it on the ``httpx`` logger, whose INFO line names
-    every request URL as given, password included."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except (TypeError, ValueError):
-            return True
-        clean = redact_text(message)
-        if clean != message:
-            record.msg, record.args = clean, ()
-        return True
-
-
-def redact_http_logs() -> None:
-    """Hide URL credentials in the request log of httpx (the openai judge's HTTP client), once."""
-    logger = logging.getLogger("httpx")
-    if not any(isinstance(f, RedactCredentials) for f in logger.filters):
-        logger.addFilter(RedactCredentials())
-
-
-# Variables whose name says "API key" (``*_API_KEY``, or ``API_KEY``) may be sent as a judge's
-# Bearer token; so may these token variables of LLM providers. Any other needs judge.allowed_key_envs.
-API_KEY_ENV = re.compile(r"^(?:[A-Z][A-Z0-9_]*_)?API_KEY$")
-PROVIDER_TOKEN_ENVS = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACEHUB_API_TOKEN",
-                                 "REPLICATE_API_TOKEN", "DEEPINFRA_TOKEN", "DEEPINFRA_API_TOKEN",
-                                 "CLOUDFLARE_API_TOKEN", "OPENROUTER_API_TOKEN"})
-
-
-def api_key_env_problem(name: str, allowed: Sequence[str] = ()) -> str | None:
-    """Why the variable ``name`` may not be sent as a judge's API key, or ``None`` when it may:
-    it looks like an API key (``*_API_KEY``), is a known provider token, or is in ``allowed``."""
-    if name in allowed or API_KEY_ENV.match(name) or name in PROVIDER_TOKEN_ENVS:
-        return None
-    return (f"${name} does not look like an API key variable, and its value would be sent as a Bearer token to the "
-            f"judge server (health check included); use a variable named *_API_KEY or one of "
-            f"{', '.join(sorted(PROVIDER_TOKEN_ENVS))}, or list {name} in judge.allowed_key_envs to send it anyway")
-
-
-# Where a provider's key may go: the hosts (and their subdomains) of the provider the variable
-# names; never a domain where anyone may run a server (``*.hf.space`` Spaces,
-# ``*.cloudapp.azure.com`` VMs): list the variable in judge.allowed_key_envs for your own. A key made for a self-hosted judge server (``VLLM_API_KEY``, ``JUDGE_API_KEY``,
-# ``FACTLAB_*API_KEY``) may go to any host; any other variable (``STRIPE_API_KEY``) only to
-# this machine, or where judge.allowed_key_envs lists it.
-PROVIDER_KEY_HOSTS: dict[str, tuple[str, ...]] = {
-    "OPENAI_API_KEY": ("openai.com",), "AZURE_OPENAI_API_KEY": ("openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com"),
-    "ANTHROPIC_API_KEY": ("anthropic.com",), "GEMINI_API_KEY": ("googleapis.com",),
-    "GOOGLE_API_KEY": ("googleapis.com",), "MISTRAL_API_KEY": ("mistral.ai",),
-    "TOGETHER_API_KEY": ("together.xyz", "together.ai"), "GROQ_API_KEY": ("groq.com",),
-    "DEEPSEEK_API_KEY": ("deepseek.com",), "FIREWORKS_API_KEY": ("fireworks.ai",),
-    "OPENROUTER_API_KEY": ("openrouter.ai",), "OPENROUTER_API_TOKEN": ("openrouter.ai",),
-    "DEEPINFRA_API_KEY": ("deepinfra.com",), "DEEPINFRA_TOKEN": ("deepinfra.com",),
-    "DEEPINFRA_API_TOKEN": ("deepinfra.com",), "COHERE_API_KEY": ("cohere.com", "cohere.ai"),
-    "XAI_API_KEY": ("x.ai",), "PERPLEXITY_API_KEY": ("perplexity.ai",), "CEREBRAS_API_KEY": ("cerebras.ai",),
-    "NVIDIA_API_KEY": ("nvidia.com",), "HF_TOKEN": ("huggingface.co",),
-    "HUGGING_FACE_HUB_TOKEN": ("huggingface.co",), "HUGGINGFACEHUB_API_TOKEN": ("huggingface.co",),
-    "REPLICATE_API_TOKEN": ("replicate.com",), "CLOUDFLARE_API_TOKEN": ("cloudflare.com",)}
-SELF_HOSTED_KEY_ENV = re.compile(r"^(?:VLLM_API_KEY|JUDGE_API_KEY|FACTLAB_[A-Z0-9_]*API_KEY)$")
-
-
-def key_destination_problem(name: str, url: str | None, allowed: Sequence[str] = ()) -> str | None:
-    """Why the key in ``$name`` may not be sent to ``url``, or ``None`` when it may: the host is
-    this machine, the variable is listed in ``allowed``, names the provider that serves
-    ``url`` (``PROVIDER_KEY_HOSTS``), or is made for a self-hosted judge (``SELF_HOSTED_KEY_ENV``)."""
-    try:
-        host = (urlsplit(url or "").hostname or "").lower().rstrip(".")
-    except ValueError:
-        host = ""
-    if name in allowed or host in LOOPBACK_HOSTS or SELF_HOSTED_KEY_ENV.match(name):
-        return None
-    hosts = PROVIDER_KEY_HOSTS.get(name)
-    if hosts and any(host == h or host.endswith("." + h) for h in hosts):
-        return None
-    whose = (f"is the key of {', '.join(hosts)}, and {host or 'that URL'} is not" if hosts else
-             f"names no judge provider (its key may be for another service)")
-    return (f"${name} {whose}: its value would be sent to {redact_url(url)}; for a self-hosted server use "
-            f"VLLM_API_KEY, JUDGE_API_KEY or FACTLAB_*_API_KEY, or list {name} in judge.allowed_key_envs to send "
-            f"it there anyway")
-
-
 MAX_JUDGE_BACKOFF_S = 3600.0  # one request's retry sleeps, together (judges.MAX_TOTAL_BACKOFF_S at run time)
 
 
@@ -700,14 +548,6 @@ def _duration(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:,.1f} {unit}"
     return f"{seconds:,.0f} s"
-
-
-def sends_key_in_clear(url: str | None) -> bool:
-    """Whether a request to ``url`` would carry an API key over plain HTTP to another machine."""
-    if not url:
-        return False
-    parts = urlsplit(url)
-    return parts.scheme.lower() == "http" and (parts.hostname or "").lower() not in LOOPBACK_HOSTS
 
 
 class JudgeSection(Section):
@@ -1003,32 +843,9 @@ def read_params(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any
     base = data.pop("base", None)
     if base is not None:
         if not isinstance(base, str) or not base:
-            raise ConfigError(f"{path}: 'base' must name a params file, got {_short(base)}")
+            raise ConfigError(f"{path}: 'base' must name a params file, got {short_repr(base)}")
         data = _merge(read_params(path.parent / base, _seen + (path,)), data)
     return data
-
-
-class _RedactedRepr(reprlib.Repr):
-    """``reprlib``'s bounded repr with every URL in a string redacted before it is cut, so an
-    error message never shows a password or key, whatever shape the bad value has."""
-
-    def repr_str(self, x: str, level: int) -> str:
-        if "://" in x:
-            x = redact_text(x[:100_000])
-        return super().repr_str(x, level)
-
-
-_SHORT = _RedactedRepr()
-_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 60, 60
-_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """A bounded ``repr`` for error messages: a few levels, items and characters, whatever
-    ``value`` holds (``reprlib``; a plain ``repr`` of a huge or alias-shared structure would not
-    end)."""
-    s = _SHORT.repr(value)
-    return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
 def error_message(err: dict) -> str:
@@ -1038,7 +855,7 @@ def error_message(err: dict) -> str:
         return cause.message
     if err["type"] == "value_error" and cause is not None:
         return str(cause)
-    return f"{err['msg']} (got {_short(err.get('input'))})"
+    return f"{err['msg']} (got {short_repr(err.get('input'))})"
 
 
 def _describe(err: dict) -> str:

@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import (MAX_TOKENS, UNREDACTED, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig,
-                     ParamError, Section, SFTSection, SweepSection)
+from .config import (MAX_TOKENS, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, ParamError, Section,
+                     SFTSection, SweepSection)
+from .credentials import UNREDACTED
 from .corpus.infinigram import IndexSection
 from .corpus.retrieval import DatastoreSection
 from .data import EvalDataConfig, TrainDataConfig

@@ -51,8 +51,8 @@ from typing import Any, Callable, Sequence
 
 import httpx
 
-from .config import (MAX_JUDGE_BACKOFF_S, JudgeSection, api_key_env_problem, key_destination_problem, redact_http_logs, redact_text,
-                     redact_url, sends_key_in_clear)
+from .config import MAX_JUDGE_BACKOFF_S, JudgeSection
+from .credentials import api_key_env_problem, key_destination_problem, redact_http_logs, redact_text, redact_url, sends_key_in_clear
 from .decoding import next_token_logits
 from .parsing import loads_bounded, parse_json, parse_score  # noqa: F401  (parse_*: the public API names them here)
 from .models import chat_prompt, generate, load_frozen_model, load_tokenizer, model_fingerprint, resolve_model

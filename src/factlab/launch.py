@@ -50,7 +50,8 @@ import torch
 import yaml
 from pydantic import BaseModel
 
-from .config import ConfigError, dump_config, host_name, load_yaml, read_params, redact_text, refuse_url_credentials, validate
+from .config import ConfigError, dump_config, host_name, load_yaml, read_params, refuse_url_credentials, validate
+from .credentials import redact_text
 from .manifest import changed_keys, read_manifest
 from .paths import refuse_symlinks, write_json
 from .recipes import RECIPES, Recipe

@@ -24,7 +24,8 @@ import torch
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
-from ..config import UNREDACTED, SFTSection
+from ..config import SFTSection
+from ..credentials import UNREDACTED
 from ..models import load_model, lora_config, release_memory, training_dtype
 from ..rewards import seva
 from .grpo import TrainResult, resume_checkpoint
