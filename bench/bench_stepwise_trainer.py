@@ -15,7 +15,8 @@ from pathlib import Path
 from trl import GRPOTrainer
 
 from factlab import models
-from factlab.config import CorVerConfig, GRPOSection, LoraSection
+from factlab.config import CorVerConfig
+from factlab.sections import GRPOSection, LoraSection
 from factlab.data import load_eval_set
 from factlab.config import EvalDataConfig
 from factlab.data.miniworld import ensure_world

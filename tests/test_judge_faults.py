@@ -221,7 +221,7 @@ def test_a_retry_after_within_the_cap_is_honoured(monkeypatch):
     import httpx
 
     from factlab import judges
-    from factlab.config import JudgeSection
+    from factlab.sections import JudgeSection
 
     slept = []
     monkeypatch.setattr(judges.time, "sleep", slept.append)
@@ -361,7 +361,7 @@ def test_bytes_after_the_end_of_a_compressed_answer_are_capped_too():
 def test_a_judge_timeout_past_a_day_is_refused_at_load():
     """``timeout_s: 1e308`` passed and every request then failed (OverflowError: timestamp out of
     range) (issue 43 round-3b probe)."""
-    from factlab.config import JudgeSection
+    from factlab.sections import JudgeSection
 
     with pytest.raises(ValueError, match="less than or equal to 86400"):
         JudgeSection(timeout_s=1e308)
@@ -372,7 +372,7 @@ def test_retry_sleeps_are_capped_in_total_and_refused_at_load(monkeypatch):
     import httpx
 
     from factlab import judges
-    from factlab.config import JudgeSection
+    from factlab.sections import JudgeSection
 
     with pytest.raises(ValueError, match=r"max_retries: 30 with backoff_s: 1 schedules 34.0 years of sleeps"):
         JudgeSection(max_retries=30, backoff_s=1)

@@ -13,6 +13,7 @@ LAYERS = [
     ("text", "prompts", "parsing", "labels", "paths", "integrity", "registry", "plots", "threads",
      "forked", "credentials"),
     ("config",),
+    ("sections",),
     ("decoding", "models", "data", "organism"),
     ("judges", "corpus", "serve"),
     ("rewards",),

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from factlab import prompts as P
-from factlab.config import JudgeSection
 from factlab.rewards import RewardSpec, build_rewards
 from factlab.rewards import seva as S
 from factlab.rewards.seva import EXAMPLE_1_OUTPUT, EXAMPLE_2_OUTPUT, SevaClaimsReward, claim_verdict
+from factlab.sections import JudgeSection
 
 
 class Judge:

@@ -51,7 +51,7 @@ from typing import Any, Callable, Sequence
 
 import httpx
 
-from .config import MAX_JUDGE_BACKOFF_S, JudgeSection
+from .sections import MAX_JUDGE_BACKOFF_S, JudgeSection
 from .credentials import api_key_env_problem, key_destination_problem, redact_http_logs, redact_text, redact_url, sends_key_in_clear
 from .decoding import next_token_logits
 from .parsing import loads_bounded, parse_json, parse_score  # noqa: F401  (parse_*: the public API names them here)

@@ -78,10 +78,11 @@ from pydantic import Field, field_validator, model_validator
 
 from .. import prompts as P
 from .. import text
-from ..config import Dtype, JudgeSection, ParamError, Section, existing_model
+from ..config import Dtype, ParamError, Section
 from ..decoding import next_token_logits
 from ..models import load_frozen_model
 from ..parsing import parse_json
+from ..sections import JudgeSection, existing_model
 from . import kb
 from .base import JudgeBackedReward, completion_text, prompt_text
 from .length import length_penalty  # noqa: F401  (docs/design.md's public API: klcf.length_penalty, Eq. 11)

@@ -35,7 +35,7 @@ import torch
 from datasets import Dataset
 from trl import GRPOConfig
 
-from ..config import GRPOSection
+from ..sections import GRPOSection
 from ..credentials import UNREDACTED
 from ..models import load_model, lora_config, release_memory, training_dtype
 from ..paths import write_json
