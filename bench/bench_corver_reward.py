@@ -12,7 +12,7 @@ import random
 import time
 
 from factlab import models
-from factlab.config import CorVerConfig
+from factlab.recipes.corver import CorVerConfig
 from factlab.data.miniworld import ensure_world
 from factlab.eval.calibration import miniworld_labelled_claims
 from factlab.recipes import corver

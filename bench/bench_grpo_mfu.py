@@ -32,7 +32,7 @@ from transformers import TrainerCallback
 
 from bench_generate import matmul_gflops  # noqa: E402 (bench/ is this script's folder)
 from factlab import models
-from factlab.config import GRPOSection
+from factlab.sections import GRPOSection
 from factlab.data.miniworld import ensure_world
 from factlab.data.types import QAItem, read_jsonl
 from factlab.prompts import CORVER_TRAIN_SYSTEM

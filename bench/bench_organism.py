@@ -78,10 +78,10 @@ def grpo_step(name: str, steps: int = 4, G: int = 32, length: int = 48, system: 
     from transformers import TrainerCallback
 
     from factlab import models, organism
-    from factlab.config import GRPOSection
     from factlab.data.miniworld import build_qa
     from factlab.recipes.corver import qa_rows
     from factlab.rewards import RewardSpec, build_rewards
+    from factlab.sections import GRPOSection
     from factlab.train.grpo import grpo_args
     from factlab.train.trainer import FactlabGRPOTrainer
 

@@ -20,9 +20,9 @@ from transformers import TrainerCallback
 from trl import SFTTrainer
 
 from factlab import organism
-from factlab.config import SFTSection
 from factlab.models import load_model
 from factlab.rewards import seva_output
+from factlab.sections import SFTSection
 from factlab.train.sft import CompactHeadSFTTrainer, sft_args
 
 VERDICT = {"evidence_alignment": [{"claim_span": "Paris", "source_span": "capital is Paris", "status": "match"}],

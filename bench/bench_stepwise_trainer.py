@@ -15,9 +15,10 @@ from pathlib import Path
 from trl import GRPOTrainer
 
 from factlab import models
-from factlab.config import CorVerConfig, GRPOSection, LoraSection
+from factlab.recipes.corver import CorVerConfig
+from factlab.sections import GRPOSection, LoraSection
 from factlab.data import load_eval_set
-from factlab.config import EvalDataConfig
+from factlab.data import EvalDataConfig
 from factlab.data.miniworld import ensure_world
 from factlab.prompts import CORVER_TRAIN_SYSTEM
 from factlab.recipes import corver

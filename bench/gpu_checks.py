@@ -47,9 +47,9 @@ lora: {{r: 8, alpha: 16}}
 
 
 def cmd_judge(args) -> int:
-    from factlab.config import JudgeSection
     from factlab.judges import make_judge
     from factlab.models import TINY_MODEL
+    from factlab.sections import JudgeSection
 
     dtype = "bfloat16" if args.device.startswith("cuda") else "float32"
     judge = make_judge(JudgeSection(backend="transformers", model=TINY_MODEL, device=args.device, dtype=dtype,

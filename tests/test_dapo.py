@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from factlab import config, models
-from factlab.config import DynamicSamplingSection
+from factlab.sections import DynamicSamplingSection, GRPOSection, LoraSection
 from factlab.data.types import QAItem
 from factlab.rewards import RewardSpec
 from factlab.rewards.registry import RewardSet
@@ -26,7 +26,7 @@ def _cfg(**grpo):
     g = cfg.grpo.model_copy(update={**dict(num_generations=2, per_device_train_batch_size=2,
                                            gradient_accumulation_steps=2, max_completion_length=6, max_steps=1,
                                            save_steps=1), **grpo})
-    return cfg.model_copy(update={"grpo": g, "lora": config.LoraSection(r=2, alpha=4, target_modules=["q_proj"])})
+    return cfg.model_copy(update={"grpo": g, "lora": LoraSection(r=2, alpha=4, target_modules=["q_proj"])})
 
 
 class FlatThenVaried:
@@ -53,12 +53,12 @@ def _rewards(fn):
 
 
 def test_dapo_preset_reaches_trl():
-    g = config.GRPOSection.model_validate({"preset": "dapo", "per_device_train_batch_size": 8,
+    g = GRPOSection.model_validate({"preset": "dapo", "per_device_train_batch_size": 8,
                                            "gradient_accumulation_steps": 1, "num_generations": 8})
     args = grpo_args(g, "/tmp/unused")
     assert (args.loss_type, args.epsilon, args.epsilon_high, args.beta) == ("dapo", 0.2, 0.28, 0.0)
     assert g.dynamic_sampling.enabled
-    explicit = config.GRPOSection.model_validate({"preset": "dapo", "beta": 0.01, "per_device_train_batch_size": 8,
+    explicit = GRPOSection.model_validate({"preset": "dapo", "beta": 0.01, "per_device_train_batch_size": 8,
                                                   "gradient_accumulation_steps": 1, "num_generations": 8})
     assert explicit.beta == 0.01  # keys the params set win
 

@@ -11,6 +11,7 @@ from factlab import config, models
 from factlab.rewards import RewardSpec, build_rewards
 from factlab.train import merge_adapter, run
 from factlab.recipes.corver import CorVerConfig, qa_rows
+from factlab.sections import LoraSection
 from factlab.data.types import QAItem
 from factlab.train.callbacks import StepSnapshots
 from factlab.train.grpo import filter_long_prompts, grpo_args
@@ -58,7 +59,7 @@ def test_overlong_prompts_are_dropped_and_counted(tokenizer):
 
 def test_run_trains_saves_resumes_and_merges(tmp_path):
     cfg = _smoke(max_steps=2, max_completion_length=16, save_steps=1, save_total_limit=2)
-    cfg = cfg.model_copy(update={"lora": config.LoraSection(r=4, alpha=8, target_modules=["q_proj", "v_proj"]),
+    cfg = cfg.model_copy(update={"lora": LoraSection(r=4, alpha=8, target_modules=["q_proj", "v_proj"]),
                                  "model": cfg.model.model_copy(update={"name": models.TINY_MODEL})})
     rows = qa_rows([QAItem("fr", "What is the capital of France?", ["Paris"]),
                     QAItem("jp", "What is the capital of Japan?", ["Tokyo"])])

@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from factlab.config import JudgeSection
 from factlab.judges import OpenAIJudge, make_judge
+from factlab.sections import JudgeSection
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from factlab.config import ConfigError, JudgeSection, Section, dump_config, validate
+from factlab.config import ConfigError, Section, dump_config, validate
 from factlab.judges import JudgeError, OpenAIJudge, TransformersJudge, make_judge
+from factlab.sections import JudgeSection
 from factlab.serve import JudgeServer
 
 from test_judge_faults import FaultyServer

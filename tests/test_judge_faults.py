@@ -221,9 +221,9 @@ def test_a_retry_after_past_the_cap_fails_at_once_with_a_clear_error(monkeypatch
 def test_a_retry_after_within_the_cap_is_honoured(monkeypatch):
     import httpx
 
-    from factlab.config import JudgeSection
     from factlab.judges import make_judge
     from factlab.judges import transport as judge_transport
+    from factlab.sections import JudgeSection
 
     slept = []
     monkeypatch.setattr(judge_transport.time, "sleep", slept.append)
@@ -363,7 +363,7 @@ def test_bytes_after_the_end_of_a_compressed_answer_are_capped_too():
 def test_a_judge_timeout_past_a_day_is_refused_at_load():
     """``timeout_s: 1e308`` passed and every request then failed (OverflowError: timestamp out of
     range) (issue 43 round-3b probe)."""
-    from factlab.config import JudgeSection
+    from factlab.sections import JudgeSection
 
     with pytest.raises(ValueError, match="less than or equal to 86400"):
         JudgeSection(timeout_s=1e308)
@@ -373,8 +373,8 @@ def test_retry_sleeps_are_capped_in_total_and_refused_at_load(monkeypatch):
     """``max_retries: 30, backoff_s: 1`` scheduled about 34 years of sleeps."""
     import httpx
 
-    from factlab.config import JudgeSection
     from factlab.judges import transport as judge_transport
+    from factlab.sections import JudgeSection
 
     with pytest.raises(ValueError, match=r"max_retries: 30 with backoff_s: 1 schedules 34.0 years of sleeps"):
         JudgeSection(max_retries=30, backoff_s=1)

@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factlab.config import ConfigError, JudgeSection, validate
+from factlab.config import ConfigError, validate
 from factlab.judges import (JudgeCache, JudgeError, JudgeUnavailable, OpenAIJudge, TransformersJudge, make_judge,
                             parse_json, parse_score)
+from factlab.sections import JudgeSection
 
 # ------------------------------------------------------------------ parse_json / parse_score
 

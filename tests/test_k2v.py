@@ -13,6 +13,7 @@ import pytest
 
 from factlab import config
 from factlab import prompts as P
+from factlab import sections
 from factlab import text
 from factlab.data.miniworld import ensure_world
 from factlab.judges import Judge, make_judge
@@ -566,7 +567,7 @@ def test_overlong_penalty_is_zero_then_linear_then_full():
 
 def test_choice_verdicts_come_from_the_real_judge_model():
     # the real model: the test is what the 135M judge's next-token scores say
-    judge = make_judge(config.JudgeSection(backend="transformers", model="smollm2-135m-instruct", dtype="float32",
+    judge = make_judge(sections.JudgeSection(backend="transformers", model="smollm2-135m-instruct", dtype="float32",
                                            base_url=None, max_new_tokens=4, enable_thinking=None), cache=False)
     # the 135M model's next-token scores follow a plain instruction (measured): a choice that ignores
     # the model, or maps its scores to the wrong option, cannot give this alternation

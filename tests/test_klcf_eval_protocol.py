@@ -19,13 +19,13 @@ import pytest
 
 from factlab import config
 from factlab import prompts as P
-from factlab.config import GenerationConfig
 from factlab.corpus.retrieval import Chunk, Datastore
 from factlab.data.longform import LongformPrompt
 from factlab.eval import suites
 from factlab.models import Generation
 from factlab.recipes import klcf
 from factlab.rewards.rar import ClaimVerifier
+from factlab.sections import GenerationConfig
 from factlab.synth import klcf as K
 from factlab.synth import klcf_labels as KL
 from factlab.synth import klcf_truth_data as KT

@@ -342,8 +342,8 @@ def test_full_params_checklist_verifier_is_the_papers_14b_sft(full):
 
 
 def test_resources_build_a_named_judge_once_and_honour_uncached_views(monkeypatch):
-    from factlab.config import JudgeSection
     from factlab.rewards import resources as R
+    from factlab.sections import JudgeSection
 
     built = []
     monkeypatch.setattr(R, "make_judge", lambda section, **kw: built.append((section.model, kw)) or object())

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from factlab import config
 from factlab import prompts as P
+from factlab import sections
 from factlab.config import ParamError, describe_errors
 from factlab.models import TINY_MODEL
 from factlab.experiment import TrainingConfig
@@ -487,7 +488,7 @@ def test_truthfulness_scorer_reads_the_two_answer_rows(tiny_model_and_tokenizer)
 def test_checklist_reward_with_a_model_judge_choice():
     from factlab.judges import make_judge
 
-    judge = make_judge(config.JudgeSection(backend="transformers", model=TINY_MODEL, dtype="float32",
+    judge = make_judge(sections.JudgeSection(backend="transformers", model=TINY_MODEL, dtype="float32",
                                            device="cpu", max_new_tokens=8), cache=False)
     reward = ChecklistReward(ChecklistVerifier(judge, verdict="choice"))
     out = reward(prompts=["What is the capital of France?"] * 2,

@@ -19,7 +19,7 @@ import yaml
 
 from factlab import launch
 from factlab.cli import main
-from factlab.config import GRPOSection
+from factlab.sections import GRPOSection
 from factlab.train.grpo import grpo_args
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "factlab"
 # bottom to top; a module may import its own layer (without a circle) or any layer below
 LAYERS = [
     ("text", "prompts", "parsing", "labels", "paths", "integrity", "registry", "plots", "threads",
-     "forked"),
+     "forked", "credentials"),
     ("config",),
+    ("sections",),
     ("decoding", "models", "data", "organism"),
     ("judges", "corpus", "serve"),
     ("rewards",),

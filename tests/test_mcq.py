@@ -153,8 +153,8 @@ def test_general_capability_suite_runs_lm_eval_zero_shot_sampled_k_times(monkeyp
     import lm_eval
     import lm_eval.models.huggingface as hf
 
-    from factlab.config import GenerationConfig
     from factlab.eval import mcq, suites
+    from factlab.sections import GenerationConfig
 
     calls = []
 

@@ -266,12 +266,12 @@ def test_the_same_bound_holds_for_sweep_and_launch_values():
 
 
 def test_error_messages_print_a_bounded_repr():
-    from factlab.config import _short
+    from factlab.credentials import short_repr
 
     shared = ["x"] * 9
     for _ in range(9):
         shared = [shared] * 9  # 9**10 leaves behind 10 list objects, as an alias bomb builds
-    assert len(_short(shared)) <= 60 and len(_short("y" * 10**7)) <= 60
+    assert len(short_repr(shared)) <= 60 and len(short_repr("y" * 10**7)) <= 60
 
 
 # ---------------------------------------------------------------- what hung or failed late (issue 43)

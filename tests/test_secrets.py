@@ -7,8 +7,10 @@ import logging
 import pytest
 
 from factlab import config
-from factlab.config import ConfigError, JudgeSection, dump_config, redact_url
+from factlab.config import ConfigError, dump_config
+from factlab.credentials import redact_url
 from factlab.judges import JudgeError, OpenAIJudge, TransformersJudge
+from factlab.sections import GRPOSection, JudgeSection
 
 
 @pytest.mark.parametrize("url, shown", [
@@ -70,9 +72,10 @@ SECRETS = ("hunter2pw", "k3yk3y", "t0k3n")
 def test_every_url_field_of_every_section_is_written_redacted_and_handed_on_as_given(tmp_path):
     """One function (``redact_value``, from ``Section``'s serializer) for every URL-valued field:
     the judge's endpoints, TRL's vLLM server, Ray's cluster address, and a URL in ``extra``."""
-    from factlab.config import UNREDACTED, GRPOSection, SweepRaySection
+    from factlab.credentials import UNREDACTED
     from factlab.manifest import finish_manifest, read_manifest, start_manifest
     from factlab.recipes.rar import RARConfig
+    from factlab.sections import SweepRaySection
 
     cfg = config.load_config(config.__file__.replace("src/factlab/config.py", "params/02_binary_rar_lm.yaml"),
                              RARConfig, overrides={"judge": {"backend": "openai", "base_url": [SECRET_URL],
@@ -108,7 +111,7 @@ def test_a_malformed_base_url_never_echoes_its_credentials(tmp_path, bad):
         JudgeSection(backend="openai", base_url=bad)
     assert not any(x in str(direct.value) for x in SECRETS), str(direct.value)
     with pytest.raises(ValueError) as grpo:
-        config.GRPOSection(vllm_server_base_url=f"ftp{SECRET_URL[5:]}")
+        GRPOSection(vllm_server_base_url=f"ftp{SECRET_URL[5:]}")
     assert not any(x in str(grpo.value) for x in SECRETS), str(grpo.value)
 
 

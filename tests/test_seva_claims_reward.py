@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from factlab import prompts as P
-from factlab.config import JudgeSection
 from factlab.rewards import RewardSpec, build_rewards
 from factlab.rewards import seva_claims as S
 from factlab.rewards.seva import EXAMPLE_1_OUTPUT, EXAMPLE_2_OUTPUT
 from factlab.rewards.seva_claims import SevaClaimsReward
 from factlab.rewards.seva_output import LABEL_PREFILL, claim_verdict
+from factlab.sections import JudgeSection
 
 
 class Judge:

@@ -3,7 +3,7 @@ GRPO steps of the embedded model as a verifier with the advantage-collapse diagn
 
 import pytest
 
-from factlab.config import GRPOSection, LoraSection
+from factlab.sections import GRPOSection, LoraSection
 from factlab.data.pairs import ClaimPair
 from factlab.rewards import RewardSpec, build_rewards
 from pathlib import Path

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from factlab.config import LoraSection, ModelConfig
 from factlab.data.pairs import ClaimPair
 from factlab.models import TINY_MODEL
-from factlab.config import SFTSection
+from factlab.sections import LoraSection, ModelConfig
+from factlab.sections import SFTSection
 from factlab.train.sft import run_sft, sft_args, sft_dataset
 
 

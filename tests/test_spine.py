@@ -3,11 +3,11 @@ reward that needs them, and evaluation suites are looked up by name."""
 
 import pytest
 
-from factlab.config import GenerationConfig
 from factlab.data.types import QAItem
 from factlab.eval import suites
 from factlab.experiment import TrainingConfig
 from factlab.rewards import Resources, build_rewards
+from factlab.sections import GenerationConfig
 
 
 def test_rewards_of_two_papers_share_one_judge():

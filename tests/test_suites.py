@@ -4,11 +4,11 @@ K2V's answer accuracy, MCQ / general avg@k through lm-eval, KLCF's win rate. Eac
 
 import pytest
 
-from factlab.config import GenerationConfig
 from factlab.data.longform import LongformPrompt
 from factlab.data.types import QAItem
 from factlab.eval import mcq, suites
 from factlab.models import Generation
+from factlab.sections import GenerationConfig
 
 GEN = GenerationConfig(max_new_tokens=8, batch_size=4)
 THINK = "<think>" + "I recall the fact and check it against what I know. " * 2 + "</think>"

@@ -2,7 +2,8 @@
 import os, sys, yaml
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 from probe_round3 import *
-from factlab.config import redact_url, redact_text, key_destination_problem, ConfigError
+from factlab.config import ConfigError
+from factlab.credentials import redact_url, redact_text, key_destination_problem
 S = "S3CR3T"
 urls = [
  f"https://u:{S}@h.example/v1", f"https://h.example/v1?authorization={S}", f"https://h.example/v1?client_secret={S}",

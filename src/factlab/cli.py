@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from . import threads
-from .config import redact_text
+from .credentials import redact_text
 from .corpus import CorpusIndex
 from .integrity import VERIFY_ENV
 from .data.miniworld import build_world, default_world_dir

@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import (MAX_TOKENS, UNREDACTED, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig,
-                     ParamError, Section, SFTSection, SweepSection)
+from .config import MAX_TOKENS, ParamError, Section
 from .corpus.infinigram import IndexSection
 from .corpus.retrieval import DatastoreSection
+from .credentials import UNREDACTED
 from .data import EvalDataConfig, TrainDataConfig
 from .data.miniworld import WorldConfig
 from .eval.alarms import AlarmsSection
@@ -30,6 +30,7 @@ from .organism import is_organism
 from .rewards.rar import ClaimVerifierSection
 from .rewards.registry import RewardSpec, check_reward_list
 from .rewards.triplets import ExtractorSection
+from .sections import GenerationConfig, GRPOSection, JudgeSection, LoraSection, ModelConfig, SFTSection, SweepSection
 
 __all__ = ["MAX_GPU_SHARE", "vllm_shares", "ExperimentConfig", "TrainingConfig", "QuickstartConfig", "EvidenceArm",
            "EvidenceSection", "BASE_ARM", "Comparison", "Hypothesis", "HYPOTHESES", "arm_folder_name",

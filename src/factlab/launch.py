@@ -50,12 +50,14 @@ import torch
 import yaml
 from pydantic import BaseModel
 
-from .config import ConfigError, dump_config, host_name, load_yaml, read_params, redact_text, refuse_url_credentials, validate
+from .config import ConfigError, dump_config, load_yaml, read_params, refuse_url_credentials, validate
+from .credentials import redact_text
 from .manifest import changed_keys, read_manifest
 from .paths import refuse_symlinks, write_json
 from .recipes import RECIPES, Recipe
 from .rewards import Resources
 from .runner import config_for_notebook, default_params, find_notebook, make_run_dir, project_root, sigterm_as_interrupt
+from .sections import host_name
 from .sweep import set_dotted
 from .threads import usable_cores
 from .train.grpo import TrainResult

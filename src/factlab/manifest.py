@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
-from .config import redact_text, redact_value
+from .credentials import redact_text, redact_value
 from .paths import open_nofollow, refuse_symlinks, write_json
 
 MANIFEST = "manifest.json"

@@ -42,8 +42,8 @@ from typing import Any, Iterable
 import yaml
 from pydantic import BaseModel
 
-from .config import JudgeSection
 from .models import EMBEDDED_MODELS, TINY_MODELS, resolve_model
+from .sections import JudgeSection
 
 __all__ = ["GB", "ModelShape", "PlanError", "Strategy", "STRATEGIES", "Term", "StagePlan", "Plan", "model_shape",
            "zero_bytes", "lora_params", "plan_config", "strategy_from_accelerate", "auto_strategies"]

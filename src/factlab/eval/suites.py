@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from .. import text
-from ..config import GenerationConfig, ModelConfig
 from ..data.longform import LongformPrompt
 from ..models import chat_prompt, generate, load_model, release_memory
 from ..registry import Registry
 from ..rewards.k2v import format_score
 from ..rewards.qa import answer_of
+from ..sections import GenerationConfig, ModelConfig
 from . import abstention, longform, mcq, shortform, verification, winrate
 
 __all__ = ["SUITES", "LONGFORM_RETRIEVAL", "SuiteResult", "evaluate", "evaluate_model", "available"]

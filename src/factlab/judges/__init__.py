@@ -38,7 +38,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config import JudgeSection
+from ..sections import JudgeSection
 from ..parsing import parse_json, parse_score  # noqa: F401  (the public API contract, docs/design.md, names them here)
 from .base import Judge, JudgeCache, JudgeError, JudgeUnavailable  # noqa: F401  (the judge interface)
 from .local import TransformersJudge, VLLMJudge

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import httpx
 
-from ..config import api_key_env_problem, redact_text, redact_url
+from ..credentials import api_key_env_problem, redact_text, redact_url
 from ..models import load_tokenizer
 from .base import Judge, JudgeError, render_prompt
 from .transport import MAX_RESPONSE_BYTES, MAX_TOTAL_BACKOFF_S, Endpoint, OpenAITransport

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from ..config import MAX_JUDGE_BACKOFF_S, key_destination_problem, redact_http_logs, redact_text, sends_key_in_clear
+from ..credentials import key_destination_problem, redact_http_logs, redact_text, sends_key_in_clear
+from ..sections import MAX_JUDGE_BACKOFF_S
 from ..parsing import loads_bounded
 from .base import JudgeError
 

@@ -55,7 +55,8 @@ from typing import Any, Sequence
 import pandas as pd
 from pydantic import Field, field_validator
 
-from ..config import GenerationConfig, Section
+from ..config import Section
+from ..sections import GenerationConfig
 from ..data import TrainDataConfig
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import QAItem

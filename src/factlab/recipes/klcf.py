@@ -67,8 +67,8 @@ from datasets import Dataset
 from pydantic import Field, model_validator
 
 from .. import prompts as P
-from ..config import (MAX_TOKENS, GenerationConfig, GRPOSection, JudgeSection, LoraSection, ParamError, SFTSection,
-                      Section)
+from ..config import MAX_TOKENS, ParamError, Section
+from ..sections import GenerationConfig, GRPOSection, JudgeSection, LoraSection, SFTSection
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.cost import compare_rewards

@@ -38,7 +38,8 @@ from typing import Any, Callable, Sequence
 
 from pydantic import Field, field_validator
 
-from ..config import GenerationConfig, Section
+from ..config import Section
+from ..sections import GenerationConfig
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.suites import SuiteResult, evaluate

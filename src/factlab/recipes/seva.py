@@ -34,13 +34,14 @@ from typing import Any, Sequence
 
 from pydantic import Field, model_validator
 
-from ..config import ParamError, Section, SFTSection
+from ..config import ParamError, Section
 from ..data.pairs import MINIWORLD, ClaimPair, PairDataConfig, load_pairs, stratified_sample
 from ..data.types import read_jsonl
 from ..eval.suites import evaluate_model
 from ..experiment import TrainingConfig
 from ..paths import write_json
 from ..rewards import Resources, RewardSpec, build_rewards, seva_output
+from ..sections import SFTSection
 from ..synth import seva as synth
 from ..synth.perturbations import miniworld_pairs, probe_filter
 from ..synth.seva import TeacherSection

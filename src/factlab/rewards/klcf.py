@@ -73,7 +73,8 @@ from typing import Any, Literal, Sequence
 from pydantic import Field, field_validator, model_validator
 
 from .. import text
-from ..config import Dtype, JudgeSection, ParamError, Section, existing_model
+from ..config import Dtype, ParamError, Section
+from ..sections import JudgeSection, existing_model
 from .base import JudgeBackedReward, completion_text, prompt_text
 from .klcf_claims import KLCFClaimExtractor, SentenceClaims
 from .klcf_truth import KBTruthScorer, TruthfulnessScorer

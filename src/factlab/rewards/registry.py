@@ -25,7 +25,8 @@ from typing import Any, Callable, Literal, Sequence
 
 from pydantic import ValidationError, field_validator, model_validator
 
-from ..config import UNREDACTED, ParamError, Section, error_message
+from ..config import ParamError, Section, error_message
+from ..credentials import UNREDACTED
 from ..registry import Registry
 from .base import TokenShaping, TokenShapingFn
 

@@ -15,7 +15,6 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal
 
-from ..config import JudgeSection
 from ..corpus.infinigram import CorpusIndex, IndexSection, ensure_index
 from ..corpus.retrieval import Datastore, ensure_datastore
 from ..data.longform import LongformPrompt
@@ -23,6 +22,7 @@ from ..data.miniworld import ensure_world
 from ..judges import Judge, make_judge
 from ..models import load_tokenizer
 from ..organism import corpus_path as organism_corpus_path, is_organism
+from ..sections import JudgeSection
 from .corver import CorVerArgs, CorVerScorer
 from .rar import ClaimVerifier
 from .triplets import TripletExtractor, extractor_from

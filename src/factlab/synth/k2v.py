@@ -48,8 +48,9 @@ import networkx as nx
 from pydantic import Field, field_validator, model_validator
 
 from .. import prompts as P
-from ..config import JudgeSection, ParamError, Section
+from ..config import ParamError, Section
 from ..parsing import parse_json, parse_score
+from ..sections import JudgeSection
 from ..text import normalize_answer
 
 log = logging.getLogger(__name__)

@@ -43,9 +43,10 @@ from pydantic import Field
 from rapidfuzz import fuzz
 
 from .. import prompts as P
-from ..config import JudgeSection, Section
+from ..config import Section
 from ..data import miniworld as mw
 from ..data.types import read_jsonl
+from ..sections import JudgeSection
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,11 @@ from typing import Any, Mapping, Sequence
 from pydantic import Field
 
 from .. import prompts as P
-from ..config import JudgeSection, Section
+from ..config import Section
 from ..judges import make_judge
 from ..labels import STRATEGY_ERROR_TYPES
 from ..rewards import seva, seva_output
+from ..sections import JudgeSection
 from .perturbations import MINIWORLD, miniworld_pairs
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """DAPO on TRL (Yu et al. 2025, as K2V trains: 003_5e9813e66e6ba19a.txt §4.1, Appendix B.2,
 Table 7): the preset, and dynamic sampling, which TRL lacks.
 
-The preset (``grpo.preset: dapo``, ``config.GRPOSection``) sets TRL's ``loss_type: dapo``
+The preset (``grpo.preset: dapo``, ``sections.GRPOSection``) sets TRL's ``loss_type: dapo``
 (token-level, normalized over the accumulated batch), the asymmetric clip (0.2, 0.28), beta 0
 (no KL, no reference model) and dynamic sampling; TRL adds no entropy bonus. The overlong
 buffer penalty is the ``overlong`` reward (``rewards.length``). Table 7's mini-batch (two
@@ -55,7 +55,7 @@ from typing import Any, Sequence
 import torch
 from trl.trainer.utils import RepeatSampler
 
-from ..config import DynamicSamplingSection
+from ..sections import DynamicSamplingSection
 from .trainer import ScoredBatch, TrainerExtension
 from .trl_seam import log_metric
 

@@ -35,7 +35,8 @@ import torch
 from datasets import Dataset
 from trl import GRPOConfig
 
-from ..config import UNREDACTED, GRPOSection
+from ..sections import GRPOSection
+from ..credentials import UNREDACTED
 from ..models import load_model, lora_config, release_memory, training_dtype
 from ..paths import write_json
 from ..rewards.registry import RewardSet

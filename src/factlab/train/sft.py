@@ -24,9 +24,10 @@ import torch
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
-from ..config import UNREDACTED, SFTSection
+from ..credentials import UNREDACTED
 from ..models import load_model, lora_config, release_memory, training_dtype
 from ..rewards import seva_output
+from ..sections import SFTSection
 from .grpo import TrainResult, resume_checkpoint
 from .trl_seam import log_metric
 
