@@ -1,7 +1,7 @@
 """TRL's fused LM head against factlab's compact head (``train.sft.CompactHeadSFTTrainer``) on
 CPU: seconds per SFT step of the organism on SEVA verifier examples (Appendix K's system prompt and
 user turn, a JSON verdict), the shape of 03_seva's SFT. Prints each trainer's median step time over
-its runs (ABAB, after one warm-up step each) and their ratio. The two losses are equal (tests/test_sft.py).
+its runs (ABAB, after one warm-up step each) and their ratio. The two losses are equal (tests/train/test_sft.py).
 
     python bench/bench_sft_head.py [--steps 12] [--threads 2]
 """

@@ -328,7 +328,7 @@ def test_compare_notebook_end_to_end(tmp_path, tiny_params):
     """06_compare on a smaller smoke: two reward families (SEVA-verified claims with the LLM
     judge as verifier) under one budget, the base model evaluated once, costs per step, the
     alarm rows in metrics.json, the comparison rebuilt from the run folders (a re-run that
-    trains nothing: tests/test_compare.py)."""
+    trains nothing: tests/recipes/test_compare.py)."""
     params = tiny_params("06_compare", """\
 train_data: {limit: 4}
 eval: [{name: miniworld, split: heldout, limit: 4}]

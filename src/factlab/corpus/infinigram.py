@@ -20,7 +20,7 @@ between.
 
 What the installed engine (infini-gram 2.6.0) actually returns
 ---------------------------------------------------------------
-Measured against ``reference_cooccurrence`` (tests/test_corpus.py pins these):
+Measured against ``reference_cooccurrence`` (tests/corpus/test_corpus.py pins these):
 
 * Cross-document neighbours cancel matches, so counts can FALL as W grows. For each
   anchor the engine looks only at the nearest occurrence of the next clause on each

@@ -9,7 +9,7 @@ fine-tune on a few demonstrations of it first; this module does the latter for t
 
 What it trains on: demonstrations written from the mini-world's facts (``data.miniworld``), the
 **train split only** (the QA items of ``qa_train`` and the countries they ask about; no held-out
-country, question or article ever appears, ``tests/test_warmstart.py`` asserts it), in each
+country, question or article ever appears, ``tests/recipes/test_warmstart.py`` asserts it), in each
 training notebook's own prompts and answer format, with the same chat messages its GRPO rows
 use (``recipes.corver.qa_rows``, ``recipes.rar.prompt_rows``, ``recipes.k2v.k2v_rows``,
 ``recipes.klcf.klcf_rows``):

@@ -19,7 +19,7 @@ from factlab.data.pairs import ClaimPair
 from factlab.labels import ERROR_TYPES, STRATEGIES, STRATEGY_ERROR_TYPES, normalize_label
 from factlab.synth.perturbations import miniworld_pairs
 
-FIXTURES = Path(__file__).parent / "fixtures" / "pairs"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "pairs"
 A, NA = "attributable", "not_attributable"
 
 

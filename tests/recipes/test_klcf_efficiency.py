@@ -22,7 +22,7 @@ from factlab.rewards import Resources, RewardSpec, available, build_rewards
 from factlab.rewards.rar import FACTSCORE_TOP_K, ClaimVerifier, FActScoreReward, VeriScoreReward
 from factlab.recipes import klcf
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 FACTS = ["The capital of France is Paris.", "France is located in Europe.", "The currency of France is the Euro.",
          "France borders Spain.", "The demonym of France is French.", "France has many regions."]
 # six chunks of one French article, all matching every claim: top-5 and top-4 both fill up

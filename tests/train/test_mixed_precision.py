@@ -13,7 +13,7 @@ from factlab.runner import load_params
 from factlab.train import grpo as grpo_mod
 from factlab.train.precision import weights_moved as weights_changed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FULL_FINETUNES = ["02_binary_rar", "03_seva", "04_k2v", "05_klcf", "06_compare"]  # lora: null
 
 

@@ -9,7 +9,7 @@ from factlab.rewards import RewardSpec, build_rewards
 from pathlib import Path
 from factlab.recipes import seva as T
 
-PARAMS = Path(__file__).resolve().parents[1] / "params"
+PARAMS = Path(__file__).resolve().parents[2] / "params"
 
 
 PAIRS = [ClaimPair("a", "The capital of France is Paris.", "France's capital is Paris.", "attributable"),

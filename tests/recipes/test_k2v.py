@@ -2,7 +2,7 @@
 merging (unicode names), the mini-world's gold graph, the extraction check's Appendix G
 quality, quintuple sampling and question rules, the Table 13 rephraser, checklists and their
 Appendix F scoring, synthesis cost, leakage, every reward formula and ablation, the overlong
-penalty, DAPO's group filter, and params errors. MCQ: tests/test_mcq.py."""
+penalty, DAPO's group filter, and params errors. MCQ: tests/eval/test_mcq.py."""
 
 import math
 import re
@@ -721,7 +721,7 @@ def test_format_step_trains_once_then_reuses_and_points_the_policy(gold, tmp_pat
 def test_smoke_params_train_the_organism_without_a_135m_model():
     """04's smoke (issue 40 item 5): the organism as policy, kb verdicts, no extractor run, the
     smoke_k2v evidence on held-out questions; its organism evidence file holds both arms."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cfg = config.load_config(root / "params/04_k2v_organism.yaml", K2VConfig)
     assert cfg.model.name == "organism" and cfg.lora is None and cfg.format_sft.enabled
     assert all((s.args or {}).get("verdict") == "kb" for s in cfg.rewards if s.name == "k2v")

@@ -223,7 +223,7 @@ def test_smoke_params_make_the_organism_the_verifier_without_a_teacher():
     from factlab.config import load_config
     from factlab.recipes.seva import SevaConfig
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cfg = load_config(root / "params/03_seva_organism.yaml", SevaConfig)
     assert cfg.model.name == "organism" and cfg.lora is None
     assert cfg.teacher.limit == 0 and cfg.teacher.reference_fallback

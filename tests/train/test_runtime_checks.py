@@ -14,7 +14,7 @@ from factlab.cli import main
 from factlab.train import RuntimeCheckError, check_runtime
 from factlab.runner import load_params
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRAINING = ["01_corver", "02_binary_rar", "03_seva", "04_k2v", "05_klcf", "06_compare"]
 no_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 

@@ -14,7 +14,7 @@ from factlab import config
 from factlab.data.longform import HFPromptsSource, LongformPromptsSection, hf_prompts, load_prompts
 from factlab.recipes.klcf import KLCFConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 BIOS = ROOT.parent / "shared" / "data" / "factscore_labeled" / "ChatGPT.jsonl"
 
 

@@ -22,7 +22,7 @@ from factlab.synth import klcf_labels as KL
 from factlab.synth import klcf_sampling as KS
 from factlab.synth import klcf_truth_data as KT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # ---------------------------------------------------------------- config
 

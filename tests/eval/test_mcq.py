@@ -16,7 +16,7 @@ from factlab.data.types import read_jsonl
 from factlab.eval.mcq import LETTERS, miniworld_mcq, run_avg_at_k, task_score, write_task
 from factlab.recipes.k2v import K2VConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # what lm-eval 0.4 reports per task: "<metric>,<filter>" keys
 GENERATIVE = {"alias": "mini", "exact_match,letter": 0.5, "exact_match_stderr,letter": 0.1}

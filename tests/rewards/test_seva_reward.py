@@ -491,7 +491,7 @@ K1_TEXT = (
 )
 
 
-PAPER_002 = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "002_56f1a732f42030d3.txt"
+PAPER_002 = Path(__file__).resolve().parents[2].parent / "shared" / "papers" / "002_56f1a732f42030d3.txt"
 
 
 @pytest.mark.skipif(not PAPER_002.parent.is_dir(), reason=f"the papers folder {PAPER_002.parent} is not checked out here")

@@ -10,7 +10,7 @@ import pytest
 from factlab.data import benchmarks as bm
 from factlab.data.types import QAItem
 
-FIX = Path(__file__).parent / "fixtures" / "qa"
+FIX = Path(__file__).parent.parent / "fixtures" / "qa"
 NAMES = ["triviaqa", "nq_open", "popqa", "simpleqa", "truthfulqa"]
 
 

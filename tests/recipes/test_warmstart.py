@@ -22,7 +22,7 @@ from factlab.recipes.k2v import k2v_rows
 from factlab.recipes.klcf import klcf_rows
 from factlab.recipes.rar import prompt_rows
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "params" / "01_corver_lm.yaml"
 
 

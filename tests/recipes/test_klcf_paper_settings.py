@@ -25,7 +25,7 @@ from factlab.synth import klcf_sampling as KS
 from factlab.synth import klcf_truth_data as KT
 from factlab.recipes import klcf
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 THINK = "<think>Recalling what I know about France and its capital city.</think>"
 
 
