@@ -193,7 +193,7 @@ def _notebook_rows() -> dict[str, list[list[dict]]]:
     """The chat prompts each training notebook sends its policy (built as the recipes build them)."""
     from factlab.data.longform import LONGFORM_TEMPLATE
     from factlab.recipes import corver, k2v
-    from factlab.recipes.warmstart import k2v_questions, world_split
+    from factlab.synth.demos import k2v_questions, world_split
 
     split = world_split()
     items = split.qa_train + split.qa_heldout

@@ -17,6 +17,7 @@ from factlab.eval.truth import CONTRADICTED, SUPPORTED, label_sentences
 from factlab.experiment import TrainingConfig, WarmStartSection
 from factlab.prompts import CORVER_EVAL_SYSTEM, CORVER_TRAIN_SYSTEM, K2V_SYSTEM, KLCF_SYSTEM
 from factlab.recipes import warmstart as W
+from factlab.synth import demos as D
 from factlab.recipes.corver import qa_rows
 from factlab.recipes.k2v import k2v_rows
 from factlab.recipes.klcf import klcf_rows
@@ -33,12 +34,12 @@ def section():
 
 @pytest.fixture(scope="module")
 def demos(section):
-    return W.write_demos(section)
+    return D.write_demos(section)
 
 
 @pytest.fixture(scope="module")
 def split():
-    return W.world_split()
+    return D.world_split()
 
 
 def _words(s: str) -> str:
@@ -50,7 +51,7 @@ def _words(s: str) -> str:
 
 def test_every_format_is_present_and_tagged_formats_pass_the_format_rule(demos, section):
     kinds = {d.kind for d in demos}
-    assert kinds == set(W.FORMATS)
+    assert kinds == set(D.FORMATS)
     assert sum(d.kind == "corver_qa" for d in demos) == section.corver_qa
     for d in demos:
         if d.kind == "rar_longform":  # 02's policy writes plain text (001 §3.3)
@@ -63,7 +64,7 @@ def test_every_format_is_present_and_tagged_formats_pass_the_format_rule(demos, 
 def test_demonstrations_use_each_notebooks_own_prompts(demos):
     """The same system prompts and chat messages as each notebook's GRPO rows, so the format
     learnt under them is the one RL samples under."""
-    by_kind = {k: [d for d in demos if d.kind == k] for k in W.FORMATS}
+    by_kind = {k: [d for d in demos if d.kind == k] for k in D.FORMATS}
     from factlab.data.types import QAItem
     from factlab.data.longform import LongformPrompt
 
@@ -114,7 +115,7 @@ def test_abstentions_only_where_binary_rar_pays_them(demos, split):
         else:
             assert T.is_abstention(d.completion)
     # the abstained countries are the least populous train countries
-    least = W._least_known(split.train, WarmStartSection().abstain_fraction)
+    least = D._least_known(split.train, WarmStartSection().abstain_fraction)
     assert {c for d in abstaining for c in d.countries} <= least
     for d in demos:
         if not d.abstain and d.kind != "rar_longform":
@@ -136,9 +137,9 @@ def test_qa_answers_are_golds(demos):
 
 
 def test_demos_are_deterministic_and_follow_the_seed(section):
-    a = [d.to_dict() for d in W.write_demos(section)]
-    assert a == [d.to_dict() for d in W.write_demos(section)]
-    assert a != [d.to_dict() for d in W.write_demos(section.model_copy(update={"seed": 1}))]
+    a = [d.to_dict() for d in D.write_demos(section)]
+    assert a == [d.to_dict() for d in D.write_demos(section)]
+    assert a != [d.to_dict() for d in D.write_demos(section.model_copy(update={"seed": 1}))]
 
 
 def test_unseen_drops_questions_a_demonstration_asks(demos):
@@ -248,7 +249,7 @@ def test_second_call_loads_without_training(tmp_path, monkeypatch, section):
     assert first.built and not again.built and log.read_text().count("trained") == 1
     assert first.model_dir == again.model_dir and Path(again.model_dir, "config.json").is_file()
     assert again.key == W.cache_key(ws, "smollm2-135m-instruct") == Path(again.folder).name
-    assert [d.to_dict() for d in again.demos()] == [d.to_dict() for d in W.write_demos(ws)]
+    assert [d.to_dict() for d in again.demos()] == [d.to_dict() for d in D.write_demos(ws)]
     assert not list((tmp_path / "ws").glob("*.work"))  # the work folder is gone once the rename happened
     other = W.build(ws.model_copy(update={"seed": 5}), "smollm2-135m-instruct", root=tmp_path / "ws")
     assert other.built and other.key != first.key and log.read_text().count("trained") == 2
