@@ -48,7 +48,7 @@ import pandas as pd
 import yaml
 
 from .plots import plot_metric
-from .config import ConfigError, dump_config, load_yaml, read_params, refuse_url_credentials, validate
+from .config import ConfigError, load_yaml, read_params, refuse_url_credentials, validate
 from .sections import SweepSection
 from .credentials import redact_text, redact_value
 from .runner import config_for_notebook, default_params, find_notebook, outputs_root, run_notebook
