@@ -80,3 +80,17 @@ def test_every_recipe_meets_one_written_contract():
     assert recipes.recipe("01_corver").prepare_alone is warm_start_trains
     loose = re.compile(r"^(NOTEBOOK|CONFIG|WHAT|TRAIN_DIR) = |^__all__ \+=", re.M)
     assert not [n for n, text in _sources().items() if n.startswith("recipes/") and loose.search(text)]
+
+
+def test_no_notebook_defines_a_helper():
+    """Notebooks stay thin (issue 44): a function or lambda a notebook needs lives in the library, where a
+    test can reach it (01's contradicted-sentence headline is ``recipes.corver.contradicted_per_answer``,
+    04's table helpers are in ``recipes.k2v``)."""
+    import json
+
+    helper = re.compile(r"^\s*(def|class) \w+|^\w+ = lambda", re.M)
+    found = []
+    for p in sorted((SRC.parents[1] / "notebooks").glob("*.ipynb")):
+        cells = json.loads(p.read_text())["cells"]
+        found += [(p.name, i) for i, c in enumerate(cells) if c["cell_type"] == "code" and helper.search("".join(c["source"]))]
+    assert not found, found

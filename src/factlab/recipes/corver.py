@@ -8,6 +8,13 @@ Index (paper section -> function; ``../shared/papers/000_ac66a963fabf3916.txt``)
 §A.3 training prompt                   ``qa_rows``
 §A.2 / §A.4 learning-zone self-filter  ``self_filter_pool``, ``select_questions`` (loads the model)
 §3, Eq. 4 (token-level GRPO)           ``train_ablations`` (one run per ``runs`` ablation)
+§3.2 sentence co-occurrence reward     ``rewards.corver`` (``content_words``, ``count_to_reward``), counted
+                                       by ``corpus.infinigram.CorpusIndex.cooccurrence`` (§B.1)
+§3.4 token-to-sentence alignment       ``rewards.corver.token_returns``, ``train.stepwise_grpo``
+                                       (``token_level_advantages``)
+§5.1 headline (fewer contradictions)   ``contradicted_per_answer`` (the exact truth, ``eval.truth``)
+§5.3 reward computation cost           ``eval.cost`` (``time_sentence_rewards``)
+§6.1 reward signal calibration         ``eval.calibration`` (``audit_sentences``)
 stages (notebook 01, factlab train)    ``start`` (warm start) -> ``prepare`` -> ``train``
 =====================================  ==============================================================
 
@@ -43,6 +50,7 @@ from ..config import ParamError
 from ..data import TrainDataConfig, load_eval_set
 from ..data.types import QAItem
 from ..eval.calibration import CalibrationSection
+from ..eval.truth import contradicted_per_answer as _contradicted
 from ..experiment import TrainingConfig
 from ..paths import cache_dir
 from ..prompts import CORVER_TRAIN_SYSTEM, chat_messages
@@ -56,8 +64,8 @@ from .stages import Recipe, main_process_first, start
 log = logging.getLogger(__name__)
 
 __all__ = ["CorVerConfig", "ABLATIONS", "ablation_rewards", "qa_rows", "training_pool", "prompts_per_step",
-           "SelfFilterOutcome", "self_filter_pool", "train_ablations", "select_questions", "start", "prepare",
-           "train", "RECIPE"]
+           "SelfFilterOutcome", "self_filter_pool", "train_ablations", "select_questions", "contradicted_per_answer",
+           "start", "prepare", "train", "RECIPE"]
 
 ABLATIONS = {
     "full": "judge + format + per-token co-occurrence (CorVer)",
@@ -183,6 +191,13 @@ def train_ablations(cfg: CorVerConfig, items: Sequence[QAItem], resources: Resou
 
 # ---------------------------------------------------------------- the stages (notebook 01 and factlab train)
 
+
+
+def contradicted_per_answer(records: Sequence) -> float:
+    """The hypothesis metric of notebook 01's headline and of ``organism_corver`` (README
+    "Evidence"): contradicted sentences per held-out answer by the exact truth, over one eval
+    set's records (each with ``completion`` and ``question``)."""
+    return _contradicted([r.completion for r in records], [r.question for r in records])
 
 
 def select_questions(cfg: CorVerConfig, model=None, tokenizer=None) -> SelfFilterOutcome:

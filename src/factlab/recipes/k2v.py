@@ -45,6 +45,7 @@ from types import SimpleNamespace
 from typing import Any, Sequence
 
 import networkx as nx
+import pandas as pd
 from datasets import Dataset
 from pydantic import Field, model_validator
 
@@ -465,6 +466,26 @@ def train(cfg: K2VConfig, questions: Sequence[K2VQuestion], resources: Resources
     """``train_run`` into ``run_dir/train``; the one run by name."""
     result = train_run(cfg, questions, resources, Path(run_dir) / RECIPE.train_dir)
     return {result.name: result}
+
+# ---------------------------------------------------------------- notebook 04's tables
+
+
+def scalar_items(report: dict[str, Any]) -> dict[str, Any]:
+    """A report's scalar entries (a table's column), its nested ones left out."""
+    return {k: v for k, v in report.items() if not isinstance(v, (dict, list))}
+
+
+def without_responses(accuracy: dict[str, Any]) -> dict[str, Any]:
+    """An ``answer_accuracy`` result without its per-question responses (a table's row)."""
+    return {k: v for k, v in accuracy.items() if k != "responses"}
+
+
+def mcq_frame(results: dict[str, dict[str, Any]], k: int) -> pd.DataFrame:
+    """One row per MCQ task of an ``avg_at_k`` suite result: its kind, metric, n, avg@k, score
+    and the k runs' scores (003 §4.1)."""
+    return pd.DataFrame({t: {"kind": r["kind"], "metric": r["metric"], "n": r["n"], f"avg@{k}": r[f"avg@{k}"],
+                             "score": r["score"], "runs": ", ".join(f"{x:.3f}" for x in r["runs"])}
+                         for t, r in results.items()}).T
 
 
 RECIPE = Recipe(notebook="04_k2v", config=K2VConfig, prepare=prepare, train=train,
