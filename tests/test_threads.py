@@ -86,6 +86,8 @@ def test_a_bad_factlab_threads_is_one_cli_error_not_an_import_traceback(value):
     r = subprocess.run([*run, "rewards"], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert f"error: {threads.ENV_THREADS}" in r.stderr
+    if value != "abc":
+        return  # the rest reads the variable the same way for any bad value: once is enough (each run imports torch)
     r = subprocess.run([*run, "--threads", "1", "rewards"], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     r = subprocess.run([sys.executable, "-c", "import factlab, os; print(os.environ['OMP_WAIT_POLICY'])"], env=env,
