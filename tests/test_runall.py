@@ -144,6 +144,19 @@ def ctrl_c_raises():
     signal.signal(signal.SIGINT, previous)
 
 
+def _ctrl_c_once(started: threading.Barrier) -> None:
+    """Ctrl-C to this process, from a thread, once the runs have started (``started``)."""
+    import signal
+    import time
+
+    def ctrl_c():
+        started.wait()
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+
+
 def test_an_interrupted_parallel_run_names_each_run_folder_to_resume(fake, monkeypatch, caplog, ctrl_c_raises):
     """Ctrl-C / SIGTERM during a parallel run-all: every kernel is interrupted, and each run's
     --resume line is logged (the as_completed loop that printed run folders was left at once)."""
@@ -162,12 +175,7 @@ def test_an_interrupted_parallel_run_names_each_run_folder_to_resume(fake, monke
     monkeypatch.setattr(runall, "run_notebook", run_notebook)
     monkeypatch.setattr(runall, "_interrupt_children", lambda kernels_only=False: stop.set())
 
-    def ctrl_c():
-        started.wait()
-        time.sleep(0.2)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=ctrl_c, daemon=True).start()
+    _ctrl_c_once(started)
     with caplog.at_level("ERROR", logger="factlab.runall"), pytest.raises(KeyboardInterrupt):
         runall.run_all(jobs=2, only=["00_quickstart", "01_corver"])
     for stem in ("00_quickstart", "01_corver"):
@@ -211,12 +219,7 @@ def test_a_kernel_idle_between_two_cells_is_interrupted_again_until_its_run_ends
     monkeypatch.setattr(runall, "run_notebook", run_notebook)
     monkeypatch.setattr(runall, "_interrupt_children", interrupt)
 
-    def ctrl_c():
-        started.wait()
-        time.sleep(0.2)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=ctrl_c, daemon=True).start()
+    _ctrl_c_once(started)
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         runall.run_all(jobs=2, only=["00_quickstart", "01_corver"])
@@ -245,12 +248,7 @@ def test_a_kernel_that_never_answers_its_interrupt_is_killed(fake, monkeypatch, 
 
     monkeypatch.setattr(runall, "run_notebook", run_notebook)
 
-    def ctrl_c():
-        started.wait()
-        time.sleep(0.2)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=ctrl_c, daemon=True).start()
+    _ctrl_c_once(started)
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         runall.run_all(jobs=2, only=["00_quickstart", "01_corver"])
