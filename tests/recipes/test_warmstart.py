@@ -12,7 +12,7 @@ import pytest
 from factlab import text as T
 from factlab.config import ConfigError, validate
 from factlab.data.miniworld import WorldConfig
-from factlab.eval.abstention import ABSTAIN_SYSTEM, FORCED_SYSTEM
+from factlab.prompts import ABSTAIN_SYSTEM, FORCED_SYSTEM
 from factlab.eval.truth import CONTRADICTED, SUPPORTED, label_sentences
 from factlab.experiment import TrainingConfig, WarmStartSection
 from factlab.prompts import CORVER_EVAL_SYSTEM, CORVER_TRAIN_SYSTEM, K2V_SYSTEM, KLCF_SYSTEM

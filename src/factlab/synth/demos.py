@@ -50,8 +50,7 @@ from .. import text as T
 from ..data.longform import LONGFORM_TEMPLATE
 from ..data.miniworld import CountryFacts, WorldConfig, ensure_world, fact_sentence, relation_values
 from ..data.types import QAItem, read_jsonl
-from ..eval.abstention import ABSTAIN_SYSTEM, FORCED_SYSTEM
-from ..prompts import chat_messages
+from ..prompts import ABSTAIN_SYSTEM, FORCED_SYSTEM, chat_messages
 from . import kg as kgmod
 from .k2v import K2VQuestion, SynthesisSection, synthesize_questions, template_checklist
 
