@@ -223,3 +223,12 @@ def test_report_to_defaults_to_tensorboard_and_takes_only_known_trackers(tmp_pat
     _hide_package(monkeypatch, "tensorboardX")
     with pytest.raises(ConfigError, match=r"'grpo.report_to': report_to: tensorboard needs the tensorboard package"):
         load_config(_corver(tmp_path, ""), CorVerConfig)  # the default is checked too
+
+
+@pytest.mark.parametrize("text", ["seed: 190:20:30\n", "grpo: {learning_rate: 1:30.5}\n"])
+def test_an_unquoted_base_60_number_is_refused(text):
+    """YAML 1.1 reads ``190:20:30`` as 685230 (issue 43 round-6 probe): refused, naming the key; quoted, it is text."""
+    with pytest.raises(ConfigError, match=r"base-60 number.*quote it"):
+        config.load_yaml(text, "p.yaml")
+    assert config.load_yaml('seed: "190:20:30"\n', "p.yaml") == {"seed": "190:20:30"}
+    assert config.load_yaml("name: a:b\n", "p.yaml") == {"name": "a:b"}

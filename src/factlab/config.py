@@ -136,9 +136,13 @@ def _read_text(path: Path, named_by: str) -> str:
         raise ConfigError(f"{path}: cannot be read ({e.strerror or e}){named_by}") from None
 
 
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
 def _nodes_checked(root: yaml.Node, source: str) -> None:
-    """Refuse a YAML document whose mappings repeat a key (the last value would silently win)
-    or whose aliases expand past ``MAX_PARAMS_NODES`` values (an alias bomb: a few hundred
+    """Refuse a YAML document whose mappings repeat a key (the last value would silently win),
+    holds an unquoted base-60 number (YAML 1.1 reads ``seed: 190:20:30`` as 685230), or whose
+    aliases expand past ``MAX_PARAMS_NODES`` values (an alias bomb: a few hundred
     bytes that expand to billions). Each node is visited once; expanded sizes are counted,
     not built."""
     size: dict[int, int] = {}
@@ -150,6 +154,10 @@ def _nodes_checked(root: yaml.Node, source: str) -> None:
             continue
         if isinstance(node, yaml.ScalarNode):
             size[id(node)] = 1
+            if node.style is None and ":" in node.value and node.tag in _NUMBER_TAGS:
+                where = path_of.get(id(node)) or "a value"
+                raise ConfigError(f"{source}: '{where}': {node.value!r} reads as a base-60 number in YAML 1.1 "
+                                  f"(line {node.start_mark.line + 1}); quote it for text, or write the number")
             continue
         pairs = node.value if isinstance(node, yaml.MappingNode) else [(None, v) for v in node.value]
         if children_done:
