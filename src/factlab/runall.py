@@ -226,8 +226,11 @@ INTERRUPT_AGAIN_S = 2.0  # after a stop, how often the kernels still running are
 # After a stop, how long a kernel may take to answer its interrupt before it is killed. An interrupt that lands
 # in ipykernel's own code, after a cell's body but before its reply, leaves the kernel alive and silent:
 # papermill (no cell timeout) waited on it forever, its manifest said `running` (issue 43, probe race-term).
-# A killed kernel is a dead kernel to nbclient: the run ends and records `interrupted` (STOP_REQUESTED).
-KILL_AFTER_S = 60.0
+# A killed kernel is a dead kernel to nbclient: the run ends and records `interrupted` (STOP_REQUESTED). A kernel
+# interrupted as it starts can be left the same way (probe_runall_build term-start: 63 s at 60). 20 s: nothing a
+# kernel does on KeyboardInterrupt takes longer (factlab's files are written atomically, training saves nothing
+# on an interrupt), and a C call (a generation step) returns well within it.
+KILL_AFTER_S = 20.0
 
 
 def _interrupt_children(kernels_only: bool = False) -> None:
