@@ -42,32 +42,6 @@ from .warmstart import WarmStart
 __all__ = ["Recipe", "main_process_first", "merged", "start", "warm_start_trains", "launched"]
 
 
-@dataclass(frozen=True)
-class Recipe:
-    """One paper's recipe, as ``factlab train`` and the runner call it (module docstring).
-
-    ``notebook``: its notebook stem; ``config``: its params class; ``what``: one line, what it
-    trains (``factlab train`` prints it); ``start(cfg)``: the warm start; ``prepare(cfg,
-    resources, run_dir)``: the training input; ``prepare_alone(cfg)``: whether preparing trains
-    (then it runs in its own process first); ``train(cfg, inputs, resources, run_dir)``: every
-    run, ``{name: TrainResult}``, each under ``run_dir / train_dir``."""
-
-    notebook: str
-    config: type
-    what: str
-    prepare: Callable[[Any, Any, str | Path], Any]
-    train: Callable[[Any, Any, Any, str | Path], dict[str, TrainResult]]
-    prepare_alone: Callable[[Any], bool] = None  # type: ignore[assignment]  # default: warm_start_trains
-    start: Callable[[Any], Any] = None  # type: ignore[assignment]  # default: the warm start (``start`` below)
-    train_dir: str = "train"
-
-    def __post_init__(self) -> None:
-        if self.prepare_alone is None:
-            object.__setattr__(self, "prepare_alone", warm_start_trains)
-        if self.start is None:
-            object.__setattr__(self, "start", start)
-
-
 def launched() -> bool:
     """True inside a launched job with more than one process (a process group is up)."""
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
@@ -108,3 +82,23 @@ def warm_start_trains(cfg: Any) -> bool:
     first (``prepare_alone``)."""
     ws = getattr(cfg, "warm_start", None)
     return bool(ws is not None and ws.enabled)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One paper's recipe, as ``factlab train`` and the runner call it (module docstring).
+
+    ``notebook``: its notebook stem; ``config``: its params class; ``what``: one line, what it
+    trains (``factlab train`` prints it); ``start(cfg)``: the warm start; ``prepare(cfg,
+    resources, run_dir)``: the training input; ``prepare_alone(cfg)``: whether preparing trains
+    (then it runs in its own process first); ``train(cfg, inputs, resources, run_dir)``: every
+    run, ``{name: TrainResult}``, each under ``run_dir / train_dir``."""
+
+    notebook: str
+    config: type
+    what: str
+    prepare: Callable[[Any, Any, str | Path], Any]
+    train: Callable[[Any, Any, Any, str | Path], dict[str, TrainResult]]
+    prepare_alone: Callable[[Any], bool] = warm_start_trains
+    start: Callable[[Any], Any] = start  # the warm start
+    train_dir: str = "train"
