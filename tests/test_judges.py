@@ -98,6 +98,9 @@ def test_a_code_fence_inside_a_json_string_is_no_fence():
     assert parse_json('{"why": "see ```json {\\"a\\": 1}```", "label": 1}') == {"why": 'see ```json {"a": 1}```', "label": 1}
     # a real fence still wins over braces in the prose before it, and over a JSON before it
     assert parse_json('I think {maybe}.\n```json\n{"a": 1}\n```') == {"a": 1}
+    # found by the property test (CI, 2026-11-27): the ``` in a string closed the real fence early,
+    # leaving '{"0": [], "": ["' whose first span, [], was returned
+    assert parse_json('\n```json\n{"0": [], "": ["```"]}\n```\n') == {"0": [], "": ["```"]}
     assert parse_json('draft {"a": 1}, final:\n```json\n{"a": 2}\n```') == {"a": 2}
 
 

@@ -64,11 +64,12 @@ def fenced_blocks(text: str) -> list[str]:
     """The contents of the ```-fenced blocks of ``text``, in order, stripped, without the
     language tag after the opening fence. One pass of ``str.find`` (the regex it replaces,
     ``` ``` ```[a-z]*\s*(.*?)``` ``` ```, backtracked over whitespace: quadratic on an unclosed fence)."""
-    return [block for _, block in _fences(text)]
+    return [block for _, _, block in _fences(text)]
 
 
 def _fences(text: str):
-    """``(where the opening fence starts, the block's stripped contents)`` of each fenced block."""
+    """``(where the opening fence starts, where the closing fence starts, the block's stripped
+    contents)`` of each fenced block."""
     i = 0
     while (start := text.find("```", i)) >= 0:
         j = start + 3
@@ -77,7 +78,7 @@ def _fences(text: str):
         end = text.find("```", j)
         if end < 0:
             break
-        yield start, text[j:end].strip()
+        yield start, end, text[j:end].strip()
         i = end + 3
 
 
@@ -192,9 +193,9 @@ def parse_json(text: Any) -> dict | list | None:
     text = text[:MAX_PARSE_CHARS].translate(_SMART)
     whole = next(((start, end, obj) for start, end in _balanced_bounds(text)
                   if (obj := _loads(text[start:end])) is not None), None)
-    for at, block in _fences(text):  # a fenced block first: prose before it may hold braces
-        if whole is not None and whole[0] < at < whole[1]:
-            continue  # this ``` sits inside the JSON's own text (a string value): no fence
+    for opens, closes, block in _fences(text):  # a fenced block first: prose before it may hold braces
+        if whole is not None and (whole[0] < opens < whole[1] or whole[0] < closes < whole[1]):
+            continue  # one of its ``` sits inside the JSON's own text (a string value): no fence
         for span in _balanced_spans(block):
             obj = _loads(span)
             if obj is not None:
