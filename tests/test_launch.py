@@ -20,6 +20,7 @@ import yaml
 from factlab import launch
 from factlab.cli import main
 from factlab.sections import GRPOSection
+from factlab.stage_cache import StageCache
 from factlab.train.grpo import grpo_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -539,7 +540,7 @@ def test_factlab_train_launches_klcf_on_two_gloo_processes(tmp_path, capsys, tin
     (name, run), = info["runs"].items()
     assert run["steps"] == 1 and Path(run["output_dir"]).parent == run_dir / "train"
     assert (run_dir / "pipeline" / "stage1_samples.jsonl").exists()
-    rm = json.loads((run_dir / "truth_rm" / "report.json").read_text())
+    rm = StageCache(run_dir / "truth_rm" / "report.json").record()
     assert rm["report"]["sft"]["method"] == "sft" and rm["report"]["sft"]["steps"] == 1
     assert Path(rm["folder"]).exists()
     assert info["training_items"] == 2

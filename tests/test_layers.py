@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "factlab"
 
 # bottom to top; a module may import its own layer (without a circle) or any layer below
 LAYERS = [
-    ("text", "prompts", "parsing", "labels", "paths", "integrity", "registry", "plots", "threads",
+    ("text", "prompts", "parsing", "labels", "paths", "stage_cache", "integrity", "registry", "plots", "threads",
      "forked", "credentials"),
     ("config",),
     ("sections",),

@@ -94,3 +94,21 @@ def test_no_notebook_defines_a_helper():
         cells = json.loads(p.read_text())["cells"]
         found += [(p.name, i) for i, c in enumerate(cells) if c["cell_type"] == "code" and helper.search("".join(c["source"]))]
     assert not found, found
+
+
+def test_resumable_stages_share_one_stage_cache():
+    """``stage_cache.StageCache`` is the one resumable stage cache: the self-filter, the KLCF
+    pipeline, the compared runs and the reward model's readout each had their own (five ways,
+    one of them following links, one reading a torn ``compare.json`` as a crash). A second cache
+    class, a second appender of JSON lines, or a result file read back with ``json.loads`` after
+    an ``exists()`` check fails here. (``judges.base.JudgeCache`` is sqlite: threads and processes
+    write it at once.)"""
+    sources = _sources()
+    caches = sorted(f"{name}:{m.group(1)}" for name, text in sources.items()
+                    for m in re.finditer(r"^\s*class (\w*Cache\w*)\b", text, re.M))
+    assert caches == ["judges/base.py:JudgeCache", "stage_cache.py:StageCache"], caches
+    appenders = sorted(name for name, text in sources.items()
+                       if re.search(r"O_APPEND|\.open\(\s*[\"']a\+?[\"']|open\([^)\n]*,\s*[\"']a\+?[\"']", text))
+    assert appenders == ["stage_cache.py"], appenders
+    read_back = re.compile(r"if\s+(\w+)\.exists\(\):[ \t]*\n[ \t]*(?![ \t]|for\b)[^\n]*json\.loads\(\s*\1\.read_text")
+    assert not [name for name, text in sources.items() if read_back.search(text)]

@@ -14,6 +14,7 @@ from factlab.recipes import compare
 from factlab.recipes.compare import BASE, CompareConfig
 from factlab.recipes.corver import CorVerConfig
 from factlab.rewards.resources import index_section
+from factlab.stage_cache import StageCache
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,10 +115,9 @@ def test_family_headline_one_line_per_family():
 
 
 def test_collect_leaves_the_questions_out_of_the_columns(tmp_path):
-    import json
     for i, rec in enumerate(_records()):
         folder = tmp_path / f"r{i}"
         folder.mkdir()
-        (folder / "compare.json").write_text(json.dumps(rec))
+        StageCache(folder / "compare.json").save_record(rec)
     frame = compare.collect(tmp_path)
     assert "questions" not in frame and "set/accuracy" in frame

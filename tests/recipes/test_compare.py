@@ -17,6 +17,7 @@ from factlab.recipes import compare
 from factlab.recipes.compare import BASE, CompareConfig, collect, compare_rows, summarize
 from factlab.train.grpo import TrainResult
 from factlab.plots import plot_pareto, plot_reward_curves
+from factlab.stage_cache import StageCache
 
 matplotlib.use("Agg")
 
@@ -43,10 +44,10 @@ def test_rows_carry_every_rewards_columns():
 
 def _write(folder, run, seed, acc, cost):
     folder.mkdir(parents=True)
-    (folder / "compare.json").write_text(json.dumps({
+    StageCache(folder / "compare.json").save_record({
         "run": run, "seed": seed, "rewards": [], "steps": 2, "reward_seconds_per_step": cost,
         "judge_calls_per_step": 8 * cost, "judge_tokens_per_step": 100 * cost,
-        "eval": {"mw/accuracy": acc, "mw/na_rate": 0.1}}))
+        "eval": {"mw/accuracy": acc, "mw/na_rate": 0.1}})
 
 
 def test_collect_summarize_and_pareto_from_run_folders(tmp_path):

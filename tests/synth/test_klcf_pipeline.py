@@ -21,6 +21,7 @@ from factlab.synth import klcf as K
 from factlab.synth import klcf_labels as KL
 from factlab.synth import klcf_sampling as KS
 from factlab.synth import klcf_truth_data as KT
+from factlab.stage_cache import StageCache
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -692,7 +693,7 @@ def test_readout_rm_resumes_from_its_folder_without_a_model(tmp_path):
     cfg = config.load_config(ROOT / "params/05_klcf_lm.yaml", klcf.KLCFConfig)
     folder = tmp_path / "readout"
     folder.mkdir()
-    (folder / "readout.json").write_text(json.dumps({"examples": 7, "steps": 1, "seconds": 1.0}))
+    StageCache(folder / "readout.json").save_record({"examples": 7, "steps": 1, "seconds": 1.0})
 
     class Untouchable:
         def __getattr__(self, name):

@@ -8,9 +8,10 @@ same ``grpo`` budget (steps, G, tokens) and is evaluated by the same suites (sho
 accuracy / NA / hallucination rate, the abstention breakdown; with a ``longform:`` block also
 long-form Precision / Recall@K / F1@K / FActScore through the claim verifier, 001 §4.1). Each
 run folder gets a ``compare.json`` (rewards, seed, steps, reward cost per step, reward curve,
-evaluation), so ``collect`` rebuilds the comparison from earlier runs without retraining, and
-``train_and_evaluate`` skips (never retrains, never re-evaluates) a run whose ``compare.json``
-exists: delete the file to redo a run.
+evaluation; a one-record ``stage_cache.StageCache``, written atomically), so ``collect`` rebuilds
+the comparison from earlier runs without retraining, and ``train_and_evaluate`` skips (never
+retrains, never re-evaluates) a run whose ``compare.json`` holds its record: delete the file to
+redo a run.
 
 The prompt set is the mini-world's short-form questions, with every column any registered
 reward reads: ``golds`` (``qa_judge``, ``corver``, ``k2v``), ``prompt_id`` and ``reference``
@@ -45,7 +46,6 @@ stages (notebook 06, factlab train)        ``start`` (warm start) -> ``prepare``
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -74,7 +74,7 @@ from ..train.alarms import check_folders
 from ..data import load_eval_set, load_eval_sets
 from ..train.grpo import TrainResult, run
 from .stages import Recipe, main_process_first, start
-from ..paths import write_json
+from ..stage_cache import StageCache
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_row
            "prepare", "train", "RECIPE"]
 
 RUNS_DIR = "runs"  # run_dir / RUNS_DIR / <run> / seed<k>
+RESULT_FILE = "compare.json"  # in each run folder: its record, once trained and evaluated
 
 BASE = BASE_RUN  # the untrained start, evaluated once (its figures: plots.plot_pareto, plots.plot_reward_curves)
 RAW = RAW_RUN  # the raw model under a warm start (recipes.warmstart), evaluated once beside the base; never trained
@@ -324,6 +325,18 @@ def train_compared(cfg: CompareConfig, spec: CompareRun, seed: int, rows: Sequen
     return run(cfg, rows, rewards, Path(folder) / "train", name=f"compare-{spec.name}", grpo=grpo)
 
 
+def _result(folder: Path) -> StageCache:
+    """A (run, seed)'s finished result: ``folder/compare.json``, a one-record ``StageCache``."""
+    return StageCache(folder / RESULT_FILE, where="a compared run's compare.json")
+
+
+def _results(out_dir: str | Path) -> list[tuple[Path, dict[str, Any]]]:
+    """``(file, record)`` of every finished ``compare.json`` under ``out_dir`` (an unfinished or
+    torn one is skipped, logged)."""
+    found = [(f, _result(f.parent).record()) for f in sorted(Path(out_dir).rglob(RESULT_FILE))]
+    return [(f, rec) for f, rec in found if rec is not None]
+
+
 def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence[QAItem], eval_sets,
                        out_dir: str | Path, raw: str | None = None,
                        rows: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -338,35 +351,30 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
     out = Path(out_dir)
     records = []
     folders = run_folders(cfg, out)
-    base_file = out / BASE / "compare.json"
-    raw_file = out / RAW / "compare.json"
-    starts = [raw_file, base_file] if raw else [base_file]
-    if all(f.exists() for f in starts) and all((f / "compare.json").exists() for f in folders.values()):
+    base_done = _result(out / BASE)
+    raw_done = _result(out / RAW)
+    starts = [raw_done, base_done] if raw else [base_done]
+    finished = [c.record() for c in starts] + [_result(f).record() for f in folders.values()]
+    if all(r is not None for r in finished):
         # every run finished: the comparison is read back, nothing is loaded, trained or judged
-        return [json.loads(f.read_text()) for f in starts] + [json.loads((f / "compare.json").read_text())
-                                                              for f in folders.values()]
+        return finished
     lf_prompts = longform_prompts(cfg, resources)
-    if raw and not raw_file.exists():
-        raw_file.parent.mkdir(parents=True, exist_ok=True)
-        write_json(raw_file, {"run": RAW, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
-                                        "model": raw, "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts,
-                                                                        name=raw)}, indent=1, default=float)
     if raw:
-        records.append(json.loads(raw_file.read_text()))
-    if not base_file.exists():
-        base_file.parent.mkdir(parents=True, exist_ok=True)
-        write_json(base_file, {"run": BASE, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
-                                         "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)},
-                                        indent=1, default=float)
-    records.append(json.loads(base_file.read_text()))
+        records.append(raw_done.record() or raw_done.save_record(
+            {"run": RAW, "seed": None, "rewards": [], "steps": 0, "evaluated": "own", "model": raw,
+             "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts, name=raw)}))
+    base = base_done.record() or base_done.save_record(
+        {"run": BASE, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
+         "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)})
+    records.append(base)
     if rows is None:
         rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
     for spec in cfg.runs:
         for seed in cfg.seeds:
             folder = folders[(spec.name, seed)]
-            done = folder / "compare.json"
-            if done.exists():
-                records.append(json.loads(done.read_text()))
+            done = _result(folder)
+            if (rec := done.record()) is not None:
+                records.append(rec)
                 continue
             trained_before = TrainResult.load(folder / "train") is not None  # by factlab train, or earlier
             before = _judge_totals(resources)
@@ -395,11 +403,10 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
                    "model_dir": result.model_dir}
             if result.is_adapter and adapter_adds_nothing(result.model_dir):
                 # every B is still zero: the policy is the base model exactly, so is its evaluation
-                rec.update(evaluated="as base (adapter unchanged)", eval=json.loads(base_file.read_text())["eval"])
+                rec.update(evaluated="as base (adapter unchanged)", eval=base["eval"])
             else:
                 rec.update(evaluated="own", eval=_evaluate(cfg, result.model_dir, eval_sets, resources, lf_prompts))
-            write_json(done, rec, indent=1, default=float)
-            records.append(rec)
+            records.append(done.save_record(rec))
     return records
 
 
@@ -450,8 +457,7 @@ def collect(out_dir: str | Path) -> pd.DataFrame:
     """Every ``compare.json`` under ``out_dir`` as one row per (run, seed), evaluation metrics
     flattened into columns: the comparison rebuilt from run folders, no retraining."""
     rows = []
-    for f in sorted(Path(out_dir).rglob("compare.json")):
-        rec = json.loads(f.read_text())
+    for f, rec in _results(out_dir):
         rows.append({k: v for k, v in rec.items() if k not in ("eval", "rewards", "reward_curve")}
                     | {k: v for k, v in rec.get("eval", {}).items() if k != QUESTIONS_KEY} | {"folder": str(f.parent)})
     if not rows:
@@ -463,8 +469,7 @@ def reward_curves(out_dir: str | Path) -> pd.DataFrame:
     """The training reward of every (run, seed) by step, one row each (``run``, ``seed``,
     ``step``, ``reward``), read from the ``compare.json`` files under ``out_dir``."""
     rows = []
-    for f in sorted(Path(out_dir).rglob("compare.json")):
-        rec = json.loads(f.read_text())
+    for _, rec in _results(out_dir):
         rows += [{"run": rec["run"], "seed": rec["seed"], "step": i, "reward": r}
                  for i, r in enumerate(rec.get("reward_curve") or [], start=1)]
     return pd.DataFrame(rows, columns=["run", "seed", "step", "reward"])

@@ -67,7 +67,8 @@ from ..synth.k2v import (ChecklistSection, K2VQuestion, SynthesisSection, Templa
                          make_checklists, score_checklists, synthesize_questions, template_checklist)
 from ..experiment import WarmStartSFTSection
 from ..models import model_fingerprint
-from ..paths import build_lock, cache_dir, write_json
+from ..paths import build_lock, cache_dir
+from ..stage_cache import StageCache
 from ..train.grpo import TrainResult, run
 from ..train.sft import run_sft
 from .stages import Recipe, main_process_first, start
@@ -200,11 +201,14 @@ def extraction_check(cfg: K2VConfig, resources: Resources) -> dict[str, Any] | N
 def synthesize(cfg: K2VConfig, graph: nx.DiGraph, resources: Resources, run_dir: str | Path
                ) -> tuple[list[K2VQuestion], dict[str, Any]]:
     """Questions (§3.1) with checklists (§3.2), cached in ``run_dir/questions.jsonl`` with their
-    report (``synthesis.json``): a re-run of the notebook reuses both."""
+    report (``synthesis.json``, a one-record ``StageCache`` written last): a re-run of the notebook
+    reuses both."""
     out = Path(run_dir)
-    cached, report_file = out / "questions.jsonl", out / "synthesis.json"
-    if cached.exists() and report_file.exists():
-        return [K2VQuestion(**d) for d in read_jsonl(cached)], json.loads(report_file.read_text())
+    cached = out / "questions.jsonl"
+    done = StageCache(out / "synthesis.json", check=lambda row: isinstance(row.get("report"), dict),
+                      where="K2V's synthesis report")
+    if (saved := done.record()) is not None and cached.exists():
+        return [K2VQuestion(**d) for d in read_jsonl(cached)], saved["report"]
     generator = (make_judge(cfg.synthesis.generator)
                  if "llm" in (cfg.synthesis.rephraser, cfg.checklist.writer) or cfg.checklist.quality_pass else None)
     questions, q_report = synthesize_questions(graph, cfg.synthesis, generator)
@@ -217,7 +221,7 @@ def synthesize(cfg: K2VConfig, graph: nx.DiGraph, resources: Resources, run_dir:
               "quality": score_checklists(questions, generator) if cfg.checklist.quality_pass else None}
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(cached, [q.to_dict() for q in questions])
-    write_json(report_file, report, indent=1, default=str)
+    done.save_record({"report": report})  # last: the questions are written when it exists
     return questions, report
 
 

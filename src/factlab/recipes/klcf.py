@@ -53,7 +53,6 @@ stages (notebook 05, factlab train)      ``start`` (warm start) -> ``prepare`` (
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -86,7 +85,7 @@ from ..synth.klcf_truth_data import miniworld_truth_data, pipeline_truth_data
 from ..train.grpo import TrainResult, merge_adapter, run
 from ..train.sft import run_sft
 from ..train.truth_rm import fit_answer_readout, layer_modules, save_readout_model
-from ..paths import write_json
+from ..stage_cache import StageCache
 from .stages import Recipe, main_process_first, start, warm_start_trains
 from ..prompts import chat_messages
 
@@ -358,11 +357,12 @@ def readout_rm(scorer: TruthfulnessScorer, rm: TruthRMSection, train: Sequence[d
                seed: int = 0) -> dict[str, Any]:
     """``truth_rm.method: readout``: ``scorer``'s model (the base, Prompt 6) with new True / False
     output rows fitted on ``train`` (``train.truth_rm.fit_answer_readout``), saved as a full model in
-    ``folder``; resumable (a saved folder is kept, the model is not touched). Returns the fit's
+    ``folder``; resumable (a folder whose ``readout.json`` holds its record is kept, the model is not
+touched). Returns the fit's
     report."""
-    done = folder / "readout.json"
-    if done.exists():
-        return {**json.loads(done.read_text(encoding="utf-8")), "resumed": True}
+    done = StageCache(folder / "readout.json", where="the reward model's readout")
+    if (saved := done.record()) is not None:
+        return {**saved, "resumed": True}
     rows = list(train)
     if rm.readout_examples is not None and len(rows) > rm.readout_examples:
         rows = random.Random(seed).sample(rows, rm.readout_examples)
@@ -377,7 +377,7 @@ def readout_rm(scorer: TruthfulnessScorer, rm: TruthRMSection, train: Sequence[d
     save_readout_model(model, tok, (t_id, f_id), (w_true, w_false), folder)
     report = {"examples": len(rows), "steps": 1, "seconds": seconds, "l2": rm.readout_l2,
               "row_shift": float((w_true - head[t_id].float()).norm() + (w_false - head[f_id].float()).norm())}
-    write_json(done, report)  # last: a folder without it is refitted
+    done.save_record(report)  # last: a folder without it is refitted
     return {**report, "resumed": False}
 
 
@@ -731,17 +731,19 @@ def pipeline_stage(cfg: KLCFConfig, resources: Resources, run_dir: str | Path, m
 def reward_model_stage(cfg: KLCFConfig, resources: Resources, run_dir: str | Path,
                        pipeline_labels: dict[str, str | None] | None) -> tuple[str | None, dict[str, Any]]:
     """Table 13: ``truth_rm`` into ``run_dir/truth_rm``; its report written to
-    ``run_dir/truth_rm/report.json`` and read back by a later call (a launched process, a
+    ``run_dir/truth_rm/report.json`` (a one-record ``StageCache``) and read back by a later call (a launched process, a
     resumed notebook) instead of scoring the base model again."""
-    path = Path(run_dir) / TRUTH_REPORT
-    if path.exists():
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        if saved["folder"] is None or Path(saved["folder"]).exists():
-            return saved["folder"], saved["report"]
+    done = StageCache(Path(run_dir) / TRUTH_REPORT, check=_truth_report_ok, where="the reward model's report")
+    saved = done.record()
+    if saved is not None and (saved["folder"] is None or Path(saved["folder"]).exists()):
+        return saved["folder"], saved["report"]
     folder, report = truth_rm(cfg, resources, run_dir, pipeline_labels)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, {"folder": folder, "report": report}, default=str)
+    done.save_record({"folder": folder, "report": report})
     return folder, report
+
+
+def _truth_report_ok(row: dict[str, Any]) -> bool:
+    return (row.get("folder") is None or isinstance(row["folder"], str)) and isinstance(row.get("report"), dict)
 
 
 def prepare(cfg: KLCFConfig, resources: Resources, run_dir: str | Path) -> KLCFInputs:

@@ -22,7 +22,7 @@ extraction, §A.2 "answer extraction"); tiny models that never emit the tags the
 everywhere. Both counts are stored, so switching costs no generation.
 
 Resumability: ``count_correct(..., cache_path=...)`` appends one JSON line per question
-as soon as its chunk of questions is graded; a later call with the same model name,
+(a ``stage_cache.StageCache`` row) as soon as its chunk of questions is graded; a later call with the same model name,
 ``G`` and sampling settings (temperature, top-p, max new tokens, system prompt) skips
 the questions already there, so a killed run resumes where it stopped.
 """
@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,7 +45,7 @@ from ..config import MAX_TOKENS, ParamError, Section
 from ..data.types import QAItem
 from ..eval.shortform import grade_completion
 from ..models import chat_prompt, generate, model_fingerprint
-from ..paths import open_nofollow
+from ..stage_cache import StageCache
 from ..prompts import CORVER_TRAIN_SYSTEM
 
 log = logging.getLogger(__name__)
@@ -172,26 +171,9 @@ def _settings_key(model_name: str, cfg: SelfFilterConfig) -> str:
     return json.dumps(key, sort_keys=True)
 
 
-def _read_cache(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """Cached rows keyed by (settings key, question id); torn or foreign lines (counts missing, of
-    the wrong type or outside ``[0, n_samples]``) are skipped, so their questions are sampled again.
-    Never read or written through a symbolic link, hard link or FIFO (``paths.open_nofollow``)."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    if not (path.exists() or path.is_symlink()):
-        return rows
-    with os.fdopen(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK, where="factlab's cache"), encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not _row_ok(row):
-                    raise TypeError("counts missing or out of range")
-                rows[(row["settings"], row["id"])] = row
-            except (json.JSONDecodeError, KeyError, TypeError):
-                log.warning("%s:%d: unreadable self-filter cache line skipped (interrupted write?)",
-                            path, lineno)
-    return rows
+def _cache_key(settings: str, qid: str) -> str:
+    """A question's key in the self-filter's ``StageCache``: one file may hold several models' counts."""
+    return json.dumps([settings, qid])
 
 
 def _row_ok(row: Any) -> bool:
@@ -204,19 +186,6 @@ def _row_ok(row: Any) -> bool:
                     for k in ("n_correct_lenient", "n_correct_strict"))
             and all(isinstance(row.get(k), list) for k in ("labels_lenient", "labels_strict"))
             and isinstance(row.get("answers", []), list))
-
-
-def _append_cache(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, where="factlab's cache")
-    with os.fdopen(fd, "a+", encoding="utf-8") as f:
-        f.seek(0, 2)
-        if f.tell() > 0:  # a killed run may have left a line without its newline
-            f.seek(f.tell() - 1)
-            if f.read(1) != "\n":
-                f.write("\n")
-        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        f.flush()
 
 
 def _result_from_row(item: QAItem, row: Mapping[str, Any], cfg: SelfFilterConfig,
@@ -249,11 +218,11 @@ def count_correct(model, tokenizer, items: Sequence[QAItem], cfg: SelfFilterConf
     items = list(items)
     model_name = cfg.model_name or model_name_of(model)
     settings = _settings_key(model_name, cfg)
-    cache = Path(cache_path) if cache_path is not None else None
+    cache = StageCache(cache_path, check=_row_ok) if cache_path is not None else None
     rows: dict[str, dict[str, Any]] = {}
     if cache is not None:
-        rows = {qid: r for (s, qid), r in _read_cache(cache).items() if s == settings}
-    cached_ids = {it.id for it in items if it.id in rows}
+        rows = {it.id: row for it in items if (row := cache.get(_cache_key(settings, it.id))) is not None}
+    cached_ids = set(rows)
     todo: list[QAItem] = []
     seen: set[str] = set()
     for it in items:
@@ -261,7 +230,7 @@ def count_correct(model, tokenizer, items: Sequence[QAItem], cfg: SelfFilterConf
             todo.append(it)
             seen.add(it.id)
     if cached_ids:
-        log.info("self-filter: %d of %d questions read from %s", len(cached_ids), len(items), cache)
+        log.info("self-filter: %d of %d questions read from %s", len(cached_ids), len(items), cache.path)
 
     g = cfg.num_samples
     bar = tqdm(total=len(todo), desc=f"self-filter (G={g})", disable=not cfg.progress)
@@ -277,7 +246,7 @@ def count_correct(model, tokenizer, items: Sequence[QAItem], cfg: SelfFilterConf
             recs = [grade_completion(it, s) for s in samples]
             lenient = [r.label for r in recs]
             strict = [r.strict_label for r in recs]
-            row = {"settings": settings, "id": it.id, "question": it.question, "model": model_name,
+            row = {"key": _cache_key(settings, it.id), "settings": settings, "id": it.id, "question": it.question, "model": model_name,
                    "n_samples": len(recs),
                    "n_correct_lenient": sum(lab == text.GOOD for lab in lenient),
                    "n_correct_strict": sum(lab == text.GOOD for lab in strict),
@@ -286,7 +255,7 @@ def count_correct(model, tokenizer, items: Sequence[QAItem], cfg: SelfFilterConf
             rows[it.id] = row
             new_rows.append(row)
         if cache is not None:
-            _append_cache(cache, new_rows)
+            cache.put(new_rows)
         bar.update(len(chunk))
     bar.close()
     return [_result_from_row(it, rows[it.id], cfg, cached=it.id in cached_ids) for it in items]

@@ -26,7 +26,6 @@ stages (notebook 03, factlab train)      ``prepare`` -> ``train`` (= ``sft_stage
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,7 +38,7 @@ from ..data.pairs import MINIWORLD, ClaimPair, PairDataConfig, load_pairs, strat
 from ..data.types import read_jsonl
 from ..eval.suites import evaluate_model
 from ..experiment import TrainingConfig
-from ..paths import write_json
+from ..stage_cache import StageCache
 from ..rewards import Resources, RewardSpec, build_rewards, seva_output
 from ..sections import SFTSection
 from ..synth import seva as synth
@@ -249,15 +248,13 @@ def prepare(cfg: SevaConfig, resources: Resources, run_dir: str | Path) -> SevaI
     main process of a launch first; the others and a resumed notebook read the file, so every
     process fine-tunes on the same examples)."""
     world, train_pairs, eval_sets = load_inputs(cfg, resources)
-    path = Path(run_dir) / TEACHER_FILE
+    done = StageCache(Path(run_dir) / TEACHER_FILE, check=_teacher_record_ok, where="the teacher's annotations")
     with main_process_first():
-        if path.exists():
-            saved = json.loads(path.read_text(encoding="utf-8"))
-            annotations, report = saved["annotations"], saved["report"]
-        else:
+        saved = done.record()
+        if saved is None:
             annotations, report = synth.annotate_training_pairs(cfg.teacher, train_pairs)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_json(path, {"annotations": annotations, "report": report}, default=str)
+            saved = done.save_record({"annotations": annotations, "report": report})
+        annotations, report = saved["annotations"], saved["report"]
     return SevaInputs(world, train_pairs, eval_sets, annotations, report)
 
 
@@ -310,6 +307,10 @@ def train(cfg: SevaConfig, inputs: SevaInputs, resources: Resources, run_dir: st
     rounds = evolve_stage(cfg, inputs, resources, run_dir, runs, sft_dir, progress=False)
     return {"sft": sft_result, **{f"grpo-{name}": r for name, r in runs.items()},
             **{f"evolve-{r.round}": r.result for r in rounds if r.result is not None}}
+
+
+def _teacher_record_ok(row: dict[str, Any]) -> bool:
+    return isinstance(row.get("annotations"), list) and isinstance(row.get("report"), dict)
 
 
 RECIPE = Recipe(notebook="03_seva", config=SevaConfig, prepare=prepare, train=train,

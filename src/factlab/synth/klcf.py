@@ -37,7 +37,7 @@ Four stages, each cached on disk as one JSONL file under a run directory and res
    queries only (§2.2, Table 12): a claim any ``split: eval`` query stated is left out
    (``eval_claims``), counted.
 
-Caching: every row carries a fingerprint of what determines it (its input text, the model or
+Caching (``stage_cache.StageCache``, one file per stage): every row carries a fingerprint of what determines it (its input text, the model or
 judge and their sampling settings, the prompt, k, thresholds); a rerun keeps the rows whose
 fingerprint matches and computes only the missing ones, appending each finished chunk, so a
 run interrupted mid-stage loses at most one chunk; a torn last line is skipped. Changing a
@@ -77,7 +77,8 @@ from ..rewards.klcf_claims import EXTRACTION_PREFILL, parse_claim_list
 from ..rewards.rar import format_passages
 from ..text import sentence_claims
 from ..prompts import chat_messages
-from ..paths import write_json, atomic_open
+from ..paths import write_json
+from ..stage_cache import StageCache
 from .klcf_labels import (LABELS, REFUTE, SUPPORT, VERIFICATION_PREFILL, cooccurrence_label, dedupe_claims,
                           label_agreement, parse_boxed_claims, parse_verification_label)
 from .klcf_sampling import ModelSampler, corpus_fewshot, cut_at_next_question, fewshot_prompt, file_fewshot
@@ -205,41 +206,6 @@ def _judge_identity(judge) -> dict[str, Any]:
     return out
 
 
-class _StageCache:
-    """One stage's JSONL: rows keyed by ``key``, valid when their ``fp`` matches."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.rows: dict[str, dict] = {}
-        if path.exists():
-            with path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        row = json.loads(line)
-                    except ValueError:  # a line torn by an interruption
-                        continue
-                    if isinstance(row, dict) and "key" in row:
-                        self.rows[row["key"]] = row
-
-    def valid(self, key: str, fp: str) -> dict | None:
-        row = self.rows.get(key)
-        return row if row is not None and row.get("fp") == fp else None
-
-    def append(self, rows: Sequence[dict]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as fh:
-            for r in rows:
-                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-                self.rows[r["key"]] = r
-            fh.flush()
-
-    def rewrite(self, keys: Sequence[str]) -> None:
-        """Keep only ``keys`` (in that order), atomically."""
-        with atomic_open(self.path) as fh:
-            for k in keys:
-                fh.write(json.dumps(self.rows[k], ensure_ascii=False) + "\n")
-
-
 class _Meter:
     """Backend calls, tokens and seconds of one stage (deltas of a judge's or sampler's stats)."""
 
@@ -344,7 +310,7 @@ class KLCFPipeline:
         qs = _query_rows(queries)
 
         write_jsonl(self._path("queries"), qs)
-        cache = _StageCache(self._path("sampling"))
+        cache = StageCache(self._path("sampling"))
         meter = _Meter(sampler)
         ident = sampler.identity() if hasattr(sampler, "identity") else {}
         items = []  # (key, fp, query row, j, prompt)
@@ -353,14 +319,14 @@ class KLCFPipeline:
             for j in range(self.cfg.nu):
                 fp = _hash({"prompt": prompt, "sampler": ident, "seed": self.cfg.seed, "j": j})
                 items.append((f"{q['id']}#{j}", fp, q, j, prompt))
-        todo = [it for it in items if cache.valid(it[0], it[1]) is None]
+        todo = [it for it in items if cache.get(it[0], it[1]) is None]
         for s in range(0, len(todo), self.cfg.batch_size):
             chunk = todo[s:s + self.cfg.batch_size]
             seed = int(_hash([self.cfg.seed, [it[0] for it in chunk]]), 16) % (2 ** 31)
             outs = sampler.sample([it[4] for it in chunk], seed)
             if len(outs) != len(chunk):
                 raise RuntimeError(f"sampler returned {len(outs)} samples for {len(chunk)} prompts")
-            cache.append([{"key": k, "fp": fp, "query_id": q["id"], "query": q["prompt"], "sample": j,
+            cache.put([{"key": k, "fp": fp, "query_id": q["id"], "query": q["prompt"], "sample": j,
                            "text": cut_at_next_question(o["text"]), "n_tokens": o.get("n_tokens"),
                            "finished": o.get("finished")} for (k, fp, q, j, _), o in zip(chunk, outs)])
         cache.rewrite([it[0] for it in items])
@@ -374,7 +340,7 @@ class KLCFPipeline:
         """Claims per sample (Eq. 1, Prompt 2) -> ``stage2_claims.jsonl``."""
         judge = self._need("judge", self.judge)
         samples = self._rows("sampling")
-        cache = _StageCache(self._path("extraction"))
+        cache = StageCache(self._path("extraction"))
         meter = _Meter(judge)
         if self.cfg.extract == "sentences":
             ident = {"extract": "sentences", "max_claims": self.cfg.max_claims}
@@ -382,17 +348,17 @@ class KLCFPipeline:
             ident = {"judge": _judge_identity(judge), "prompt": _hash(P.KLCF_CLAIM_EXTRACTION),
                      "prefill": self.cfg.prefill, "max_claims": self.cfg.max_claims}
         items = [(s["key"], _hash({"text": s["text"], **ident}), s) for s in samples]
-        todo = [it for it in items if cache.valid(it[0], it[1]) is None]
+        todo = [it for it in items if cache.get(it[0], it[1]) is None]
         empty = [it for it in todo if not it[2]["text"].strip()]
         if empty:  # nothing to extract from: no judge call
-            cache.append([{"key": k, "fp": fp, "query_id": s["query_id"], "claims": [], "raw": ""}
+            cache.put([{"key": k, "fp": fp, "query_id": s["query_id"], "claims": [], "raw": ""}
                           for k, fp, s in empty])
         todo = [it for it in todo if it[2]["text"].strip()]
         prefix = EXTRACTION_PREFILL if self.cfg.prefill else None
         for c in range(0, len(todo), self._chunk()):
             chunk = todo[c:c + self._chunk()]
             if self.cfg.extract == "sentences":
-                cache.append([{"key": k, "fp": fp, "query_id": s["query_id"], "raw": "",
+                cache.put([{"key": k, "fp": fp, "query_id": s["query_id"], "raw": "",
                                "claims": sentence_claims(s["text"])[:self.cfg.max_claims]} for k, fp, s in chunk])
                 continue
             answers = judge.judge([P.KLCF_CLAIM_EXTRACTION.format(response=s["text"]) for _, _, s in chunk],
@@ -402,7 +368,7 @@ class KLCFPipeline:
                 claims = parse_claim_list(a)
                 rows.append({"key": k, "fp": fp, "query_id": s["query_id"], "raw": a,
                              "claims": None if claims is None else claims[:self.cfg.max_claims]})
-            cache.append(rows)
+            cache.put(rows)
         cache.rewrite([it[0] for it in items])
         rows = [cache.rows[it[0]] for it in items]
         self.report["stages"]["extraction"] = meter.done(
@@ -456,12 +422,12 @@ class KLCFPipeline:
     def _verify_judge(self, claims: list[str]) -> dict[str, str | None]:
         judge = self._need("judge", self.judge)
         ds = self._need("datastore", self.datastore)
-        cache = _StageCache(self._path("verification_judge"))
+        cache = StageCache(self._path("verification_judge"))
         meter = _Meter(judge)
         ident = {"judge": _judge_identity(judge), "prompt": _hash(P.KLCF_CLAIM_VERIFICATION), "k": self.cfg.top_k,
                  "datastore": len(ds), "prefill": self.cfg.prefill, "verdict": self.cfg.verdict}
         items = [(c, _hash({"claim": c, **ident})) for c in claims]
-        todo = [it for it in items if cache.valid(*it) is None]
+        todo = [it for it in items if cache.get(*it) is None]
         prefix = VERIFICATION_PREFILL if self.cfg.prefill else None
         for s in range(0, len(todo), self._chunk()):
             chunk = todo[s:s + self._chunk()]
@@ -470,7 +436,7 @@ class KLCFPipeline:
                        for (c, _), h in zip(chunk, hits)]
             answers = (judge.choose(prompts, LABELS) if self.cfg.verdict == "choice"
                        else judge.judge(prompts, prefix=prefix))
-            cache.append([{"key": c, "fp": fp, "label": parse_verification_label(a), "raw": a,
+            cache.put([{"key": c, "fp": fp, "label": parse_verification_label(a), "raw": a,
                            "evidence": [x.chunk.id for x in h]} for (c, fp), a, h in zip(chunk, answers, hits)])
         cache.rewrite([c for c, _ in items])
         labels = {c: cache.rows[c]["label"] for c, _ in items}
@@ -481,7 +447,7 @@ class KLCFPipeline:
 
     def _verify_cooc(self, claims: list[str]) -> dict[str, str | None]:
         scorer = self._need("co-occurrence scorer", self.scorer)
-        cache = _StageCache(self._path("verification_cooccurrence"))
+        cache = StageCache(self._path("verification_cooccurrence"))
         meter = _Meter()
         lookups0 = getattr(scorer, "lookups", 0)
         args = getattr(scorer, "args", None)
@@ -489,7 +455,7 @@ class KLCFPipeline:
                  "extractor": getattr(getattr(scorer, "extractor", None), "name", ""),
                  "args": args.model_dump() if hasattr(args, "model_dump") else None}
         items = [(c, _hash({"claim": c, **ident})) for c in claims]
-        todo = [it for it in items if cache.valid(*it) is None]
+        todo = [it for it in items if cache.get(*it) is None]
         for s in range(0, len(todo), self._chunk()):
             chunk = todo[s:s + self._chunk()]
             triplets = scorer.triplets([c for c, _ in chunk])
@@ -498,7 +464,7 @@ class KLCFPipeline:
                 sc = scorer.score(ts)
                 rows.append({"key": c, "fp": fp, "count": sc.count, "words": sc.words,
                              "label": cooccurrence_label(sc.count, self.cfg.cooccurrence_support)})
-            cache.append(rows)
+            cache.put(rows)
         cache.rewrite([c for c, _ in items])
         labels = {c: cache.rows[c]["label"] for c, _ in items}
         self.report["stages"]["verification_cooccurrence"] = meter.done(
@@ -517,7 +483,7 @@ class KLCFPipeline:
         labels = self.labels()
         by_query = self.claims_by_query()
         queries = {q["id"]: q["prompt"] for q in self.queries()}
-        cache = _StageCache(self._path("checklists"))
+        cache = StageCache(self._path("checklists"))
         use_llm = self.cfg.prioritize == "llm"
         judge = self._need("judge", self.judge) if use_llm else None
         meter = _Meter(judge)
@@ -528,9 +494,9 @@ class KLCFPipeline:
         for qid, claims in by_query.items():
             support = [c for c in claims if labels.get(c) == SUPPORT]
             items.append((qid, _hash({"query": queries.get(qid, ""), "support": support, **ident}), support))
-        todo = [it for it in items if cache.valid(it[0], it[1]) is None]
+        todo = [it for it in items if cache.get(it[0], it[1]) is None]
         direct = [it for it in todo if not use_llm or not it[2]]
-        cache.append([self._checklist_row(qid, fp, support, dedupe_claims(support), "dedupe" if support else "none",
+        cache.put([self._checklist_row(qid, fp, support, dedupe_claims(support), "dedupe" if support else "none",
                                           None) for qid, fp, support in direct])
         ask = [it for it in todo if use_llm and it[2]]
         for s in range(0, len(ask), self._chunk()):
@@ -538,7 +504,7 @@ class KLCFPipeline:
             answers = judge.judge([P.KLCF_CLAIM_PRIORITIZATION.format(
                 query=queries.get(qid, ""), claims="\n" + "\n".join(f"* {c}" for c in support))
                 for qid, _, support in chunk], prefix="\\boxed{\n" if self.cfg.prefill else None)
-            cache.append([self._checklist_row(qid, fp, support, parse_boxed_claims(a), "llm", a)
+            cache.put([self._checklist_row(qid, fp, support, parse_boxed_claims(a), "llm", a)
                           for (qid, fp, support), a in zip(chunk, answers)])
         cache.rewrite([it[0] for it in items])
         rows = [cache.rows[it[0]] for it in items]
