@@ -230,7 +230,7 @@ def test_every_training_notebook_dry_runs_on_eight_processes(tmp_path, capsys, n
 
 # what each notebook's cells call: the recipe stages that `factlab train` runs too (no second copy)
 NOTEBOOK_STAGES = {
-    "01_corver": ["corver.start(cfg)", "corver.select_questions(cfg, model, tokenizer)", "corver.train(cfg, "],
+    "01_corver": ["corver.start(cfg)", "corver.prepare(cfg, resources, run_dir)", "corver.train(cfg, sf, resources, run_dir)"],
     "02_binary_rar": ["rar.start(cfg)", "rar.prepare(cfg, resources, run_dir)", "rar.train_with_stopping(cfg, prompts"],
     "03_seva": ["seva_train.prepare(cfg, resources, run_dir)", "seva_train.sft_stage(cfg, inputs, run_dir)",
                 "seva_train.grpo_stage(cfg, inputs", "seva_train.evolve_stage(cfg, inputs"],

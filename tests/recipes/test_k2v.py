@@ -24,7 +24,7 @@ from factlab.rewards.length import OverlongArgs, OverlongPenalty
 from factlab.synth import kg
 from factlab.synth.k2v import (BLANK, ChecklistSection, K2VQuestion, Quintuple, SynthesisSection, blank_candidates,
                                leakage, make_checklists, make_question, sample_quintuples, score_checklists,
-                               synthesize_questions, template_checklist, validate_checklist, ftext_prompt,
+                               synthesize_questions, template_checklist, validate_checklist,
                                mask_mentions, masked_ftext_prompt, template_checklist)
 from factlab.recipes import k2v as k2v_train
 from factlab.train.dapo import keep_groups
@@ -274,7 +274,6 @@ def test_ftext_prompt_blanks_every_mention_of_the_hidden_entity():
     assert "france" not in prompt.lower().replace("frenchland", "") and "French Republic" not in prompt
     assert "Frenchland" in prompt  # a longer word that merely starts with the name is kept
     assert n == 4  # FRANCE and French Republic in Paris's description, France in the euro's, in r1
-    assert ftext_prompt(g, q, "e2") == prompt
     assert mask_mentions("No mention here.", ["France"]) == ("No mention here.", 0)
     _, report = synthesize_questions(g, SynthesisSection(questions=2, rephraser="template", seed=0))
     assert report["prompts_masked"] == report["mentions_masked"] == 0  # the template path shows nothing

@@ -75,3 +75,28 @@ def test_early_stop_evaluates_the_last_checkpoint_that_passed(tmp_path, monkeypa
     assert result.model_dir == str(tmp_path / "binary_rar" / "last_passed")  # not the degraded checkpoint-2
     assert (tmp_path / "binary_rar" / "last_passed" / "config.json").exists()
     assert result.metrics == {"stopped_at": 2, "evaluated_step": 1}
+
+
+def test_selective_abstention_is_measured_beside_each_abstain_breakdown():
+    """001 §6.2: the abstain-mode breakdown carries the forced-mode error rate over all questions
+    and on the questions abstained; ``selectivity_table`` shows it, one row per breakdown."""
+    from types import SimpleNamespace
+
+    from factlab import text
+    from factlab.eval.suites import SuiteResult
+    from factlab.recipes.rar import _with_selectivity, selectivity_table
+
+    def recs(labels):
+        return [SimpleNamespace(id=f"q{i}", label=lab) for i, lab in enumerate(labels)]
+
+    bd = SuiteResult("abstention",
+                     records={"mw · abstain": recs([text.NA, text.NA, text.GOOD, text.GOOD]),
+                              "mw · forced": recs([text.BAD, text.BAD, text.GOOD, text.BAD])},
+                     metrics={"mw · abstain": {"n": 4}, "mw · forced": {"n": 4}})
+    metrics = _with_selectivity(bd, "RAR")
+    sel = metrics["RAR · mw · abstain"]
+    assert sel["selectivity/forced_incorrect_rate"] == 0.75 and sel["selectivity/forced_incorrect_when_abstained"] == 1.0
+    assert not any(k.startswith("selectivity/") for k in metrics["RAR · mw · forced"])
+    assert bd.metrics["mw · abstain"] == {"n": 4}  # the suite's own metrics are not changed
+    table = selectivity_table({**metrics, "raw · mw · abstain": {"n": 4}})
+    assert list(table.index) == ["RAR · mw · abstain"] and table.loc["RAR · mw · abstain", "n_abstained"] == 2

@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 from factlab.models import TINY_MODEL
 from factlab.rewards.triplets import (QUCO_EXTRACTOR_ID, HeuristicExtractor, LLMTripletExtractor, Triplet,
-                                      get_extractor, parse_extractor_output, parse_triplets)
+                                      ExtractorSection, extractor_from, parse_extractor_output, parse_triplets)
 
 
 @pytest.mark.parametrize("raw, expected", [
@@ -72,9 +72,9 @@ def test_heuristic_extractor(sentence, expected):
     assert (got[0].as_tuple() if got else None) == expected
 
 
-def test_get_extractor_by_name():
-    assert isinstance(get_extractor("heuristic"), HeuristicExtractor)
-    ex = get_extractor("QuCo-extractor-0.5B", batch_size=32)
+def test_the_extractor_a_params_section_names():
+    assert isinstance(extractor_from(ExtractorSection()), HeuristicExtractor)
+    ex = extractor_from(ExtractorSection(name="QuCo-extractor-0.5B", batch_size=32))
     assert isinstance(ex, LLMTripletExtractor) and ex.name == QUCO_EXTRACTOR_ID and ex.batch_size == 32
 
 

@@ -159,6 +159,10 @@ class SelfFilterOutcome:
     train_items: list[QAItem]
     note: str | None  # why the whole pool was used instead of the learning zone, if it was
 
+    @property
+    def size(self) -> int:
+        return len(self.train_items)
+
 
 def self_filter_pool(cfg: CorVerConfig, model, tokenizer) -> SelfFilterOutcome:
     """§A.2 / §A.4: load the candidate pool (``train_data``), sample G completions per question
@@ -215,17 +219,18 @@ def select_questions(cfg: CorVerConfig, model=None, tokenizer=None) -> SelfFilte
         release_memory()
 
 
-def prepare(cfg: CorVerConfig, resources: Resources, run_dir: str | Path) -> list[QAItem]:
-    """The training questions (``select_questions``); the main process of a launch first."""
+def prepare(cfg: CorVerConfig, resources: Resources, run_dir: str | Path) -> SelfFilterOutcome:
+    """The self-filtered training questions (``select_questions``, the start model loaded and
+    released here); the main process of a launch first. The notebook shows its buckets."""
     with main_process_first():
-        return select_questions(cfg).train_items
+        return select_questions(cfg)
 
 
-
-def train(cfg: CorVerConfig, items: Sequence[QAItem], resources: Resources, run_dir: str | Path
+def train(cfg: CorVerConfig, inputs: SelfFilterOutcome, resources: Resources, run_dir: str | Path
           ) -> dict[str, TrainResult]:
-    """Every ``runs`` ablation into ``run_dir/train/<run>`` (``train_ablations``; resumable)."""
-    return train_ablations(cfg, items, resources, Path(run_dir) / RECIPE.train_dir)
+    """Every ``runs`` ablation on ``prepare``'s training questions into ``run_dir/train/<run>``
+    (``train_ablations``; resumable)."""
+    return train_ablations(cfg, inputs.train_items, resources, Path(run_dir) / RECIPE.train_dir)
 
 
 RECIPE = Recipe(notebook="01_corver", config=CorVerConfig, prepare=prepare, train=train,

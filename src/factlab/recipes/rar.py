@@ -24,6 +24,7 @@ Index (paper section -> function; ``../shared/papers/001_f9c1f8134c3dd554.txt``)
 §4.3 GRPO + utility early stopping       ``prompt_rows``, ``utility_fn``, ``train_run``,
                                          ``train_with_stopping`` (``run_dir/train/<rewards>``)
 §4.1 evaluation (abstention, long-form)  ``evaluate_policy``
+§6.2 selective abstention                ``evaluate_policy`` (``selectivity/*``), ``selectivity_table``
 stages (notebook 02, factlab train)      ``start`` (warm start) -> ``prepare`` -> ``train``
 =======================================  ============================================================
 """
@@ -36,12 +37,14 @@ from pathlib import Path
 from typing import NamedTuple
 from typing import Any, Callable, Sequence
 
+import pandas as pd
 from pydantic import Field, field_validator
 
 from ..config import Section
 from ..sections import GenerationConfig
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
+from ..eval.abstention import abstention_selectivity
 from ..eval.suites import SuiteResult, evaluate
 from ..eval.utility import UtilityUnavailable, forced_qa_utility, lm_eval_utility
 from ..experiment import TrainingConfig
@@ -56,7 +59,7 @@ from ..prompts import chat_messages
 log = logging.getLogger(__name__)
 
 __all__ = ["RARConfig", "RewardCompareSection", "prompt_rows", "prepare_prompts", "datastore_report",
-           "controlled_responses", "comparison_responses", "evaluate_policy", "max_steps_for", "utility_fn",
+           "controlled_responses", "comparison_responses", "evaluate_policy", "selectivity_table", "max_steps_for", "utility_fn",
            "train_run", "RARPrompts", "start", "prepare", "train", "train_with_stopping", "RECIPE"]
 
 
@@ -174,11 +177,35 @@ def comparison_responses(cfg: RARConfig, resources: Resources, prompts: Sequence
 def evaluate_policy(cfg: RARConfig, resources: Resources, model, tokenizer, eval_sets, heldout: Sequence[LongformPrompt],
                     who: str) -> tuple[dict[str, dict], SuiteResult]:
     """001 §4.1 before / after training: the abstention breakdown of every short-form set in
-    both modes (keys ``<who> · <set> · <mode>``) and long-form precision on ``heldout``."""
+    both modes (keys ``<who> · <set> · <mode>``) and long-form precision on ``heldout``. Each
+    abstain-mode breakdown also holds §6.2's selectivity (``selectivity/<field>`` of
+    ``eval.abstention.abstention_selectivity``: the forced-mode error rate on the questions
+    abstained, beside the one over all)."""
     bd = evaluate("abstention", model, tokenizer, eval_sets, cfg.eval_generation, tag=who)
     lf = evaluate("longform", model, tokenizer, heldout, cfg.longform_generation, verifier=resources.claim_verifier(),
                   k=cfg.longform_recall_k, tag=who)
-    return {f"{who} · {k}": m for k, m in bd.metrics.items()}, lf
+    return _with_selectivity(bd, who), lf
+
+
+def _with_selectivity(bd: SuiteResult, who: str) -> dict[str, dict]:
+    """The abstention suite's metrics keyed ``<who> · <set> · <mode>``, each abstain mode with a
+    forced mode beside it holding ``selectivity/<field>`` (§6.2)."""
+    metrics = {f"{who} · {k}": dict(m) for k, m in bd.metrics.items()}
+    for key, abstained in bd.records.items():
+        forced = bd.records.get(key.removesuffix(" · abstain") + " · forced")
+        if key.endswith(" · abstain") and abstained and forced:
+            metrics[f"{who} · {key}"].update(
+                {f"selectivity/{k}": v for k, v in abstention_selectivity(abstained, forced).items()})
+    return metrics
+
+
+def selectivity_table(breakdowns: dict[str, dict]) -> pd.DataFrame:
+    """001 §6.2, "the model primarily abstains on questions it would otherwise answer incorrectly":
+    per abstain-mode breakdown that holds it (``evaluate_policy``), the forced-mode error rate over
+    all questions and on those abstained. Selective abstention: the second above the first."""
+    rows = {key: {k.removeprefix("selectivity/"): v for k, v in m.items() if k.startswith("selectivity/")}
+            for key, m in breakdowns.items()}
+    return pd.DataFrame({k: r for k, r in rows.items() if r}).T
 
 
 def max_steps_for(cfg: RARConfig, reward_names: Sequence[str]) -> int:

@@ -355,16 +355,9 @@ class ExtractorSection(Section):
     max_new_tokens: int = Field(96, ge=1, le=MAX_TOKENS)
 
 
-def get_extractor(name: str = "heuristic", **kwargs: Any) -> TripletExtractor:
-    """``heuristic`` or an HF model id / local path / embedded model name (§B.1 default:
-    ``QuCo-extractor-0.5B``)."""
-    if name == "heuristic":
-        return HeuristicExtractor()
-    return LLMTripletExtractor(name, **kwargs)
-
-
 def extractor_from(cfg: ExtractorSection) -> TripletExtractor:
-    """The extractor a params ``extractor:`` section names."""
+    """The extractor a params ``extractor:`` section names: ``heuristic``, or an HF model id /
+    local path / embedded model name (§B.1 default: ``QuCo-extractor-0.5B``)."""
     if cfg.name == "heuristic":
         return HeuristicExtractor()
     return LLMTripletExtractor(cfg.name, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens)

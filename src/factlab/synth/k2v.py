@@ -56,7 +56,7 @@ from ..text import normalize_answer
 log = logging.getLogger(__name__)
 
 __all__ = ["Quintuple", "K2VQuestion", "SynthesisSection", "sample_quintuples", "make_question", "synthesize_questions",
-           "ftext_prompt", "masked_ftext_prompt", "mask_mentions",
+           "masked_ftext_prompt", "mask_mentions",
            "ChecklistSection", "make_checklists", "validate_checklist", "template_checklist", "score_checklists",
            "leakage", "BLANK", "CHECKLIST_QUALITY_PROMPT", "TemplateChecklistJudge", "GRAPHGEN_TABLE8"]
 
@@ -219,11 +219,6 @@ def masked_ftext_prompt(graph: nx.DiGraph, q: Quintuple, masked: str) -> tuple[s
     a2, b2 = (q.e2, q.e3) if q.forward2 else (q.e3, q.e2)
     rels = f"({show(a1)} -> {show(b1)}: {masked_text(q.r1)})\n({show(a2)} -> {show(b2)}: {masked_text(q.r2)})"
     return P.K2V_TEXT_PROMPT.format(entities=ents, relationships=rels), count
-
-
-def ftext_prompt(graph: nx.DiGraph, q: Quintuple, masked: str) -> str:
-    """Table 13's prompt for one masked quintuple (``masked_ftext_prompt``, without the count)."""
-    return masked_ftext_prompt(graph, q, masked)[0]
 
 
 class SynthesisSection(Section):
