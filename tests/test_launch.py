@@ -239,7 +239,8 @@ NOTEBOOK_STAGES = {
                "k2v.train(cfg, train_q, resources, run_dir)"],
     "05_klcf": ["klcf.start(cfg)", "klcf.pipeline_stage(cfg, resources, run_dir)", "klcf.reward_model_stage(cfg",
                 "klcf.KLCFInputs.of(cfg", "klcf.train(cfg, inputs, resources, run_dir)"],
-    "06_compare": ["compare.start(cfg)", "compare.prepare(cfg, resources, run_dir)", "compare.runs_dir(run_dir)"],
+    "06_compare": ["compare.start(cfg)", "compare.prepare(cfg, resources, run_dir)",
+                   "compare.train(cfg, inputs, resources, run_dir)", "compare.evaluate(cfg, inputs, resources, run_dir"],
 }
 
 

@@ -85,7 +85,7 @@ def test_full_params_compare_seva_claims_and_long_form():
     assert full.longform is not None and full.longform.recall_k == 10
 
 
-# ---------------------------------------------------------------- train_and_evaluate with fakes
+# ---------------------------------------------------------------- train then evaluate, with fakes
 
 class Calls:
     def __init__(self):
@@ -123,6 +123,13 @@ class NoResources:
         raise AssertionError(f"re-run touched resources.{name}")
 
 
+def _train_and_evaluate(cfg, resources, items, root):
+    """The notebook's two stages: every run trained, then the base and every run evaluated."""
+    inputs = compare.CompareInputs(list(items), {}, compare.compare_rows(items, cfg.system_prompt))
+    compare.train(cfg, inputs, resources, root)
+    return compare.evaluate(cfg, inputs, resources, root)
+
+
 def _snapshot(root):
     return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*"))
             if p.is_file()}
@@ -139,7 +146,7 @@ def test_rerun_rebuilds_from_run_folders_without_training(tmp_path, monkeypatch)
     cfg, items = _cfg(), [QAItem("q1", "What is the capital of Peru?", ["Lima"])]
     calls = Calls()
     _fakes(monkeypatch, calls)
-    first = compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    first = _train_and_evaluate(cfg, NoResources(), items, tmp_path)
     assert sorted(calls.train) == [("compare-fmt", 0), ("compare-fmt", 1), ("compare-fmt 2", 0), ("compare-fmt 2", 1)]
     assert len(calls.evaluated) == 5 and calls.evaluated[0] is None  # the base once, then each run
     assert [(r["run"], r["seed"]) for r in first] == [(BASE, None), ("fmt", 0), ("fmt", 1), ("fmt 2", 0), ("fmt 2", 1)]
@@ -147,22 +154,22 @@ def test_rerun_rebuilds_from_run_folders_without_training(tmp_path, monkeypatch)
 
     again = Calls()
     _fakes(monkeypatch, again)
-    second = compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    second = _train_and_evaluate(cfg, NoResources(), items, tmp_path)
     assert again.train == [] and again.evaluated == []  # no training step, no evaluation, no judge
     assert second == first and _snapshot(tmp_path) == before  # folders unchanged
     assert len(collect(tmp_path)) == 5
 
-    shutil.rmtree(tmp_path / "fmt_2" / "seed1")  # one run redone; the rest read back
+    shutil.rmtree(tmp_path / "runs" / "fmt_2" / "seed1")  # one run redone; the rest read back
     third = Calls()
     _fakes(monkeypatch, third)
-    compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    _train_and_evaluate(cfg, NoResources(), items, tmp_path)
     assert third.train == [("compare-fmt 2", 1)] and len(third.evaluated) == 1
 
 
 def test_alarms_read_the_heldout_metric_before_and_after_training(tmp_path, monkeypatch):
     cfg, items = _cfg(), [QAItem("q1", "What is the capital of Peru?", ["Lima"])]
     _fakes(monkeypatch, Calls(), trained_accuracy=0.30)  # the reward rises, accuracy falls 0.5 -> 0.3
-    compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    _train_and_evaluate(cfg, NoResources(), items, tmp_path)
     frame = collect(tmp_path)
     assert compare.heldout_series(frame, "mw/accuracy")["fmt · seed 1"] == {0: 0.5, 4: 0.3}
     table = compare.check_alarms(frame, "mw/accuracy", AlarmsSection(window=2))
@@ -171,12 +178,12 @@ def test_alarms_read_the_heldout_metric_before_and_after_training(tmp_path, monk
     held = table[table["alarm"] == "reward_vs_heldout"]
     assert (held["status"] == "FIRED").all() and (held["step"] == 4).all()
     assert held["value"].tolist() == pytest.approx([0.4] * 4)  # relative drop (0.5 - 0.3) / 0.5
-    written = {a["alarm"]: a for a in json.loads((tmp_path / "fmt" / "seed0" / "train" / "alarms.json").read_text())}
+    written = {a["alarm"]: a for a in json.loads((tmp_path / "runs" / "fmt" / "seed0" / "train" / "alarms.json").read_text())}
     assert written["reward_vs_heldout"]["status"] == "FIRED"
 
     better = tmp_path / "better"
     _fakes(monkeypatch, Calls(), trained_accuracy=0.60)
-    compare.train_and_evaluate(cfg, NoResources(), items, {}, better)
+    _train_and_evaluate(cfg, NoResources(), items, better)
     table = compare.check_alarms(collect(better), "mw/accuracy", AlarmsSection(window=2))
     assert (table.loc[table["alarm"] == "reward_vs_heldout", "status"] == "ok").all()
 
@@ -215,7 +222,7 @@ def test_long_form_evaluation_through_the_claim_verifier(monkeypatch):
 
 def test_reward_curves_over_seeds_with_a_band(tmp_path, monkeypatch):
     _fakes(monkeypatch, Calls())
-    compare.train_and_evaluate(_cfg(), NoResources(), [QAItem("q1", "Q?", ["A"])], {}, tmp_path)
+    _train_and_evaluate(_cfg(), NoResources(), [QAItem("q1", "Q?", ["A"])], tmp_path)
     curves = compare.reward_curves(tmp_path)
     assert len(curves) == 2 * 2 * 4 and set(curves["seed"]) == {0, 1}
     fig = plot_reward_curves(curves, collect(tmp_path), "mw/accuracy")
@@ -248,11 +255,47 @@ def test_a_run_whose_adapter_stayed_zero_takes_the_base_evaluation(tmp_path, mon
         return result
 
     monkeypatch.setattr(compare, "run", run_writing_adapters)
-    records = compare.train_and_evaluate(cfg, NoResources(), items, {}, tmp_path)
+    records = _train_and_evaluate(cfg, NoResources(), items, tmp_path)
     by_run = {(r["run"], r["seed"]): r for r in records}
-    assert calls.evaluated == [None, str(tmp_path / "fmt_2" / "seed0" / "train" / "model"),
-                               str(tmp_path / "fmt_2" / "seed1" / "train" / "model")]
+    assert calls.evaluated == [None, str(tmp_path / "runs" / "fmt_2" / "seed0" / "train" / "model"),
+                               str(tmp_path / "runs" / "fmt_2" / "seed1" / "train" / "model")]
     assert by_run[("fmt", 0)]["eval"] == by_run[(BASE, None)]["eval"] == {"mw/accuracy": 0.5}
     assert by_run[("fmt", 0)]["evaluated"] == "as base (adapter unchanged)"
     assert by_run[("fmt 2", 1)]["evaluated"] == "own" and by_run[("fmt 2", 1)]["eval"] == {"mw/accuracy": 0.30}
     assert set(collect(tmp_path)["evaluated"]) == {"own", "as base (adapter unchanged)"}
+
+
+def test_training_cost_is_counted_where_the_run_trained_and_evaluation_needs_a_trained_run(tmp_path, monkeypatch):
+    """``train`` records each run's seconds and judge use per step (``train_cost.json``) while it
+    trains, so the notebook's evaluation (a later stage, maybe another process) reports them; a run
+    trained before its cost was recorded reports its seconds and no judge count (NaN, not 0);
+    evaluating before training names the untrained runs."""
+    import math
+
+    cfg, items = _cfg(), [QAItem("q1", "What is the capital of Peru?", ["Lima"])]
+
+    class Judge:
+        stats = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+    class Counting(NoResources):
+        def built_judges(self):
+            return [Judge]
+
+    calls = Calls()
+    _fakes(monkeypatch, calls)
+    fake_run = compare.run
+
+    def judged_run(*a, **kw):  # 8 judge calls of 10 + 2 tokens over the fake's 4 steps
+        Judge.stats = {k: v + {"calls": 8, "prompt_tokens": 80, "completion_tokens": 16}[k]
+                       for k, v in Judge.stats.items()}
+        return fake_run(*a, **kw)
+
+    monkeypatch.setattr(compare, "run", judged_run)
+    inputs = compare.CompareInputs(items, {}, compare.compare_rows(items, cfg.system_prompt))
+    with pytest.raises(FileNotFoundError, match=r"not trained yet: fmt seed 0 \(.*runs/fmt/seed0/train\)"):
+        compare.evaluate(cfg, inputs, Counting(), tmp_path)
+    compare.train(cfg, inputs, Counting(), tmp_path)
+    (tmp_path / "runs" / "fmt_2" / "seed1" / compare.COST_FILE).unlink()  # as a run trained before costs were kept
+    by_run = {(r["run"], r["seed"]): r for r in compare.evaluate(cfg, inputs, Counting(), tmp_path)}
+    assert by_run[("fmt", 0)]["judge_calls_per_step"] == 2.0 and by_run[("fmt", 1)]["judge_tokens_per_step"] == 24.0
+    assert math.isnan(by_run[("fmt 2", 1)]["judge_calls_per_step"]) and by_run[("fmt 2", 1)]["train_seconds"] == 0.0

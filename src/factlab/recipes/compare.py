@@ -9,7 +9,7 @@ accuracy / NA / hallucination rate, the abstention breakdown; with a ``longform:
 long-form Precision / Recall@K / F1@K / FActScore through the claim verifier, 001 §4.1). Each
 run folder gets a ``compare.json`` (rewards, seed, steps, reward cost per step, reward curve,
 evaluation; a one-record ``stage_cache.StageCache``, written atomically), so ``collect`` rebuilds
-the comparison from earlier runs without retraining, and ``train_and_evaluate`` skips (never
+the comparison from earlier runs without retraining, and ``evaluate`` skips (never
 retrains, never re-evaluates) a run whose ``compare.json`` holds its record: delete the file to
 redo a run.
 
@@ -36,11 +36,11 @@ runs and budget (params)                   ``CompareConfig``, ``CompareRun``, ``
 rows every reward reads (000 §A.3, 001      ``compare_rows``, ``training_rows``, ``longform_prompts``
   §3.2, 003 §3.2)
 one compared run                           ``run_folders``, ``train_compared``
-evaluation (000 §4, 001 §4.1)              ``train_and_evaluate``, ``collect``, ``reward_curves``,
+evaluation (000 §4, 001 §4.1)              ``evaluate_runs``, ``collect``, ``reward_curves``,
                                            ``summarize``, ``heldout_series``
 alarms                                     ``check_alarms``, ``training_folders``
 stages (notebook 06, factlab train)        ``start`` (warm start) -> ``prepare`` -> ``train`` (each
-                                           compared run in turn; the notebook then evaluates them)
+                                           compared run in turn) -> ``evaluate`` (the notebook)
 =========================================  ==========================================================
 """
 
@@ -73,19 +73,20 @@ from ..rewards.base import judge_totals
 from ..train.alarms import check_folders
 from ..data import load_eval_set, load_eval_sets
 from ..train.grpo import TrainResult, run
-from .stages import Recipe, main_process_first, start
+from .stages import Recipe, is_main_process, launched, main_process_first, start
 from ..stage_cache import StageCache
 
 log = logging.getLogger(__name__)
 
 __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_rows", "longform_prompts",
-           "train_and_evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
+           "evaluate_runs", "evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
            "training_rows", "BASE", "RAW", "DATASTORE_REWARDS", "question_truth", "question_rows", "family_effects",
            "family_headline", "TRUTH_METRICS", "CompareInputs", "run_folders", "train_compared", "runs_dir", "start",
            "prepare", "train", "RECIPE"]
 
 RUNS_DIR = "runs"  # run_dir / RUNS_DIR / <run> / seed<k>
 RESULT_FILE = "compare.json"  # in each run folder: its record, once trained and evaluated
+COST_FILE = "train_cost.json"  # in each run folder: what training it cost, counted where it trained
 
 BASE = BASE_RUN  # the untrained start, evaluated once (its figures: plots.plot_pareto, plots.plot_reward_curves)
 RAW = RAW_RUN  # the raw model under a warm start (recipes.warmstart), evaluated once beside the base; never trained
@@ -252,7 +253,7 @@ def question_truth(records: dict[str, Sequence[Any]], eval_sets: dict[str, Seque
 
 
 def question_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The per-question truth rows of ``compare.json`` records (``train_and_evaluate``'s, or read
+    """The per-question truth rows of ``compare.json`` records (``evaluate``'s, or read
     from run folders), each with its ``run`` and ``seed`` (None for the base)."""
     return [{"run": rec["run"], "seed": rec.get("seed"), **q}
             for rec in records for q in (rec.get("eval") or {}).get(QUESTIONS_KEY, [])]
@@ -318,11 +319,34 @@ def run_folders(cfg: CompareConfig, out_dir: str | Path) -> dict[tuple[str, int]
 
 def train_compared(cfg: CompareConfig, spec: CompareRun, seed: int, rows: Sequence[dict[str, Any]],
                    resources: Resources, folder: str | Path) -> TrainResult:
-    """One compared run: GRPO with the run's rewards and seed into ``folder/train`` (resumable;
-    a finished run is loaded, not retrained)."""
+    """One compared run: GRPO with the run's rewards and seed into ``folder/train`` (resumable; a
+    finished run is loaded, not retrained, and nothing is built for it), and what training it cost
+    (``folder/train_cost.json``, a one-record ``StageCache``: seconds, judge calls and tokens per
+    step, counted in this process while it trained; NaN for a run trained by several processes,
+    whose judge use this one does not see)."""
+    train_dir = Path(folder) / "train"
+    finished = TrainResult.load(train_dir)
+    if finished is not None:
+        return finished
     rewards = build_rewards(spec.rewards, resources)
     grpo = cfg.grpo.model_copy(update={"seed": seed})
-    return run(cfg, rows, rewards, Path(folder) / "train", name=f"compare-{spec.name}", grpo=grpo)
+    before, t0 = _judge_totals(resources), time.perf_counter()
+    result = run(cfg, rows, rewards, train_dir, name=f"compare-{spec.name}", grpo=grpo)
+    seconds, after = time.perf_counter() - t0, _judge_totals(resources)
+    if not is_main_process():
+        return result
+    steps, counted = max(result.steps, 1), not launched()
+    nan = float("nan")
+    _cost(folder).save_record({
+        "train_seconds": seconds,
+        "judge_calls_per_step": (after["calls"] - before["calls"]) / steps if counted else nan,
+        "judge_tokens_per_step": (after["prompt_tokens"] + after["completion_tokens"] - before["prompt_tokens"]
+                                  - before["completion_tokens"]) / steps if counted else nan})
+    return result
+
+
+def _cost(folder: str | Path) -> StageCache:
+    return StageCache(Path(folder) / COST_FILE, where="a compared run's train_cost.json")
 
 
 def _result(folder: Path) -> StageCache:
@@ -337,28 +361,31 @@ def _results(out_dir: str | Path) -> list[tuple[Path, dict[str, Any]]]:
     return [(f, rec) for f, rec in found if rec is not None]
 
 
-def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence[QAItem], eval_sets,
-                       out_dir: str | Path, raw: str | None = None,
-                       rows: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Every (run, seed) and the base model: train (``train_compared``: resumable, skipped when
-    finished, e.g. by ``factlab train 06_compare``), evaluate, and write ``compare.json`` into its
-    folder; returns the records. A run whose LoRA adapter
-    adds nothing (no step had reward spread: ``models.adapter_adds_nothing``) is the base model
-    and takes the base evaluation, marked ``evaluated: as base``, instead of generating it again.
-    ``raw``: the raw model of a warm start (``recipes.warmstart``; ``cfg.model`` is then the warm
-    start, the base), evaluated once as the run ``raw`` beside the base and never trained.
-    ``rows``: the training rows (``prepare``'s); default ``training_rows`` of ``items``."""
+def evaluate_runs(cfg: CompareConfig, resources: Resources, eval_sets, out_dir: str | Path,
+                  raw: str | None = None) -> list[dict[str, Any]]:
+    """The base model, then every trained (run, seed) under ``out_dir`` (``train_compared``'s
+    folders): evaluated, with its training cost and reward curve, into ``compare.json`` beside it;
+    returns the records. A run whose ``compare.json`` holds its record is read back, never
+    evaluated again. A run whose LoRA adapter adds nothing (no step had reward spread:
+    ``models.adapter_adds_nothing``) is the base model and takes the base evaluation, marked
+    ``evaluated: as base``, instead of generating it again. ``raw``: the raw model of a warm
+    start (``recipes.warmstart``; ``cfg.model`` is then the warm start, the base), evaluated once
+    as the run ``raw`` beside the base and never trained."""
     out = Path(out_dir)
-    records = []
     folders = run_folders(cfg, out)
-    base_done = _result(out / BASE)
-    raw_done = _result(out / RAW)
+    base_done, raw_done = _result(out / BASE), _result(out / RAW)
     starts = [raw_done, base_done] if raw else [base_done]
     finished = [c.record() for c in starts] + [_result(f).record() for f in folders.values()]
     if all(r is not None for r in finished):
         # every run finished: the comparison is read back, nothing is loaded, trained or judged
         return finished
+    untrained = [f"{name} seed {seed} ({folder / 'train'})" for (name, seed), folder in folders.items()
+                 if _result(folder).record() is None and TrainResult.load(folder / "train") is None]
+    if untrained:
+        raise FileNotFoundError(f"not trained yet: {', '.join(untrained)}; run compare.train (or factlab train "
+                                "06_compare) first")
     lf_prompts = longform_prompts(cfg, resources)
+    records = []
     if raw:
         records.append(raw_done.record() or raw_done.save_record(
             {"run": RAW, "seed": None, "rewards": [], "steps": 0, "evaluated": "own", "model": raw,
@@ -367,8 +394,6 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
         {"run": BASE, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
          "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)})
     records.append(base)
-    if rows is None:
-        rows = training_rows(items, cfg.system_prompt, resources, [s for r in cfg.runs for s in r.rewards])
     for spec in cfg.runs:
         for seed in cfg.seeds:
             folder = folders[(spec.name, seed)]
@@ -376,30 +401,24 @@ def train_and_evaluate(cfg: CompareConfig, resources: Resources, items: Sequence
             if (rec := done.record()) is not None:
                 records.append(rec)
                 continue
-            trained_before = TrainResult.load(folder / "train") is not None  # by factlab train, or earlier
-            before = _judge_totals(resources)
-            t0 = time.perf_counter()
-            result = train_compared(cfg, spec, seed, rows, resources, folder)
-            seconds = result.runtime_s if trained_before else time.perf_counter() - t0
-            after = _judge_totals(resources)
+            result = TrainResult.load(folder / "train")
             frame = result.steps_frame()
-            steps = max(result.steps, 1)
+            nan = float("nan")  # trained before its cost was recorded: its seconds, no judge count
+            cost = _cost(folder).record() or {"train_seconds": result.runtime_s, "judge_calls_per_step": nan,
+                                              "judge_tokens_per_step": nan}
             rec = {"run": spec.name, "seed": seed, "rewards": [s.model_dump() for s in spec.rewards],
-                   "steps": result.steps, "train_seconds": seconds,
+                   "steps": result.steps, "train_seconds": cost["train_seconds"],
                    # reward functions plus token shaping (CorVer's sentence rewards are a shaping hook)
                    "reward_seconds_per_step": float(sum(frame[c].fillna(0.0).mean() for c in
                                                         ("timing/reward_funcs_s", "timing/token_shaping_s")
                                                         if c in frame)),
-                   # judge use is counted in this process: a run trained elsewhere (factlab train) counts none
-                   "judge_calls_per_step": float("nan") if trained_before else (after["calls"] - before["calls"]) / steps,
-                   "judge_tokens_per_step": float("nan") if trained_before else
-                   (after["prompt_tokens"] + after["completion_tokens"]
-                    - before["prompt_tokens"] - before["completion_tokens"]) / steps,
+                   "judge_calls_per_step": cost["judge_calls_per_step"],
+                   "judge_tokens_per_step": cost["judge_tokens_per_step"],
                    "reward_curve": frame["reward"].tolist() if "reward" in frame else [],
-                   "zero_std_share": float("nan") if nonzero_advantage_share(frame) is None
+                   "zero_std_share": nan if nonzero_advantage_share(frame) is None
                    else 1.0 - nonzero_advantage_share(frame),
                    "mean_length": float(frame["completions/mean_length"].mean())
-                   if "completions/mean_length" in frame else float("nan"),
+                   if "completions/mean_length" in frame else nan,
                    "model_dir": result.model_dir}
             if result.is_adapter and adapter_adds_nothing(result.model_dir):
                 # every B is still zero: the policy is the base model exactly, so is its evaluation
@@ -446,11 +465,17 @@ def prepare(cfg: CompareConfig, resources: Resources, run_dir: str | Path) -> Co
 def train(cfg: CompareConfig, inputs: CompareInputs, resources: Resources, run_dir: str | Path
           ) -> dict[str, TrainResult]:
     """Each compared (run, seed) in turn (``train_compared``) into ``run_dir/runs/<run>/seed<k>``;
-    the results by ``<run>/seed<k>``. ``train_and_evaluate`` (the notebook) then finds them
-    trained and evaluates."""
+    the results by ``<run>/seed<k>``. ``evaluate`` (the notebook) then evaluates them."""
     return {f"{spec.name}/seed{seed}": train_compared(cfg, spec, seed, inputs.rows, resources, folder)
             for (name, seed), folder in run_folders(cfg, runs_dir(run_dir)).items()
             for spec in [next(r for r in cfg.runs if r.name == name)]}
+
+
+def evaluate(cfg: CompareConfig, inputs: CompareInputs, resources: Resources, run_dir: str | Path,
+             raw: str | None = None) -> list[dict[str, Any]]:
+    """The base (and ``raw``) and every run ``train`` trained, on the held-out sets
+    (``evaluate_runs`` on ``run_dir/runs``): one record per (run, seed)."""
+    return evaluate_runs(cfg, resources, inputs.eval_sets, runs_dir(run_dir), raw=raw)
 
 
 def collect(out_dir: str | Path) -> pd.DataFrame:
@@ -461,7 +486,7 @@ def collect(out_dir: str | Path) -> pd.DataFrame:
         rows.append({k: v for k, v in rec.items() if k not in ("eval", "rewards", "reward_curve")}
                     | {k: v for k, v in rec.get("eval", {}).items() if k != QUESTIONS_KEY} | {"folder": str(f.parent)})
     if not rows:
-        raise FileNotFoundError(f"no compare.json under {out_dir}: run train_and_evaluate first")
+        raise FileNotFoundError(f"no compare.json under {out_dir}: run compare.evaluate first")
     return pd.DataFrame(rows)
 
 

@@ -39,12 +39,18 @@ from ..train.grpo import TrainResult, merge_adapter
 from . import warmstart
 from .warmstart import WarmStart
 
-__all__ = ["Recipe", "main_process_first", "merged", "start", "warm_start_trains", "launched"]
+__all__ = ["Recipe", "main_process_first", "merged", "start", "warm_start_trains", "launched", "is_main_process"]
 
 
 def launched() -> bool:
     """True inside a launched job with more than one process (a process group is up)."""
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def is_main_process() -> bool:
+    """Alone, or the main process (global rank 0) of a launched job: the one that writes a
+    record every process could."""
+    return not launched() or dist.get_rank() == 0
 
 
 @contextlib.contextmanager
