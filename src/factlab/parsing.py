@@ -26,12 +26,11 @@ MAX_PARSE_CHARS = 50_000
 MAX_JSON_DEPTH = 64  # a judge's JSON is a few levels deep; deeper input is refused, never recursed into
 
 
-def nesting_depth(text: str) -> int:
-    """The deepest nesting of ``[ { (`` in ``text`` outside quoted strings (one linear pass):
-    checked before a recursive parser (``json``, ``ast``) sees the text."""
-    depth = deepest = 0
+def _outside_quotes(text: str, quotes: str, start: int = 0):
+    """``(offset, character)`` of each character of ``text`` from ``start`` that stands outside
+    the strings quoted with ``quotes`` (backslash escapes honoured); the quotes themselves are left out."""
     quote, escaped = None, False
-    for ch in text:
+    for i, ch in enumerate(text[start:], start):
         if quote:
             if escaped:
                 escaped = False
@@ -39,9 +38,18 @@ def nesting_depth(text: str) -> int:
                 escaped = True
             elif ch == quote:
                 quote = None
-        elif ch in "\"'":
+        elif ch in quotes:
             quote = ch
-        elif ch in "[{(":
+        else:
+            yield i, ch
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of ``[ { (`` in ``text`` outside quoted strings (one linear pass):
+    checked before a recursive parser (``json``, ``ast``) sees the text."""
+    depth = deepest = 0
+    for _, ch in _outside_quotes(text, "\"'"):
+        if ch in "[{(":
             depth += 1
             deepest = max(deepest, depth)
         elif ch in "]})":
@@ -101,30 +109,25 @@ def _balanced_bounds(text: str, max_openers: int = 64):
             i += 1
             continue
         tried += 1
-        depth, quote, j, esc = 0, None, i, False
-        while j < n:
-            ch = text[j]
-            if quote:
-                if esc:
-                    esc = False
-                elif ch == "\\":
-                    esc = True
-                elif ch == quote:
-                    quote = None
-            elif ch == '"':
-                quote = ch
-            elif ch in "{[":
-                depth += 1
-            elif ch in "}]":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        if depth == 0 and j < n:
-            yield i, j + 1
-            i = j + 1
+        end = _closing_bracket(text, i)
+        if end is not None:
+            yield i, end + 1
+            i = end + 1
         else:  # unbalanced: try from the next opener
             i += 1
+
+
+def _closing_bracket(text: str, start: int) -> int | None:
+    """Where the bracket opened at ``start`` closes (double-quoted strings skipped), or ``None``."""
+    depth = 0
+    for j, ch in _outside_quotes(text, '"', start):
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
 
 
 def _requote(s: str) -> str:
@@ -228,12 +231,7 @@ def parse_score(obj_or_text: Any, key: str = "SCORE") -> float | None:
         for k, v in obj_or_text.items():
             if str(k).strip().lower() == key.lower():
                 return _to_number(v)
-        for v in obj_or_text.values():
-            if isinstance(v, (dict, list)):
-                s = parse_score(v, key)
-                if s is not None:
-                    return s
-        return None
+        obj_or_text = list(obj_or_text.values())  # not at this level: searched as a list of its values
     if isinstance(obj_or_text, list):
         for v in obj_or_text:
             if isinstance(v, (dict, list)):

@@ -15,10 +15,10 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from .config import MAX_SEED, MAX_TOKENS, Dtype, ParamError, Section
 from .credentials import api_key_env_problem, key_destination_problem, redact_url, sends_key_in_clear, short_repr
@@ -51,6 +51,14 @@ def _one_of(value: str, known: list[str], what: str) -> str:
     if value not in known:
         raise ValueError(f"unknown {what} {value!r}; known: {', '.join(known)}")
     return value
+
+
+def _known_optimizer(name: str) -> str:
+    return _one_of(name, known_optimizers(), "optimizer")
+
+
+def _known_scheduler(name: str) -> str:
+    return _one_of(name, known_schedulers(), "scheduler")
 
 
 # TRL fields factlab sets itself when it builds the trainer's config (``train.grpo.grpo_args``,
@@ -110,6 +118,8 @@ def _extra_fields(extra: dict[str, Any], kind: Literal["grpo", "sft"], validated
     if hub and not allow_hub_upload:
         raise ParamError(hub[0], f"{hub[0]} uploads to the Hugging Face Hub with your token; factlab never uploads "
                                  f"unless {kind}.allow_hub_upload: true is set too")
+    if "optim" in extra and extra["optim"] not in known_optimizers():  # sft: no optim field of its own
+        raise ParamError("optim", f"unknown optimizer {extra['optim']!r}; known: {', '.join(known_optimizers())}")
     return extra
 
 
@@ -202,23 +212,21 @@ def model_folder(name: str | None, marker: str = "config.json", what: str = "mod
     return name
 
 
+# field types that carry their check, for every section that has such a field
+_Device = Annotated[str, AfterValidator(device_name)]
+_ModelFolder = Annotated[str, AfterValidator(model_folder)]
+_Tracker = Annotated[ReportTo, AfterValidator(tracker_available)]
+_Optimizer = Annotated[str, AfterValidator(_known_optimizer)]
+_Scheduler = Annotated[str, AfterValidator(_known_scheduler)]
+
+
 class ModelConfig(Section):
     """Which model to load: the embedded default alias, an HF id, or a local folder."""
 
-    name: str = "smollm2-135m-instruct"
+    name: _ModelFolder = "smollm2-135m-instruct"
     dtype: Dtype = "float32"
-    device: str = "auto"  # "auto" picks cuda when available, else cpu
+    device: _Device = "auto"  # "auto" picks cuda when available, else cpu
     adapter: str | None = None  # a PEFT adapter folder to load on top
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        return device_name(value)
-
-    @field_validator("name")
-    @classmethod
-    def _model_folder(cls, name: str) -> str:
-        return model_folder(name)
 
     @field_validator("adapter")
     @classmethod
@@ -264,7 +272,26 @@ class DynamicSamplingSection(Section):
 _DAPO_PRESET = {"loss_type": "dapo", "epsilon": 0.2, "epsilon_high": 0.28, "beta": 0.0}
 
 
-class GRPOSection(Section):
+class _TrainerSection(Section):
+    """What ``GRPOSection`` and ``SFTSection`` check alike: ``extra`` (``_extra_fields``) and
+    ``max_steps``. No fields of its own, so each section's fields keep their order in config.yaml."""
+
+    trl_kind: ClassVar[Literal["grpo", "sft"]]
+
+    @field_validator("extra", check_fields=False)
+    @classmethod
+    def _trl_fields(cls, extra: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        return _extra_fields(extra, cls.trl_kind, set(cls.model_fields), bool(info.data.get("allow_hub_upload")))
+
+    @model_validator(mode="after")
+    def _steps_or_epochs(self) -> "_TrainerSection":
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ParamError("max_steps", f"must be a positive number of steps, or -1 to train "
+                                          f"num_train_epochs epochs (got {self.max_steps})")
+        return self
+
+
+class GRPOSection(_TrainerSection):
     """TRL ``GRPOConfig`` knobs. Defaults: CorVer's Tables 5-7 and the headline row of
     Table 6 (000 §A.1). ``extra`` passes any other GRPOConfig field through unchanged.
 
@@ -273,6 +300,7 @@ class GRPOSection(Section):
     ``dynamic_sampling.enabled: true``; keys the params set win. Pair it with the ``overlong``
     reward for DAPO's overlong buffer penalty."""
 
+    trl_kind = "grpo"
     preset: Literal["grpo", "dapo"] = "grpo"
     dynamic_sampling: DynamicSamplingSection = DynamicSamplingSection()
 
@@ -294,9 +322,9 @@ class GRPOSection(Section):
     steps_per_generation: int | None = Field(None, ge=1)
     max_steps: int = 100  # -1: train num_train_epochs epochs
     num_train_epochs: float = Field(1.0, gt=0.0)
-    lr_scheduler_type: str = "cosine"
+    lr_scheduler_type: _Scheduler = "cosine"
     warmup_ratio: float = Field(0.03, ge=0.0, lt=1.0)
-    optim: str = "adamw_8bit"
+    optim: _Optimizer = "adamw_8bit"
     max_grad_norm: float = Field(1.0, gt=0.0)
     bf16: bool = True
     tf32: bool = True  # CUDA only (Ampere+); ignored on CPU
@@ -319,32 +347,12 @@ class GRPOSection(Section):
     logging_steps: int = Field(1, ge=1)
     # live metrics through transformers' own integration: tensorboard writes event files into the run
     # folder (<output_dir>/runs/), no server, no network; trackio and wandb need their package
-    report_to: ReportTo = Field("tensorboard", validate_default=True)
+    report_to: _Tracker = Field("tensorboard", validate_default=True)
     save_steps: int = Field(50, ge=1)
     save_total_limit: int | None = 4
     seed: int = 42
     allow_hub_upload: bool = False  # let extra: set push_to_hub / hub_* (an upload with your HF token)
     extra: dict[str, Any] = {}
-
-    @field_validator("report_to")
-    @classmethod
-    def _tracker_installed(cls, name: str) -> str:
-        return tracker_available(name)
-
-    @field_validator("optim")
-    @classmethod
-    def _known_optimizer(cls, name: str) -> str:
-        return _one_of(name, known_optimizers(), "optimizer")
-
-    @field_validator("lr_scheduler_type")
-    @classmethod
-    def _known_scheduler(cls, name: str) -> str:
-        return _one_of(name, known_schedulers(), "scheduler")
-
-    @field_validator("extra")
-    @classmethod
-    def _grpo_fields(cls, extra: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        return _extra_fields(extra, "grpo", set(cls.model_fields), bool(info.data.get("allow_hub_upload")))
 
     @model_validator(mode="before")
     @classmethod
@@ -358,9 +366,6 @@ class GRPOSection(Section):
 
     @model_validator(mode="after")
     def _groups_fill_the_batch(self) -> "GRPOSection":
-        if self.max_steps == 0 or self.max_steps < -1:
-            raise ParamError("max_steps", f"must be a positive number of steps, or -1 to train "
-                                          f"num_train_epochs epochs (got {self.max_steps})")
         completions = self.per_device_train_batch_size * self.gradient_accumulation_steps
         if completions % self.num_generations:
             raise ParamError("per_device_train_batch_size", (
@@ -407,9 +412,11 @@ class GRPOSection(Section):
         return self
 
 
-class SFTSection(Section):
+class SFTSection(_TrainerSection):
     """TRL ``SFTConfig`` knobs. Defaults: SEVA's SFT (002 §2.4, Table 8: 3 epochs, 4 x 4 batch,
     lr 2e-5 cosine, warmup 0.05, weight decay 0.01, max length 1280, bf16, checkpointing)."""
+
+    trl_kind = "sft"
 
     learning_rate: float = Field(2.0e-5, gt=0.0)
     num_train_epochs: float = Field(3.0, gt=0.0)
@@ -417,43 +424,18 @@ class SFTSection(Section):
     per_device_train_batch_size: int = Field(4, ge=1)
     gradient_accumulation_steps: int = Field(4, ge=1)
     max_length: int = Field(1280, ge=16, le=MAX_TOKENS)
-    lr_scheduler_type: str = "cosine"
+    lr_scheduler_type: _Scheduler = "cosine"
     warmup_ratio: float = Field(0.05, ge=0.0, lt=1.0)
     weight_decay: float = Field(0.01, ge=0.0)
     bf16: bool = True
     gradient_checkpointing: bool = True
     logging_steps: int = Field(1, ge=1)
-    report_to: ReportTo = Field("tensorboard", validate_default=True)  # as grpo.report_to
+    report_to: _Tracker = Field("tensorboard", validate_default=True)  # as grpo.report_to
     save_steps: int = Field(200, ge=1)
     save_total_limit: int | None = 2
     seed: int = 42
     allow_hub_upload: bool = False  # as grpo.allow_hub_upload
     extra: dict[str, Any] = {}
-
-    @field_validator("report_to")
-    @classmethod
-    def _tracker_installed(cls, name: str) -> str:
-        return tracker_available(name)
-
-    @field_validator("lr_scheduler_type")
-    @classmethod
-    def _known_scheduler(cls, name: str) -> str:
-        return _one_of(name, known_schedulers(), "scheduler")
-
-    @field_validator("extra")
-    @classmethod
-    def _sft_fields(cls, extra: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        extra = _extra_fields(extra, "sft", set(cls.model_fields), bool(info.data.get("allow_hub_upload")))
-        if "optim" in extra and extra["optim"] not in known_optimizers():
-            raise ParamError("optim", f"unknown optimizer {extra['optim']!r}; known: {', '.join(known_optimizers())}")
-        return extra
-
-    @model_validator(mode="after")
-    def _steps_or_epochs(self) -> "SFTSection":
-        if self.max_steps == 0 or self.max_steps < -1:
-            raise ParamError("max_steps", f"must be a positive number of steps, or -1 to train "
-                                          f"num_train_epochs epochs (got {self.max_steps})")
-        return self
 
 
 MAX_JUDGE_BACKOFF_S = 3600.0  # one request's retry sleeps, together (judges.transport.MAX_TOTAL_BACKOFF_S at run time)
@@ -482,9 +464,9 @@ class JudgeSection(Section):
     chat template applied locally by ``model``'s tokenizer), ``none`` (the prefix is not sent)."""
 
     backend: Literal["transformers", "vllm", "openai"] = "transformers"
-    model: str = "smollm2-135m-instruct"
+    model: _ModelFolder = "smollm2-135m-instruct"
     dtype: Dtype = "float32"
-    device: str = "auto"
+    device: _Device = "auto"
     system: str | None = None
     batch_size: int = Field(16, ge=1)
     max_new_tokens: int = Field(256, ge=1, le=MAX_TOKENS)
@@ -517,16 +499,6 @@ class JudgeSection(Section):
     # on-disk cache keyed by (backend model, system, prompt, sampling)
     cache: bool = True
     cache_dir: str | None = None  # None = <factlab cache>/judge_cache
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        return device_name(value)
-
-    @field_validator("model")
-    @classmethod
-    def _model_folder(cls, name: str) -> str:
-        return model_folder(name)
 
     def endpoints(self) -> list[str]:
         """``base_url`` as a list (one URL or several; empty when unset)."""

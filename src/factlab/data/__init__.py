@@ -9,7 +9,7 @@ every notebook and report uses (``miniworld/heldout``, ``triviaqa``, ...).
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from typing import Annotated, Sequence
 
 from pydantic import Field, field_validator
 
@@ -17,7 +17,7 @@ from ..config import Section
 from ..registry import QA_SETS
 from .benchmarks import BENCHMARKS, load_benchmark
 from .miniworld import WorldConfig, ensure_world
-from .rows import known_name, miniworld_split
+from .rows import miniworld_split, registered_name
 from .types import QAItem, read_jsonl, write_jsonl
 
 __all__ = ["QAItem", "read_jsonl", "write_jsonl", "EvalDataConfig", "TrainDataConfig", "load_eval_set",
@@ -29,17 +29,12 @@ MINIWORLD = "miniworld"
 class EvalDataConfig(Section):
     """One short-form QA set: ``miniworld`` or a benchmark name from ``factlab.data.benchmarks``."""
 
-    name: str = MINIWORLD
+    name: Annotated[str, registered_name(lambda: [MINIWORLD, *BENCHMARKS, *QA_SETS], "QA set")] = MINIWORLD
     split: str = "heldout"  # miniworld: train | heldout; benchmarks: the HF split
     path: str | None = None  # local JSONL in the dataset's own field layout
     hf_id: str | None = None
     limit: int | None = Field(None, ge=1)
     seed: int = 0
-
-    @field_validator("name")
-    @classmethod
-    def _known_set(cls, name: str) -> str:
-        return known_name(name, [MINIWORLD, *BENCHMARKS, *QA_SETS], "QA set")
 
     @field_validator("split")
     @classmethod

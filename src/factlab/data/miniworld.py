@@ -505,33 +505,27 @@ def relation_values(c: CountryFacts, rel: str) -> list[str]:
     }[rel]
 
 
+# the clause of each relation that states the fact the same way whatever the country
+_CLAUSES = {"capital": "The capital of {n} is {obj}", "subregion": "{n} is located in {obj}",
+            "borders": "{n} borders {obj}", "demonym": "The demonym for people from {n} is {obj}",
+            "population": "The population of {n} is {obj}", "area": "The area of {n} is {obj} square kilometres"}
+
+
 def fact_clause(c: CountryFacts, rel: str, obj: str, name: str | None = None) -> str:
     """The fact (``c``, ``rel``, ``obj``) as one declarative clause, without a full stop;
     ``name`` states it of another entity (an entity-confusion perturbation). Relations:
     ``FACT_RELATIONS`` (the seven of ``RELATIONS`` plus population and area)."""
     n = name or c.name
-    if rel == "capital":
-        text = f"The capital of {n} is {obj}"
-    elif rel == "region":
-        text = f"{n} is located in {region_phrase(obj)}"
-    elif rel == "subregion":
-        text = f"{n} is located in {obj}"
-    elif rel in ("currency", "language"):  # "the Euro", a bare language name
+    if rel in _CLAUSES:
+        return _CLAUSES[rel].format(n=n, obj=obj)
+    if rel == "region":
+        return f"{n} is located in {region_phrase(obj)}"
+    if rel in ("currency", "language"):  # "the Euro", a bare language name
         article = "the " if rel == "currency" else ""
         only = len(c.currencies if rel == "currency" else c.languages) == 1
-        text = (f"The official {rel} of {n} is {article}{obj}" if only
+        return (f"The official {rel} of {n} is {article}{obj}" if only
                 else f"{article.capitalize()}{obj} is an official {rel} of {n}")
-    elif rel == "borders":
-        text = f"{n} borders {obj}"
-    elif rel == "demonym":
-        text = f"The demonym for people from {n} is {obj}"
-    elif rel == "population":
-        text = f"The population of {n} is {obj}"
-    elif rel == "area":
-        text = f"The area of {n} is {obj} square kilometres"
-    else:
-        raise ValueError(f"unknown relation {rel!r}")
-    return text
+    raise ValueError(f"unknown relation {rel!r}")
 
 
 def fact_sentence(c: CountryFacts, rel: str, obj: str, name: str | None = None) -> str:

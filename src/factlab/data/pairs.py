@@ -99,13 +99,13 @@ import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Callable, Iterable, Mapping, Sequence
 
 from pydantic import Field, field_validator
 
 from ..config import Section
 from ..labels import ERROR_TYPES, LABELS, STRATEGIES, normalize_label
-from .rows import MissingField, hub_rows, known_name, lookup, miniworld_split, require, row_id
+from .rows import MissingField, hub_rows, lookup, miniworld_split, registered_name, require, row_id
 from .types import read_jsonl
 
 __all__ = [
@@ -406,17 +406,12 @@ class PairDataConfig(Section):
     facts, ``factlab.synth.perturbations``) or a registered dataset (clearfacts, fever,
     halueval, truthfulqa, anli) by HF id or local JSONL."""
 
-    name: str = MINIWORLD
+    name: Annotated[str, registered_name(lambda: [MINIWORLD, *PAIR_DATASETS], "pair dataset")] = MINIWORLD
     path: str | None = None
     hf_id: str | None = None
     split: str | None = None
     limit: int | None = Field(None, ge=2)
     seed: int = 0
-
-    @field_validator("name")
-    @classmethod
-    def _known_dataset(cls, name: str) -> str:
-        return known_name(name, [MINIWORLD, *PAIR_DATASETS], "pair dataset")
 
     @field_validator("split")
     @classmethod

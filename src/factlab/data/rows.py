@@ -4,7 +4,9 @@ load a local JSONL copy instead. Local JSONL files are read with ``types.read_js
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
+
+from pydantic import AfterValidator
 
 Spec = TypeVar("Spec")
 
@@ -63,6 +65,12 @@ def known_name(name: str, known: Iterable[str], what: str) -> str:
     if name not in known:
         raise ValueError(f"unknown {what} {name!r}; known: {', '.join(known)}")
     return name
+
+
+def registered_name(known: Callable[[], Iterable[str]], what: str) -> AfterValidator:
+    """The ``known_name`` check as a field type (``Annotated[str, registered_name(...)]``);
+    ``known()`` is read when the params load, so a registry may still grow after import."""
+    return AfterValidator(lambda name: known_name(name, known(), what))
 
 
 def miniworld_split(split: str | None, name: str, allow_none: bool = False) -> str | None:

@@ -172,21 +172,30 @@ class _Columns:
         return texts, correct
 
 
-class K2VReward(RewardFunction):
-    """Eq. 8 as a TRL reward function (columns ``golds``, ``question``, ``checklist``). A
-    completion that needs p but whose judge answers were all unreadable gets None (NaN in TRL,
-    left out of the group), counted in ``k2v/failure_rate``."""
+class _ChecklistJudged(RewardFunction):
+    """A reward that asks ``judge`` the checklist (``ChecklistJudge``, Eq. 5) as ``args`` say
+    (default: ``args_type()``)."""
 
-    __name__ = "k2v"
+    args_type: type[ChecklistArgs] = ChecklistArgs
 
-    def __init__(self, judge, args: K2VArgs | None = None):
+    def __init__(self, judge, args: ChecklistArgs | None = None):
         super().__init__()
-        self.args = args or K2VArgs()
+        self.args = args or self.args_type()
         self.checklist_judge = ChecklistJudge(judge, self.args.verdict, self.args.pass_rate_over)
         self.judge = judge
 
     def judges(self) -> list[Any]:
         return [self.judge] if self.judge is not None else []
+
+
+class K2VReward(_ChecklistJudged):
+    """Eq. 8 as a TRL reward function (columns ``golds``, ``question``, ``checklist``). A
+    completion that needs p but whose judge answers were all unreadable gets None (NaN in TRL,
+    left out of the group), counted in ``k2v/failure_rate``."""
+
+    __name__ = "k2v"
+    args_type = K2VArgs
+    args: K2VArgs
 
     def __call__(self, prompts=None, completions=(), golds=None, question=None, checklist=None, log_metric=None,
                  **_: Any) -> list[float | None]:
@@ -218,19 +227,10 @@ class K2VReward(RewardFunction):
         return out
 
 
-class ChecklistReward(RewardFunction):
+class ChecklistReward(_ChecklistJudged):
     """The pass rate p alone (Eq. 5) as a reward; None when every judge answer was unreadable."""
 
     __name__ = "k2v_checklist"
-
-    def __init__(self, judge, args: ChecklistArgs | None = None):
-        super().__init__()
-        self.args = args or ChecklistArgs()
-        self.checklist_judge = ChecklistJudge(judge, self.args.verdict, self.args.pass_rate_over)
-        self.judge = judge
-
-    def judges(self) -> list[Any]:
-        return [self.judge] if self.judge is not None else []
 
     def __call__(self, prompts=None, completions=(), golds=None, question=None, checklist=None, log_metric=None,
                  **_: Any) -> list[float | None]:

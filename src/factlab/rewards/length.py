@@ -8,7 +8,7 @@ policy's tokens. ``overlong``: DAPO's overlong buffer penalty (Yu et al. 2025, E
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import Field, model_validator
 from trl.rewards import get_soft_overlong_punishment
@@ -21,19 +21,29 @@ from .registry import register
 __all__ = ["OverlongArgs", "OverlongPenalty", "length_penalty", "LengthPenaltyArgs", "LengthPenalty"]
 
 
-class OverlongArgs(Section):
+class _WindowArgs(Section):
+    """Arguments of a length reward whose penalty window (the field named by ``window``) ends at
+    ``max_len``: the window must be shorter than ``max_len``, else ``window_error`` (formatted
+    with the window's length and ``max_len``)."""
+
+    window: ClassVar[str]
+    window_error: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _window_fits(self) -> "_WindowArgs":
+        length = getattr(self, self.window)
+        if length >= self.max_len:
+            raise ParamError(self.window, self.window_error.format(length, self.max_len))
+        return self
+
+
+class OverlongArgs(_WindowArgs):
     """``overlong`` arguments: L_max (tokens), the soft buffer L_cache before it, the factor."""
 
+    window, window_error = "buffer", "the overlong buffer ({} tokens) must be shorter than max_len ({})"
     max_len: int = Field(4096, ge=1, le=MAX_TOKENS)
     buffer: int = Field(512, ge=0)
     factor: float = Field(1.0, ge=0.0)
-
-    @model_validator(mode="after")
-    def _buffer_fits(self) -> "OverlongArgs":
-        if self.buffer >= self.max_len:
-            raise ParamError("buffer", f"the overlong buffer ({self.buffer} tokens) must be shorter than max_len "
-                                       f"({self.max_len})")
-        return self
 
 
 class OverlongPenalty(RewardFunction):
@@ -73,21 +83,15 @@ def length_penalty(n_tokens: int, max_len: int = 2048, critical: int = 1198) -> 
     return -1.0
 
 
-class LengthPenaltyArgs(Section):
+class LengthPenaltyArgs(_WindowArgs):
     """``length_penalty`` arguments: L_m and L_c of Eq. 11 (paper: 2048 and 2048 - 850 = 1198),
     and how the answer is read (``lenient`` by default, so that a long reply without an
     ``<answer>`` tag is still penalised; ``strict`` counts only the ``<answer>`` block)."""
 
+    window, window_error = "critical", "the critical length L_c ({}) must be below max_len L_m ({}) (Eq. 11)"
     max_len: int = Field(2048, ge=2, le=MAX_TOKENS)
     critical: int = Field(1198, ge=1)
     answer_parsing: Literal["strict", "lenient"] = "lenient"
-
-    @model_validator(mode="after")
-    def _critical_below_max(self) -> "LengthPenaltyArgs":
-        if self.critical >= self.max_len:
-            raise ParamError("critical", f"the critical length L_c ({self.critical}) must be below max_len L_m "
-                                         f"({self.max_len}) (Eq. 11)")
-        return self
 
 
 class LengthPenalty(RewardFunction):
