@@ -685,8 +685,8 @@ def write_index(results: list[RunResult], path: Path) -> Path:
     for r in results:  # a run of this call without a manifest (the runner failed early) still gets its row
         if not (Path(r.run_dir) / "manifest.json").exists():
             state = "ok" if r.ok else f"failed: {r.error}"
-            link = f"<a href='{html.escape(os.path.relpath(r.report, path.parent), quote=True)}'>" \
-                   f"{html.escape(Path(r.run_dir).name)}</a>"
+            link = (f"<a href='{html.escape(os.path.relpath(r.report, path.parent), quote=True)}'>"
+                    f"{html.escape(Path(r.run_dir).name)}</a>")
             cells = [html.escape(Path(r.run_dir).parent.name), link, "", html.escape(state), "", ""]
             rows.append((Path(r.run_dir).name, "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"))
     rows.sort(key=lambda row: row[0], reverse=True)

@@ -113,8 +113,8 @@ def parse_request(body: Any, default_max_tokens: int = 256) -> _Request:
     if not isinstance(msgs, list) or not msgs:
         raise RequestError("'messages' must be a non-empty list")
     for i, m in enumerate(msgs):
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") \
-                or not isinstance(m.get("content"), str):
+        if (not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant")
+                or not isinstance(m.get("content"), str)):
             raise RequestError(f"messages[{i}] must be an object with a role (system, user, assistant) "
                                "and a text content")
     prefix = ""

@@ -172,10 +172,10 @@ def _load(folder: Path, raw: str, key: str, built: bool) -> WarmStart:
         if not isinstance(report, dict):
             raise ValueError(f"a JSON object is expected, got {type(report).__name__}")
         sft = report.get("sft")  # what summary() and metrics() format (a KeyError / ValueError naming no file)
-        if not isinstance(sft, dict) or not all(
-                isinstance(sft.get(k), (int, float)) and not isinstance(sft.get(k), bool) for k in ("seconds", "steps")) \
-                or not all(sft.get(k) is None or isinstance(sft.get(k), (int, float)) for k in ("first_loss", "last_loss")) \
-                or not isinstance(report.get("demos", {}), dict):
+        if (not isinstance(sft, dict) or not all(
+                isinstance(sft.get(k), (int, float)) and not isinstance(sft.get(k), bool) for k in ("seconds", "steps"))
+                or not all(sft.get(k) is None or isinstance(sft.get(k), (int, float)) for k in ("first_loss", "last_loss"))
+                or not isinstance(report.get("demos", {}), dict)):
             raise ValueError("'sft' must hold the numbers seconds, steps, first_loss and last_loss; 'demos' counts")
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise IntegrityError(f"{folder / _DONE}: unreadable ({type(e).__name__}: {e}); {rebuild}") from None

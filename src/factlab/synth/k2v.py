@@ -179,8 +179,8 @@ def template_text(graph: nx.DiGraph, q: Quintuple, masked: str) -> str:
     name[getattr(q, masked)] = BLANK
     first = _sentence(name[q.e1], q.r1, name[q.e2]) if q.forward1 else _sentence(name[q.e2], q.r1, name[q.e1])
     second = _sentence(name[q.e2], q.r2, name[q.e3]) if q.forward2 else _sentence(name[q.e3], q.r2, name[q.e2])
-    return f"{first} Furthermore, {second[0].lower() + second[1:] if second.startswith('The ') else second} " \
-           f"Which entity fills the blank {BLANK}?"
+    return (f"{first} Furthermore, {second[0].lower() + second[1:] if second.startswith('The ') else second} "
+            f"Which entity fills the blank {BLANK}?")
 
 
 def mask_mentions(text: str, names: Sequence[str]) -> tuple[str, int]:
