@@ -111,3 +111,18 @@ def test_the_checker_sees_a_hidden_and_an_upward_import(tmp_path):
     bad.write_text("from .train import run\n\ndef f():\n    from . import config\n")
     found = _imports(bad, tmp_path / "factlab")
     assert ("factlab.train.run", True) in found and ("factlab.config", False) in found
+
+
+def test_no_module_level_definition_shadows_a_name_the_module_imports():
+    """``recipes.compare`` once defined an ``evaluate`` stage over the ``eval.suites.evaluate`` it
+    imported: every call of the suite then called the stage (a TypeError found only by the notebook
+    test). A top-level ``def``, ``class`` or assignment never reuses an imported name."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {(a.asname or a.name).split(".")[0] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for a in n.names}
+        defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        defined += [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+        found += [f"{path.relative_to(SRC)}: {name}" for name in defined if name in imported and name != "__all__"]
+    assert found == [], found

@@ -208,7 +208,7 @@ def test_long_form_evaluation_through_the_claim_verifier(monkeypatch):
         return SuiteResult(suite, metrics={"mw": {"accuracy": 0.5}})
 
     monkeypatch.setattr(compare, "load_model", lambda *a, **k: (object(), object()))
-    monkeypatch.setattr(compare, "evaluate", fake_evaluate)
+    monkeypatch.setattr(compare, "evaluate_suite", fake_evaluate)
     prompts = compare.longform_prompts(cfg, Res())
     assert len(prompts) == 2 and all(p.prompt.startswith("Tell me about ") for p in prompts)
     out = compare._evaluate(cfg, None, {"mw": []}, Res(), prompts)

@@ -61,7 +61,7 @@ from ..data import TrainDataConfig
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import QAItem
 from ..eval.bootstrap import paired_bootstrap
-from ..eval.suites import evaluate
+from ..eval.suites import evaluate as evaluate_suite
 from ..eval.truth import completion_truth
 from ..experiment import TrainingConfig
 from ..models import adapter_adds_nothing, load_model, release_memory
@@ -209,13 +209,13 @@ def _evaluate(cfg: CompareConfig, model_dir: str | None, eval_sets, resources: R
     model than ``cfg.model`` (the raw model beside a warm start)."""
     model, tok = load_model(name or cfg.model.name, dtype=cfg.model.dtype, device=cfg.model.device,
                             adapter=None if name else model_dir or cfg.model.adapter)
-    short = evaluate("shortform", model, tok, eval_sets, cfg.eval_generation, trained=False, progress=False)
-    abst = evaluate("abstention", model, tok, eval_sets, cfg.eval_generation, progress=False)
+    short = evaluate_suite("shortform", model, tok, eval_sets, cfg.eval_generation, trained=False, progress=False)
+    abst = evaluate_suite("abstention", model, tok, eval_sets, cfg.eval_generation, progress=False)
     lf = None
     if lf_prompts and cfg.longform is not None and resources is not None:
         k = cfg.longform.recall_k
-        lf = evaluate("longform", model, tok, list(lf_prompts), cfg.longform.generation,
-                      verifier=resources.claim_verifier(), k=k, progress=False).metrics["longform"]
+        lf = evaluate_suite("longform", model, tok, list(lf_prompts), cfg.longform.generation,
+                            verifier=resources.claim_verifier(), k=k, progress=False).metrics["longform"]
     del model
     release_memory()
     keep = ("accuracy", "strict_accuracy", "na_rate", "format_rate")
