@@ -5,6 +5,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import math  # noqa: E402
+
 import pytest  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -83,6 +85,9 @@ def test_selectivity():
                  "forced_incorrect_when_abstained": 0.5, "abstained_would_be_correct": 0.5}
     with pytest.raises(ValueError, match="both"):
         A.abstention_selectivity(abstain, [record("x", "other")])
+    none = A.abstention_selectivity(forced[:4], forced)  # nothing abstained: no selectivity, not a silent 0
+    assert none["n_abstained"] == 0 and math.isnan(none["forced_incorrect_when_abstained"])
+    assert math.isnan(none["abstained_would_be_correct"]) and none["forced_incorrect_rate"] == 0.5
 
 
 def test_system_prompts():

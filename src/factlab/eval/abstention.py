@@ -91,8 +91,8 @@ def abstention_selectivity(abstain_records: Sequence[QARecord],
     Pairs the two modes' records by question id and returns ``n_paired``,
     ``n_abstained``, ``forced_incorrect_rate`` (forced-mode error rate over all paired
     questions), ``forced_incorrect_when_abstained`` (forced-mode error rate on the
-    questions abstained in abstain mode; 0.0 when none) and ``abstained_would_be_correct``
-    (forced-mode accuracy on them). Selective abstention shows as
+    questions abstained in abstain mode; NaN when none was: no abstention, no selectivity) and
+    ``abstained_would_be_correct`` (forced-mode accuracy on them, NaN likewise). Selective abstention shows as
     ``forced_incorrect_when_abstained > forced_incorrect_rate``.
     """
     forced = {r.id: r for r in forced_records}
@@ -105,9 +105,9 @@ def abstention_selectivity(abstain_records: Sequence[QARecord],
         "n_abstained": len(abst),
         "forced_incorrect_rate": sum(f.label == text.BAD for _, f in pairs) / len(pairs),
         "forced_incorrect_when_abstained": (sum(f.label == text.BAD for f in abst) / len(abst)
-                                            if abst else 0.0),
+                                            if abst else float("nan")),
         "abstained_would_be_correct": (sum(f.label == text.GOOD for f in abst) / len(abst)
-                                       if abst else 0.0),
+                                       if abst else float("nan")),
     }
 
 
