@@ -36,7 +36,7 @@ runs and budget (params)                   ``CompareConfig``, ``CompareRun``, ``
 rows every reward reads (000 §A.3, 001      ``compare_rows``, ``training_rows``, ``longform_prompts``
   §3.2, 003 §3.2)
 one compared run                           ``run_folders``, ``train_compared``
-evaluation (000 §4, 001 §4.1)              ``evaluate_runs``, ``collect``, ``reward_curves``,
+evaluation (000 §4, 001 §4.1)              ``evaluate``, ``collect``, ``reward_curves``,
                                            ``summarize``, ``heldout_series``
 alarms                                     ``check_alarms``, ``training_folders``
 stages (notebook 06, factlab train)        ``start`` (warm start) -> ``prepare`` -> ``train`` (each
@@ -79,7 +79,7 @@ from ..stage_cache import StageCache
 log = logging.getLogger(__name__)
 
 __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_rows", "longform_prompts",
-           "evaluate_runs", "evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
+           "evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
            "training_rows", "BASE", "RAW", "DATASTORE_REWARDS", "question_truth", "question_rows", "family_effects",
            "family_headline", "TRUTH_METRICS", "CompareInputs", "run_folders", "train_compared", "runs_dir", "start",
            "prepare", "train", "RECIPE"]
@@ -361,74 +361,6 @@ def _results(out_dir: str | Path) -> list[tuple[Path, dict[str, Any]]]:
     return [(f, rec) for f, rec in found if rec is not None]
 
 
-def evaluate_runs(cfg: CompareConfig, resources: Resources, eval_sets, out_dir: str | Path,
-                  raw: str | None = None) -> list[dict[str, Any]]:
-    """The base model, then every trained (run, seed) under ``out_dir`` (``train_compared``'s
-    folders): evaluated, with its training cost and reward curve, into ``compare.json`` beside it;
-    returns the records. A run whose ``compare.json`` holds its record is read back, never
-    evaluated again. A run whose LoRA adapter adds nothing (no step had reward spread:
-    ``models.adapter_adds_nothing``) is the base model and takes the base evaluation, marked
-    ``evaluated: as base``, instead of generating it again. ``raw``: the raw model of a warm
-    start (``recipes.warmstart``; ``cfg.model`` is then the warm start, the base), evaluated once
-    as the run ``raw`` beside the base and never trained."""
-    out = Path(out_dir)
-    folders = run_folders(cfg, out)
-    base_done, raw_done = _result(out / BASE), _result(out / RAW)
-    starts = [raw_done, base_done] if raw else [base_done]
-    finished = [c.record() for c in starts] + [_result(f).record() for f in folders.values()]
-    if all(r is not None for r in finished):
-        # every run finished: the comparison is read back, nothing is loaded, trained or judged
-        return finished
-    untrained = [f"{name} seed {seed} ({folder / 'train'})" for (name, seed), folder in folders.items()
-                 if _result(folder).record() is None and TrainResult.load(folder / "train") is None]
-    if untrained:
-        raise FileNotFoundError(f"not trained yet: {', '.join(untrained)}; run compare.train (or factlab train "
-                                "06_compare) first")
-    lf_prompts = longform_prompts(cfg, resources)
-    records = []
-    if raw:
-        records.append(raw_done.record() or raw_done.save_record(
-            {"run": RAW, "seed": None, "rewards": [], "steps": 0, "evaluated": "own", "model": raw,
-             "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts, name=raw)}))
-    base = base_done.record() or base_done.save_record(
-        {"run": BASE, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
-         "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)})
-    records.append(base)
-    for spec in cfg.runs:
-        for seed in cfg.seeds:
-            folder = folders[(spec.name, seed)]
-            done = _result(folder)
-            if (rec := done.record()) is not None:
-                records.append(rec)
-                continue
-            result = TrainResult.load(folder / "train")
-            frame = result.steps_frame()
-            nan = float("nan")  # trained before its cost was recorded: its seconds, no judge count
-            cost = _cost(folder).record() or {"train_seconds": result.runtime_s, "judge_calls_per_step": nan,
-                                              "judge_tokens_per_step": nan}
-            rec = {"run": spec.name, "seed": seed, "rewards": [s.model_dump() for s in spec.rewards],
-                   "steps": result.steps, "train_seconds": cost["train_seconds"],
-                   # reward functions plus token shaping (CorVer's sentence rewards are a shaping hook)
-                   "reward_seconds_per_step": float(sum(frame[c].fillna(0.0).mean() for c in
-                                                        ("timing/reward_funcs_s", "timing/token_shaping_s")
-                                                        if c in frame)),
-                   "judge_calls_per_step": cost["judge_calls_per_step"],
-                   "judge_tokens_per_step": cost["judge_tokens_per_step"],
-                   "reward_curve": frame["reward"].tolist() if "reward" in frame else [],
-                   "zero_std_share": nan if nonzero_advantage_share(frame) is None
-                   else 1.0 - nonzero_advantage_share(frame),
-                   "mean_length": float(frame["completions/mean_length"].mean())
-                   if "completions/mean_length" in frame else nan,
-                   "model_dir": result.model_dir}
-            if result.is_adapter and adapter_adds_nothing(result.model_dir):
-                # every B is still zero: the policy is the base model exactly, so is its evaluation
-                rec.update(evaluated="as base (adapter unchanged)", eval=base["eval"])
-            else:
-                rec.update(evaluated="own", eval=_evaluate(cfg, result.model_dir, eval_sets, resources, lf_prompts))
-            records.append(done.save_record(rec))
-    return records
-
-
 # ---------------------------------------------------------------- the stages (notebook 06 and factlab train)
 
 
@@ -473,9 +405,70 @@ def train(cfg: CompareConfig, inputs: CompareInputs, resources: Resources, run_d
 
 def evaluate(cfg: CompareConfig, inputs: CompareInputs, resources: Resources, run_dir: str | Path,
              raw: str | None = None) -> list[dict[str, Any]]:
-    """The base (and ``raw``) and every run ``train`` trained, on the held-out sets
-    (``evaluate_runs`` on ``run_dir/runs``): one record per (run, seed)."""
-    return evaluate_runs(cfg, resources, inputs.eval_sets, runs_dir(run_dir), raw=raw)
+    """The base model, then every (run, seed) ``train`` trained under ``run_dir/runs``, on the
+    held-out sets: evaluated, with its training cost and reward curve, into ``compare.json``
+    beside it; returns the records, one per (run, seed). A run whose ``compare.json`` holds its
+    record is read back, never evaluated again. A run whose LoRA adapter adds nothing (no step had reward spread:
+    ``models.adapter_adds_nothing``) is the base model and takes the base evaluation, marked
+    ``evaluated: as base``, instead of generating it again. ``raw``: the raw model of a warm
+    start (``recipes.warmstart``; ``cfg.model`` is then the warm start, the base), evaluated once
+    as the run ``raw`` beside the base and never trained."""
+    out, eval_sets = runs_dir(run_dir), inputs.eval_sets
+    folders = run_folders(cfg, out)
+    base_done, raw_done = _result(out / BASE), _result(out / RAW)
+    done = {key: _result(folder) for key, folder in folders.items()}
+    finished = [c.record() for c in ([raw_done, base_done] if raw else [base_done])] + [
+        d.record() for d in done.values()]
+    if all(r is not None for r in finished):
+        # every run finished: the comparison is read back, nothing is loaded, trained or judged
+        return finished
+    untrained = [f"{name} seed {seed} ({folder / 'train'})" for (name, seed), folder in folders.items()
+                 if done[(name, seed)].record() is None and TrainResult.load(folder / "train") is None]
+    if untrained:
+        raise FileNotFoundError(f"not trained yet: {', '.join(untrained)}; run compare.train (or factlab train "
+                                "06_compare) first")
+    lf_prompts = longform_prompts(cfg, resources)
+    records = []
+    if raw:
+        records.append(raw_done.record() or raw_done.save_record(
+            {"run": RAW, "seed": None, "rewards": [], "steps": 0, "evaluated": "own", "model": raw,
+             "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts, name=raw)}))
+    base = base_done.record() or base_done.save_record(
+        {"run": BASE, "seed": None, "rewards": [], "steps": 0, "evaluated": "own",
+         "eval": _evaluate(cfg, None, eval_sets, resources, lf_prompts)})
+    records.append(base)
+    for spec in cfg.runs:
+        for seed in cfg.seeds:
+            folder, result_file = folders[(spec.name, seed)], done[(spec.name, seed)]
+            if (rec := result_file.record()) is not None:
+                records.append(rec)
+                continue
+            result = TrainResult.load(folder / "train")
+            frame = result.steps_frame()
+            nan = float("nan")  # trained before its cost was recorded: its seconds, no judge count
+            cost = _cost(folder).record() or {"train_seconds": result.runtime_s, "judge_calls_per_step": nan,
+                                              "judge_tokens_per_step": nan}
+            rec = {"run": spec.name, "seed": seed, "rewards": [s.model_dump() for s in spec.rewards],
+                   "steps": result.steps, "train_seconds": cost["train_seconds"],
+                   # reward functions plus token shaping (CorVer's sentence rewards are a shaping hook)
+                   "reward_seconds_per_step": float(sum(frame[c].fillna(0.0).mean() for c in
+                                                        ("timing/reward_funcs_s", "timing/token_shaping_s")
+                                                        if c in frame)),
+                   "judge_calls_per_step": cost["judge_calls_per_step"],
+                   "judge_tokens_per_step": cost["judge_tokens_per_step"],
+                   "reward_curve": frame["reward"].tolist() if "reward" in frame else [],
+                   "zero_std_share": nan if nonzero_advantage_share(frame) is None
+                   else 1.0 - nonzero_advantage_share(frame),
+                   "mean_length": float(frame["completions/mean_length"].mean())
+                   if "completions/mean_length" in frame else nan,
+                   "model_dir": result.model_dir}
+            if result.is_adapter and adapter_adds_nothing(result.model_dir):
+                # every B is still zero: the policy is the base model exactly, so is its evaluation
+                rec.update(evaluated="as base (adapter unchanged)", eval=base["eval"])
+            else:
+                rec.update(evaluated="own", eval=_evaluate(cfg, result.model_dir, eval_sets, resources, lf_prompts))
+            records.append(result_file.save_record(rec))
+    return records
 
 
 def collect(out_dir: str | Path) -> pd.DataFrame:
