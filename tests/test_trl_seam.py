@@ -74,6 +74,14 @@ def test_each_private_name_is_where_the_seam_says_with_its_signature(p: PrivateN
         assert p.name in GRPOSeam.__dict__, f"GRPOSeam no longer overrides {p.name}: drop it from PRIVATE_NAMES"
         ours = tuple(inspect.signature(GRPOSeam.__dict__[p.name]).parameters)
         assert ours == p.params, f"GRPOSeam.{p.name}{ours} differs from TRL's {p.params}"
+    elif p.kind == "function":
+        function = getattr(owner, p.name)
+        if getattr(function, "compact_on_cpu", False):  # compact_logprobs_on_cpu already replaced it
+            function = inspect.getclosurevars(function).nonlocals["original"]
+        assert tuple(inspect.signature(function).parameters) == p.params, (
+            f"{p.owner}.{p.name} changed its signature to {inspect.signature(function)}")
+        assert re.search(rf"\b{p.name}\(", inspect.getsource(resolve(p.set_in))), (
+            f"{p.set_in} no longer calls {p.name} ({p.mirrors})")
     else:
         assert p.kind == "attribute" and p.set_in, p
         setter = resolve(p.set_in)
@@ -154,3 +162,47 @@ def test_grpo_config_fields_factlab_sets():
     assert {"loss_type", "epsilon", "epsilon_high", "beta", "scale_rewards", "reward_weights", "num_generations",
             "max_completion_length", "mask_truncated_completions", "importance_sampling_level", "use_vllm",
             "vllm_mode", "vllm_gpu_memory_utilization", "warmup_steps", "steps_per_generation"} <= fields
+
+
+def test_fused_lm_head_scores_only_completion_tokens_on_cpu_with_the_same_logprobs(tiny_model_and_tokenizer,
+                                                                                  monkeypatch):
+    """``compact_logprobs_on_cpu``: TRL's fused LM head on CPU scored every position, the prompt's
+    included; after it, only the completion's (the kernel gets one row per scored token), with
+    the same log-probs and the same gradients as scoring everything."""
+    import copy
+
+    import torch
+    import trl.trainer.utils as trl_utils
+    from trl.kernels import ChunkedLogProbFunction
+
+    from factlab.train.trl_seam import compact_logprobs_on_cpu
+
+    model = copy.deepcopy(tiny_model_and_tokenizer[0]).float()
+    trl_utils.add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
+    torch.manual_seed(0)
+    ids = torch.randint(5, 400, (3, 12))
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0  # left padding
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, :-5] = -100  # the completion: the last 5 tokens
+    rows_scored = []
+    apply = ChunkedLogProbFunction.apply
+    monkeypatch.setattr(ChunkedLogProbFunction, "apply",
+                        lambda hidden, *a: rows_scored.append(hidden.shape[0]) or apply(hidden, *a))
+
+    def score():
+        model.zero_grad()
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        (out.log_probs[:, -5:] * torch.linspace(-1, 1, 5)).sum().backward()
+        return out.log_probs[:, -5:].detach(), out.entropy[:, -5:].detach(), model.lm_head.weight.grad.clone(), \
+            model.model.layers[0].mlp.up_proj.weight.grad.clone()
+
+    monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)  # restored after the test
+    if getattr(trl_utils._use_triton, "compact_on_cpu", False):  # an earlier test's trainer replaced it
+        monkeypatch.setattr(trl_utils, "_use_triton", inspect.getclosurevars(trl_utils._use_triton).nonlocals["original"])
+    full = score()
+    compact_logprobs_on_cpu()
+    compact = score()
+    assert rows_scored == [3 * 11, 3 * 5]  # every shifted position, then the completion tokens alone
+    for a, b in zip(full, compact):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

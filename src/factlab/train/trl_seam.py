@@ -14,6 +14,9 @@ TRL private method (overridden)     public hook                what factlab does
 ``_get_train_sampler``              ``train_sampler``          DAPO's refill sampler
 ==================================  =========================  ==============================
 
+One TRL module function is replaced, not overridden: ``trl.trainer.utils._use_triton``, which
+decides whether the fused LM head scores only the completion tokens (``compact_logprobs_on_cpu``).
+
 TRL's per-step metrics live in the private ``_metrics`` dict, which ``GRPOTrainer.log``
 averages and logs; ``log_metric`` is the only writer of it in factlab (the trainer, CorVer's
 token-level advantages, DAPO, the completion-health and reward-validity extensions all call
@@ -33,22 +36,25 @@ from typing import Any, Sequence
 import torch
 from trl import GRPOTrainer
 
-__all__ = ["GRPOSeam", "PrivateName", "PRIVATE_NAMES", "log_metric", "prefixed_completions"]
+__all__ = ["GRPOSeam", "PrivateName", "PRIVATE_NAMES", "compact_logprobs_on_cpu", "log_metric",
+           "prefixed_completions"]
 
 
 @dataclass(frozen=True)
 class PrivateName:
     """One third-party private name factlab uses.
 
-    ``owner``: the dotted path of the class that has it; ``kind``: ``override`` (a method
-    ``GRPOSeam`` overrides, ``params`` its parameter names) or ``attribute`` (set by
-    ``set_in``, a dotted path to the function whose source assigns ``self.<name>``);
+    ``owner``: the dotted path of the class (or module) that has it; ``kind``: ``override`` (a
+    method ``GRPOSeam`` overrides, ``params`` its parameter names), ``attribute`` (set by
+    ``set_in``, a dotted path to the function whose source assigns ``self.<name>``) or
+    ``function`` (a module function factlab replaces, ``params`` its parameter names, called in
+    ``set_in``'s source);
     ``mirrors``: file and function in the installed package; ``used_in``: the factlab modules
     allowed to use it."""
 
     name: str
     owner: str
-    kind: str  # "override" | "attribute"
+    kind: str  # "override" | "attribute" | "function"
     mirrors: str
     why: str
     used_in: tuple[str, ...] = ("factlab.train.trl_seam",)
@@ -82,6 +88,15 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "hand them out (train.dapo.RefillRepeatSampler).",
         params=("self", "dataset")),
     PrivateName(
+        "_use_triton", "trl.trainer.utils", "function",
+        "trl/trainer/utils.py: add_fused_lm_head (_fused_forward: compact = _use_triton(device))",
+        "TRL's fused LM head scores only the completion tokens where _use_triton says so (CUDA with Triton) and "
+        "every position elsewhere, the prompt's included, to keep Neuron's tile shapes fixed. On CPU that made the "
+        "LM head half of an organism GRPO step (a 130-token prompt scored for 17 completion tokens), so "
+        "compact_logprobs_on_cpu makes the name answer True for CPU too; the kernel's own _use_triton (which picks "
+        "Triton over torch tiles) is untouched.",
+        params=("device",), set_in="trl.trainer.utils.add_fused_lm_head"),
+    PrivateName(
         "_metrics", "trl.GRPOTrainer", "attribute",
         "trl/trainer/grpo_trainer.py: GRPOTrainer.__init__ (self._metrics = {'train': defaultdict(list), ...}); "
         "read by GRPOTrainer.log",
@@ -109,6 +124,23 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
 )
 
 
+def compact_logprobs_on_cpu() -> None:
+    """Make TRL's fused LM head score only the completion tokens on CPU too (``PRIVATE_NAMES``:
+    ``_use_triton``). Both paths run the same torch tiles on CPU and give the same log-probs; the
+    compact one skips the prompt's and the padding's positions. Idempotent; process-wide."""
+    import trl.trainer.utils as trl_utils
+
+    original = trl_utils._use_triton
+    if getattr(original, "compact_on_cpu", False):
+        return
+
+    def use_compact(device: torch.device) -> bool:
+        return device.type == "cpu" or original(device)
+
+    use_compact.compact_on_cpu = True  # type: ignore[attr-defined]
+    trl_utils._use_triton = use_compact
+
+
 def prefixed_completions(inputs: Sequence[dict], completions: Sequence[Any]) -> list[Any]:
     """The completions the reward functions score: a row's ``completion_prefix`` column (the part
     of the response its raw prompt already wrote, e.g. KLCF Prompt 5's trailing ``<think>``)
@@ -130,6 +162,10 @@ def log_metric(trainer: Any, mode: str, name: str, value: float) -> None:
 class GRPOSeam(GRPOTrainer):
     """``GRPOTrainer`` with each private method factlab extends overridden once, handing on to a
     public hook (module docstring); the defaults keep TRL's behaviour."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        compact_logprobs_on_cpu()
+        super().__init__(*args, **kwargs)
 
     # ------------------------------------------------------------ public hooks (defaults: TRL's)
 
