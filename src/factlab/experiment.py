@@ -276,6 +276,24 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                 Comparison("wrong", "eps0", BASE_ARM, "lower", subset="unknown", primary=False),
                 Comparison("abstain", "organism_judge", "eps0", "lower", subset="unknown", primary=False)),
                "001 §5; Kang et al. 2024", model="organism", params_name="02_binary_rar_hallucination_evidence"),
+    # ---- round 3 (README "Evidence on the organism", round 3; registered 2026-11-28 before any run): hundreds of
+    # GRPO steps, affordable once the CPU LM head scored only completion tokens (bench/bench_cpu_logprob.py)
+    Hypothesis("organism_binary_rar_wary", "02_binary_rar",
+               "On the wary organism (a base that samples an abstention on unknown countries and still answers them "
+               "wrong greedily), 300 steps of Binary RAR lower the wrong-answer rate on unknown countries against "
+               "the base and abstain more there, while correct answers on known countries fall by less than the "
+               "margin (0.03).",
+               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
+                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False),
+                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False)),
+               "001 §5, Table 2", model="organism", params_name="02_binary_rar_wary_evidence"),
+    Hypothesis("organism_corver_long", "01_corver",
+               "On the organism, 200 steps of the full CorVer reward leave fewer contradicted sentences per held-out "
+               "answer than A1 (no co-occurrence term), while held-out correct answers fall by less than the margin "
+               "(0.03).",
+               (Comparison("contradicted", "full", "A1", "lower"),
+                Comparison("correct", "full", "A1", "not lower", margin=0.03, primary=False)),
+               "000 §3.4, Table 4 (A1)", model="organism", params_name="01_corver_organism_long_evidence"),
     # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
     # training notebook's treatment arm against the
     # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)
