@@ -259,8 +259,14 @@ def test_the_notebook_calls_the_recipe_stages_that_launch_runs(notebook):
     assert not missing, f"{notebook} no longer calls {missing}"
     recipe = recipes.recipe(notebook)
     assert launch.training_stage(notebook) is recipe
-    for stage in ("start", "prepare", "prepare_alone", "train"):
+    for stage in ("start", "prepare", "prepare_alone", "train", "headline"):
         assert callable(getattr(recipe, stage)), stage
+    # the headline is the recipe's (issue 44: not computed in a cell): one save_headline, fed by its headline
+    module = recipe.headline.__module__.rsplit(".", 1)[-1]
+    alias = {"seva": "seva_train"}.get(module, module)
+    saves = [line for line in code.splitlines() if "runner.save_headline(" in line]
+    assert len(saves) == 1 and f"runner.save_headline(run_dir, {alias}.headline(" in saves[0], saves
+    assert "before_after" not in code
     tree = ast.parse((ROOT / "src" / "factlab" / "launch.py").read_text())
     imported = {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     # train.grpo for TrainResult, train.runtime for the runtime check every training path shares: no training code

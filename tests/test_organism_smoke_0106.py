@@ -106,12 +106,12 @@ def test_family_effects_pair_every_seed_with_the_base():
 
 def test_family_headline_one_line_per_family():
     eff = compare.family_effects(compare.question_rows(_records()), replicates=50)
-    lines = compare.family_headline(eff, what="truth")
+    lines = compare.headline(eff, what="truth")
     assert list(lines)[0] == "truth, base → each family" and lines["truth, base → each family"].startswith(
         "3 seeds, 4 questions")
     assert len(lines) == 1 + len(eff) and lines["abstainer"].startswith("0.000 → 0.500; effect +0.500 [")
     assert sum("truth" in k for k in lines) == 1  # the metric is named once, not once per family
-    assert compare.family_headline(eff.iloc[:0], what="truth") == {}
+    assert compare.headline(eff.iloc[:0], what="truth") == {}
 
 
 def test_collect_leaves_the_questions_out_of_the_columns(tmp_path):

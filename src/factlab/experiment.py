@@ -170,6 +170,15 @@ class Hypothesis:
         return f"params/{self.notebook}{suffix}.yaml"
 
 
+# Comparisons two organism hypotheses share (one claim on two bases, or on two budgets)
+BINARY_RAR_VS_BASE = (  # 001's claim against the base: wrong on unknown falls, known correct within 0.03, abstains more
+    Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
+    Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False),
+    Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False))
+CORVER_FULL_VS_A1 = (  # 000 Table 4's A1 ablation: fewer contradicted sentences, correct within 0.03
+    Comparison("contradicted", "full", "A1", "lower"),
+    Comparison("correct", "full", "A1", "not lower", margin=0.03, primary=False))
+
 HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
     Hypothesis("corver", "01_corver",
                "The full CorVer reward (judge + format + co-occurrence) leaves fewer contradicted sentences in "
@@ -227,8 +236,7 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
     Hypothesis("organism_corver", "01_corver",
                "On the organism, the full CorVer reward leaves fewer contradicted sentences per held-out answer "
                "than A1 (no co-occurrence term), while held-out correct answers fall by less than the margin (0.03).",
-               (Comparison("contradicted", "full", "A1", "lower"),
-                Comparison("correct", "full", "A1", "not lower", margin=0.03, primary=False)),
+               CORVER_FULL_VS_A1,
                "000 §3.4, Table 4 (A1)", model="organism"),
     Hypothesis("organism_seva", "03_seva",
                "On the organism, SEVA's process reward gives a higher held-out verifier accuracy than the binary "
@@ -257,9 +265,7 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                "On the hesitant organism (a base that samples an abstention now and then), Binary RAR lowers the "
                "wrong-answer rate on unknown countries against the base, abstains more there, and correct answers on "
                "known countries fall by less than the margin (0.03).",
-               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
-                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False),
-                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False)),
+               BINARY_RAR_VS_BASE,
                "001 §5, Table 2", model="organism", params_name="02_binary_rar_hesitant_evidence"),
     # Kang et al. 2024 (2403.05612): a reward whose judge hallucinates on unfamiliar facts undermines factuality RL.
     # One reward (Binary RAR, 001), four judges: the exact truth (verdict: kb), the truth with its verdicts flipped at
@@ -283,16 +289,13 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                "wrong greedily), 300 steps of Binary RAR lower the wrong-answer rate on unknown countries against "
                "the base and abstain more there, while correct answers on known countries fall by less than the "
                "margin (0.03).",
-               (Comparison("wrong", "binary", BASE_ARM, "lower", subset="unknown"),
-                Comparison("correct", "binary", BASE_ARM, "not lower", subset="known", margin=0.03, primary=False),
-                Comparison("abstain", "binary", BASE_ARM, "higher", subset="unknown", primary=False)),
+               BINARY_RAR_VS_BASE,
                "001 §5, Table 2", model="organism", params_name="02_binary_rar_wary_evidence"),
     Hypothesis("organism_corver_long", "01_corver",
                "On the organism, 200 steps of the full CorVer reward leave fewer contradicted sentences per held-out "
                "answer than A1 (no co-occurrence term), while held-out correct answers fall by less than the margin "
                "(0.03).",
-               (Comparison("contradicted", "full", "A1", "lower"),
-                Comparison("correct", "full", "A1", "not lower", margin=0.03, primary=False)),
+               CORVER_FULL_VS_A1,
                "000 §3.4, Table 4 (A1)", model="organism", params_name="01_corver_organism_long_evidence"),
     # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
     # training notebook's treatment arm against the

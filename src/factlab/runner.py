@@ -563,7 +563,7 @@ def interactive_run_dir(name: str = "interactive") -> Path:
 def save_headline(run_dir: str | Path | None, metrics: dict[str, Any], first: bool = False) -> None:
     """Record a run's headline numbers (a flat name -> value mapping; None values dropped):
     shown first in its report and as its row in ``outputs/index.html``. Each notebook leads
-    with its hypothesis metric, before -> after (``before_after``); ``first`` puts ``metrics``
+    with its hypothesis metric, before -> after (its recipe's ``headline``); ``first`` puts ``metrics``
     before what the headline holds already (the evidence cell's interval leads)."""
     new = {str(k): v for k, v in metrics.items() if v is not None}
     if not first:
@@ -573,13 +573,6 @@ def save_headline(run_dir: str | Path | None, metrics: dict[str, Any], first: bo
     data = load_metrics(run_dir)
     data["headline"] = {**new, **{k: v for k, v in (data.get("headline") or {}).items() if k not in new}}
     write_json(run_dir / "metrics.json", data, indent=2, default=float)
-
-
-def before_after(before: float | None, after: float | None, digits: int = 3) -> str:
-    """A headline value: ``"0.250 → 0.312"`` (``n/a`` for a missing or NaN side)."""
-    def fmt(x: float | None) -> str:
-        return "n/a" if x is None or x != x else f"{x:.{digits}f}"
-    return f"{fmt(before)} → {fmt(after)}"
 
 
 def _format_value(v: Any) -> str:

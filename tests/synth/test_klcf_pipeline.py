@@ -623,16 +623,16 @@ def test_from_resources_builds_only_the_parts_the_stages_need(tmp_path):
     assert sorted(res2.asked) == ["datastore:veriscore", "judge", "scorer:20"]
 
 
-def test_truth_rm_classification_metrics_by_hand():
-    from factlab.recipes.klcf import classification_metrics
-    m = classification_metrics([0.9, 0.6, 0.4, 0.6], [True, True, False, False])
+def test_truth_rm_probability_metrics_by_hand():
+    from factlab.eval.verification import probability_metrics
+    m = probability_metrics([0.9, 0.6, 0.4, 0.6], [True, True, False, False])
     assert m["accuracy"] == 0.75 and m["f1"] == pytest.approx(0.8) and m["predicted_true"] == 0.75
     assert m["auc"] == pytest.approx(3.5 / 4)  # ties count half
     assert m["mean_p_true|true"] == pytest.approx(0.75) and m["mean_p_true|false"] == pytest.approx(0.5)
-    flat = classification_metrics([0.7] * 4, [True, True, False, False])  # all True: chance, whatever the threshold
+    flat = probability_metrics([0.7] * 4, [True, True, False, False])  # all True: chance, whatever the threshold
     assert flat["accuracy"] == 0.5 and flat["auc"] == 0.5
     with pytest.raises(ValueError):
-        classification_metrics([0.5], [True, False])
+        probability_metrics([0.5], [True, False])
 
 
 # ---------------------------------------------------------------- truth_rm.method: readout
@@ -640,7 +640,7 @@ def test_truth_rm_classification_metrics_by_hand():
 
 def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back():
     import torch
-    from factlab.recipes.klcf import classification_metrics
+    from factlab.eval.verification import probability_metrics
     from factlab.train.truth_rm import fit_answer_readout
 
     g = torch.Generator().manual_seed(0)
@@ -650,9 +650,9 @@ def test_fit_answer_readout_learns_a_constructed_direction_and_l2_holds_it_back(
     zero = torch.zeros(16)
     w_t, w_f = fit_answer_readout(h[:200], labels[:200], zero, zero, l2=1e-4)
     p_true = torch.sigmoid(h[200:] @ (w_t - w_f)).tolist()  # what TruthfulnessScorer reads from the two rows
-    assert classification_metrics(p_true, labels[200:])["accuracy"] > 0.9
+    assert probability_metrics(p_true, labels[200:])["accuracy"] > 0.9
     flipped = fit_answer_readout(h[:200], [not y for y in labels[:200]], zero, zero, l2=1e-4)
-    assert classification_metrics(torch.sigmoid(h[200:] @ (flipped[0] - flipped[1])).tolist(),
+    assert probability_metrics(torch.sigmoid(h[200:] @ (flipped[0] - flipped[1])).tolist(),
                                   labels[200:])["accuracy"] < 0.1
     held = fit_answer_readout(h[:200], labels[:200], zero, zero, l2=1e6)  # pulled onto the base rows
     assert float((held[0] - held[1]).abs().max()) < 1e-3

@@ -15,10 +15,14 @@ are normalised over the parsed predictions of that gold class. ``format_error_ra
 number to hold against the paper's 28% (SFT) / <1% (GRPO). ``lenient_accuracy`` /
 ``lenient_macro_f1`` read the label of any parseable JSON, bare ones included: what the
 verifier said, whatever the structure; never compare them with the paper's numbers.
+
+``probability_metrics``: a verifier that scores p(True) instead of writing a label (KLCF's
+truthfulness reward model, 004 Table 13), read at a threshold and by its ROC AUC.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
@@ -152,3 +156,26 @@ def evaluate_verifier(model, tokenizer, pairs: Sequence[Any], *, max_new_tokens:
     records = [replace(grade_response(g[0].text, p.label, id=p.id), cut_off=not g[0].finished)
                for p, g in zip(pairs, gens)]
     return records, summarize(records)
+
+
+def probability_metrics(probs: Sequence[float], labels: Sequence[bool], threshold: float = 0.5) -> dict[str, float]:
+    """A truthfulness reward model read through its p(True) (KLCF 004 Table 13,
+    ``recipes.klcf.readout_rm``): accuracy and F1 (positive class True) of ``p(True) >
+    threshold``, the mean p(True) of true and of false claims, and the ROC AUC (the share of
+    (true, false) claim pairs in which the true one scores higher, ties half; threshold-free,
+    ours: a reward model is read through its p(True), not its threshold)."""
+    if len(probs) != len(labels) or not probs:
+        raise ValueError(f"{len(probs)} probabilities for {len(labels)} labels")
+    pred = [p > threshold for p in probs]
+    tp = sum(p and y for p, y in zip(pred, labels))
+    fp = sum(p and not y for p, y in zip(pred, labels))
+    fn = sum((not p) and y for p, y in zip(pred, labels))
+    acc = sum(p == bool(y) for p, y in zip(pred, labels)) / len(labels)
+    f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+    true_p = [p for p, y in zip(probs, labels) if y]
+    false_p = [p for p, y in zip(probs, labels) if not y]
+    pairs = [(t > f) + 0.5 * (t == f) for t in true_p for f in false_p]
+    return {"n": len(labels), "accuracy": acc, "f1": f1, "predicted_true": sum(pred) / len(pred),
+            "mean_p_true|true": sum(true_p) / len(true_p) if true_p else math.nan,
+            "mean_p_true|false": sum(false_p) / len(false_p) if false_p else math.nan,
+            "auc": sum(pairs) / len(pairs) if pairs else math.nan}

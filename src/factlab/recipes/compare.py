@@ -81,7 +81,7 @@ log = logging.getLogger(__name__)
 __all__ = ["CompareRun", "CompareLongformSection", "CompareConfig", "compare_rows", "longform_prompts",
            "evaluate", "collect", "reward_curves", "summarize", "heldout_series", "check_alarms",
            "training_rows", "BASE", "RAW", "DATASTORE_REWARDS", "question_truth", "question_rows", "family_effects",
-           "family_headline", "TRUTH_METRICS", "CompareInputs", "run_folders", "train_compared", "runs_dir", "start",
+           "headline", "TRUTH_METRICS", "CompareInputs", "run_folders", "train_compared", "runs_dir", "start",
            "prepare", "train", "RECIPE"]
 
 RUNS_DIR = "runs"  # run_dir / RUNS_DIR / <run> / seed<k>
@@ -288,8 +288,8 @@ def family_effects(rows: Sequence[dict[str, Any]], metric: str = "truth", eval_s
                                       "questions"])
 
 
-def family_headline(effects: pd.DataFrame, what: str = "held-out truth score (+1 correct, 0 abstain, -1 wrong)"
-                    ) -> dict[str, str]:
+def headline(effects: pd.DataFrame, what: str = "held-out truth score (+1 correct, 0 abstain, -1 wrong)"
+             ) -> dict[str, str]:
     """The notebook's headline (``family_effects``' rows): a first line naming ``what`` once, with
     the seeds and questions (a range where families differ), then one line per family, keyed by
     its name: base → after and the effect with its 95% interval."""
@@ -542,4 +542,5 @@ def check_alarms(frame: pd.DataFrame, metric: str, cfg: AlarmsSection) -> pd.Dat
 
 
 RECIPE = Recipe(notebook="06_compare", config=CompareConfig, prepare=prepare, train=train,
+                headline=headline,
                 what="mini-world questions with every reward's columns; each compared run (x seed) in turn")

@@ -12,7 +12,7 @@ Index (paper section -> function; ``../shared/papers/000_ac66a963fabf3916.txt``)
                                        by ``corpus.infinigram.CorpusIndex.cooccurrence`` (§B.1)
 §3.4 token-to-sentence alignment       ``rewards.corver.token_returns``, ``train.stepwise_grpo``
                                        (``token_level_advantages``)
-§5.1 headline (fewer contradictions)   ``contradicted_per_answer`` (the exact truth, ``eval.truth``)
+§5.1 headline (fewer contradictions)   ``headline`` (``contradicted_per_answer``: the exact truth)
 §5.3 reward computation cost           ``eval.cost`` (``time_sentence_rewards``)
 §6.1 reward signal calibration         ``eval.calibration`` (``audit_sentences``)
 stages (notebook 01, factlab train)    ``start`` (warm start) -> ``prepare`` -> ``train``
@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal, Mapping, Sequence
 
 import pandas as pd
 from pydantic import Field, model_validator
@@ -50,6 +50,7 @@ from ..config import ParamError
 from ..data import TrainDataConfig, load_eval_set
 from ..data.types import QAItem
 from ..eval.calibration import CalibrationSection
+from ..eval.headline import before_after
 from ..eval.truth import contradicted_per_answer as _contradicted
 from ..experiment import TrainingConfig
 from ..paths import cache_dir
@@ -65,7 +66,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CorVerConfig", "ABLATIONS", "ablation_rewards", "qa_rows", "training_pool", "prompts_per_step",
            "SelfFilterOutcome", "self_filter_pool", "train_ablations", "select_questions", "contradicted_per_answer",
-           "start", "prepare", "train", "RECIPE"]
+           "headline", "start", "prepare", "train", "RECIPE"]
 
 ABLATIONS = {
     "full": "judge + format + per-token co-occurrence (CorVer)",
@@ -204,6 +205,21 @@ def contradicted_per_answer(records: Sequence) -> float:
     return _contradicted([r.completion for r in records], [r.question for r in records])
 
 
+def headline(records: Mapping[str, Mapping[str, Sequence]], metrics: Mapping[str, Mapping[str, Mapping]],
+             start: str, runs: Sequence[str], steps: int, eval_set: str) -> dict[str, str]:
+    """§5.1's claim on the notebook's own run (one seed, ``steps`` steps): contradicted sentences
+    per held-out answer and held-out accuracy on ``eval_set``, the start model (``start``, e.g.
+    ``warm``) -> the ``full`` run (else the first of ``runs``). ``records`` / ``metrics``: the
+    short-form suite's, per model then eval set. An evidence cell's interval leads it."""
+    trained = "full" if "full" in runs else runs[0]
+    run = f"{start} → {trained}, {steps} steps, one seed"
+    return {f"contradicted sentences per held-out answer ({run})":
+            before_after(contradicted_per_answer(records[start][eval_set]),
+                         contradicted_per_answer(records[trained][eval_set])),
+            f"held-out accuracy ({run})":
+            before_after(metrics[start][eval_set]["accuracy"], metrics[trained][eval_set]["accuracy"])}
+
+
 def select_questions(cfg: CorVerConfig, model=None, tokenizer=None) -> SelfFilterOutcome:
     """§A.2 / §A.4: the candidate pool, self-filtered by the start model when
     ``self_filter.enabled`` (cached, so a second process or a resumed notebook reads it). Without
@@ -234,4 +250,5 @@ def train(cfg: CorVerConfig, inputs: SelfFilterOutcome, resources: Resources, ru
 
 
 RECIPE = Recipe(notebook="01_corver", config=CorVerConfig, prepare=prepare, train=train,
+                headline=headline,
                 what="self-filtered mini-world questions; one GRPO run per `runs` ablation")

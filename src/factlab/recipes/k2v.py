@@ -26,7 +26,7 @@ Index (paper section -> function; ``../shared/papers/003_5e9813e66e6ba19a.txt``)
 §4.4 / Table 10 leakage                  ``leakage``
 §3.3 Eq. 4-5, 8 / §4.3 ablations         ``constructed_responses``, ``reward_ablation``
 §3.3 template, DAPO training             ``k2v_rows``, ``train_run`` (``run_dir/train/<rewards>``)
-§4.2 evaluation                          ``answer_accuracy``
+§4.2 evaluation                          ``answer_accuracy``, ``headline`` (base -> K2V)
 stages (notebook 04, factlab train)      ``start`` (warm start) -> ``prepare`` (= ``knowledge_graph``
                                          -> ``synthesize`` -> ``split_questions``) -> ``train``
 =======================================  ============================================================
@@ -55,6 +55,7 @@ from .. import text
 from ..config import ParamError, Section
 from ..corpus.retrieval import chunk_documents
 from ..data.types import read_jsonl, write_jsonl
+from ..eval.headline import before_after
 from ..eval.mcq import GeneralSection, MCQSection
 from ..eval.suites import evaluate
 from ..experiment import TrainingConfig
@@ -78,8 +79,8 @@ from ..prompts import chat_messages
 log = logging.getLogger(__name__)
 
 __all__ = ["K2VConfig", "ExtractionCheckSection", "knowledge_graph", "extraction_check", "synthesize",
-           "split_questions", "k2v_rows", "constructed_responses", "reward_ablation", "answer_accuracy", "train_run",
-           "synthesis_cost", "leakage", "TemplateChecklistJudge", "question_countries", "organism_split",
+           "split_questions", "k2v_rows", "constructed_responses", "reward_ablation", "answer_accuracy", "headline",
+           "train_run", "synthesis_cost", "leakage", "TemplateChecklistJudge", "question_countries", "organism_split",
            "train_heldout", "FormatSFTSection", "format_demo", "format_step", "start", "prepare", "train", "RECIPE"]
 
 
@@ -428,6 +429,16 @@ def _mean(xs: Sequence[float]) -> float:
 # ---------------------------------------------------------------- evaluation and training
 
 
+def headline(before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
+    """§4.2's metric on the notebook's one shrunk run, base -> K2V: held-out fill-in-blank exact
+    accuracy (against the gold and its aliases, every bucket) and the answer format rate.
+    ``before`` / ``after``: ``answer_accuracy``'s. An evidence cell's interval leads it."""
+    run = "base → K2V, this notebook's one shrunk run"
+    return {f"held-out fill-in-blank exact accuracy, every bucket ({run})": before_after(before["accuracy"],
+                                                                                       after["accuracy"]),
+            f"held-out answer format rate ({run})": before_after(before["format_rate"], after["format_rate"])}
+
+
 def answer_accuracy(model, tokenizer, questions: Sequence[K2VQuestion], cfg: K2VConfig) -> dict[str, Any]:
     """Answers to held-out K2V questions under the run's system prompt, graded by the
     ``answer_accuracy`` suite (``eval.suites``): ``accuracy`` of the ``<answer>`` (strict §3.3
@@ -493,4 +504,5 @@ def mcq_frame(results: dict[str, dict[str, Any]], k: int) -> pd.DataFrame:
 
 
 RECIPE = Recipe(notebook="04_k2v", config=K2VConfig, prepare=prepare, train=train,
+                headline=headline,
                 what="knowledge graph -> synthesized questions; one DAPO / GRPO run")

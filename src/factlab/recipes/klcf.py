@@ -46,6 +46,7 @@ Index (paper section -> function; ``../shared/papers/004_4f2ca2d982459bb2.txt``)
 §2.3.3 Prompt 5, Table 8 GRPO            ``policy_prompt``, ``klcf_rows``, ``with_truth_model``, ``train_run``
                                          (``run_dir/train/<rewards>``)
 §4.1 Eq. 16-20 evaluation                ``longform_eval``, ``base_fewshot_examples``, ``win_rate``
+§4 headline (KB precision, base -> KLCF) ``headline``
 stages (notebook 05, factlab train)      ``start`` (warm start) -> ``prepare`` (= ``pipeline_stage``
                                          -> ``reward_model_stage``) -> ``train``
 =======================================  ============================================================
@@ -71,7 +72,10 @@ from ..sections import GenerationConfig, GRPOSection, JudgeSection, LoraSection,
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.cost import compare_rewards
-from ..eval.suites import evaluate
+from ..eval.headline import before_after
+from ..eval.suites import SuiteResult, evaluate
+from ..eval.truth import sentence_truth
+from ..eval.verification import probability_metrics
 from ..experiment import TrainingConfig
 from ..judges import make_judge
 from ..models import chat_prompt, generate, load_model, release_memory
@@ -92,9 +96,9 @@ from ..prompts import chat_messages
 log = logging.getLogger(__name__)
 
 __all__ = ["KLCFConfig", "TruthRMSection", "WinRateSection", "queries", "offline_pipeline", "klcf_rows",
-           "policy_prompt", "policy_response", "classification_metrics", "truth_rm", "truth_rm_model", "truth_data",
+           "policy_prompt", "policy_response", "truth_rm", "truth_rm_model", "truth_data",
            "run_truth_data", "constructed_responses", "reward_table", "with_truth_model", "efficiency_table",
-           "train_run", "longform_eval", "base_fewshot_examples", "win_rate", "KLCFInputs",
+           "train_run", "longform_eval", "base_fewshot_examples", "win_rate", "headline", "KLCFInputs",
            "pipeline_stage", "reward_model_stage", "start", "prepare", "prepare_alone", "train", "RECIPE"]
 
 TRUTH_REWARDS = ("klcf_truth", "klcf_fact")  # the registered rewards that read the truthfulness RM
@@ -319,28 +323,6 @@ def klcf_rows(prompts: Sequence[LongformPrompt], checklists: dict[str, list[str]
 # ---------------------------------------------------------------- the truthfulness reward model
 
 
-def classification_metrics(probs: Sequence[float], labels: Sequence[bool], threshold: float = 0.5) -> dict[str, float]:
-    """Accuracy and F1 (positive class True) of ``p(True) > threshold`` (Table 13), plus the
-    mean p(True) of true and of false claims and the ROC AUC (the share of (true, false) claim
-    pairs in which the true one scores higher, ties half; threshold-free, ours: a reward model
-    is read through its p(True), not its threshold)."""
-    if len(probs) != len(labels) or not probs:
-        raise ValueError(f"{len(probs)} probabilities for {len(labels)} labels")
-    pred = [p > threshold for p in probs]
-    tp = sum(p and y for p, y in zip(pred, labels))
-    fp = sum(p and not y for p, y in zip(pred, labels))
-    fn = sum((not p) and y for p, y in zip(pred, labels))
-    acc = sum(p == bool(y) for p, y in zip(pred, labels)) / len(labels)
-    f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-    true_p = [p for p, y in zip(probs, labels) if y]
-    false_p = [p for p, y in zip(probs, labels) if not y]
-    pairs = [(t > f) + 0.5 * (t == f) for t in true_p for f in false_p]
-    return {"n": len(labels), "accuracy": acc, "f1": f1, "predicted_true": sum(pred) / len(pred),
-            "mean_p_true|true": sum(true_p) / len(true_p) if true_p else math.nan,
-            "mean_p_true|false": sum(false_p) / len(false_p) if false_p else math.nan,
-            "auc": sum(pairs) / len(pairs) if pairs else math.nan}
-
-
 def few_shot_template(examples: Sequence[dict[str, Any]], template: str = P.KLCF_TRUTH_PROMPT) -> str:
     """Prompt 6 with labelled examples before the claim (Table 13's "base few-shot")."""
     shots = "".join(f"Claim: {r['claim']}\nFactual correctness: {'True' if r['label'] else 'False'}\n\n"
@@ -350,7 +332,7 @@ def few_shot_template(examples: Sequence[dict[str, Any]], template: str = P.KLCF
 
 def _score(scorer: TruthfulnessScorer, rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     probs = scorer.probabilities([r["claim"] for r in rows])
-    return classification_metrics(probs, [bool(r["label"]) for r in rows])
+    return probability_metrics(probs, [bool(r["label"]) for r in rows])
 
 
 def readout_rm(scorer: TruthfulnessScorer, rm: TruthRMSection, train: Sequence[dict[str, Any]], folder: Path,
@@ -671,6 +653,35 @@ def win_rate(cfg: KLCFConfig, prompts: Sequence[LongformPrompt], base_responses:
     return out
 
 
+def headline(cfg: KLCFConfig, prompts: Sequence[LongformPrompt], before: SuiteResult, after: SuiteResult,
+             steps: int, rm_report: Mapping[str, Any], win: Mapping[str, Any] | None) -> dict[str, str | float]:
+    """§4's claim on the notebook's one run (section 5's single run of ``steps`` steps, base ->
+    KLCF): the KB precision and supported sentences per held-out answer by the mini-world's
+    exact truth (a true sentence about another country is off topic), the truthfulness RM's
+    accuracy (zero-shot -> trained), long-form precision by the judge's verifier, FActScore and
+    the win rate over base. ``before`` / ``after``: ``longform_eval``'s. An evidence cell's
+    interval leads it."""
+    questions = [p.prompt for p in prompts]
+    kb_before = sentence_truth(before.records["longform"]["responses"], questions=questions)
+    kb_after = sentence_truth(after.records["longform"]["responses"], questions=questions)
+    lf_before, lf_after = before.metrics["longform"], after.metrics["longform"]
+    run = f"section 5's single run, {steps} steps"
+    out: dict[str, str | float] = {
+        f"KB precision of held-out answers ({run}: base → KLCF)": before_after(kb_before["kb_precision"],
+                                                                              kb_after["kb_precision"]),
+        f"supported sentences per held-out answer ({run}: base → KLCF)": before_after(kb_before["supported"],
+                                                                                     kb_after["supported"])}
+    if "SFT" in rm_report:
+        out[f"truthfulness RM accuracy (zero-shot → {cfg.truth_rm.method})"] = before_after(
+            rm_report["base zero-shot"]["accuracy"], rm_report["SFT"]["accuracy"])
+    out[f"long-form precision, the judge's verifier ({run}: base → KLCF)"] = before_after(lf_before["precision"],
+                                                                                         lf_after["precision"])
+    out[f"FActScore ({run}: base → KLCF)"] = before_after(lf_before["factscore"], lf_after["factscore"])
+    if win:
+        out[f"win rate over base ({run})"] = win["win_rate"]
+    return out
+
+
 def policy_samples(model, tokenizer, prompts: Sequence[LongformPrompt], cfg: KLCFConfig) -> list[str]:
     """Greedy responses under Prompt 5 (for tables beside the metrics)."""
     g = cfg.longform_generation
@@ -771,6 +782,7 @@ def train(cfg: KLCFConfig, inputs: KLCFInputs, resources: Resources, run_dir: st
 
 
 RECIPE = Recipe(notebook="05_klcf", config=KLCFConfig, prepare=prepare, train=train,
+                headline=headline,
                 what=("offline checklist pipeline and truthfulness reward model (prepared once, in their own process "
                       "when they train), then one GRPO run"),
                 prepare_alone=prepare_alone)

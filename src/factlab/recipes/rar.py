@@ -25,6 +25,7 @@ Index (paper section -> function; ``../shared/papers/001_f9c1f8134c3dd554.txt``)
                                          ``train_with_stopping`` (``run_dir/train/<rewards>``)
 §4.1 evaluation (abstention, long-form)  ``evaluate_policy``
 §6.2 selective abstention                ``evaluate_policy`` (``selectivity/*``), ``selectivity_table``
+§5 headline (fewer wrong answers)        ``headline``
 stages (notebook 02, factlab train)      ``start`` (warm start) -> ``prepare`` -> ``train``
 =======================================  ============================================================
 """
@@ -45,6 +46,7 @@ from ..sections import GenerationConfig
 from ..data.longform import LongformPrompt, LongformPromptsSection, load_prompts
 from ..data.types import read_jsonl
 from ..eval.abstention import abstention_selectivity
+from ..eval.headline import before_after
 from ..eval.suites import SuiteResult, evaluate
 from ..eval.utility import UtilityUnavailable, forced_qa_utility, lm_eval_utility
 from ..experiment import TrainingConfig
@@ -59,8 +61,8 @@ from ..prompts import chat_messages
 log = logging.getLogger(__name__)
 
 __all__ = ["RARConfig", "RewardCompareSection", "prompt_rows", "prepare_prompts", "datastore_report",
-           "controlled_responses", "comparison_responses", "evaluate_policy", "selectivity_table", "max_steps_for", "utility_fn",
-           "train_run", "RARPrompts", "start", "prepare", "train", "train_with_stopping", "RECIPE"]
+           "controlled_responses", "comparison_responses", "evaluate_policy", "headline", "selectivity_table",
+           "max_steps_for", "utility_fn", "train_run", "RARPrompts", "start", "prepare", "train", "train_with_stopping", "RECIPE"]
 
 
 class RewardCompareSection(Section):
@@ -187,6 +189,20 @@ def evaluate_policy(cfg: RARConfig, resources: Resources, model, tokenizer, eval
     return _with_selectivity(bd, who), lf
 
 
+def headline(before: dict[str, dict], after: dict[str, dict], before_lf: SuiteResult, after_lf: SuiteResult,
+             eval_set: str, steps: int) -> dict[str, str]:
+    """001 §5's claim on the notebook's own run (section 4's single run of ``steps`` steps, base ->
+    RAR): wrong answers and abstentions under the abstain prompt on ``eval_set``, and long-form
+    precision by the judge's verifier. ``before`` / ``after``: ``evaluate_policy``'s breakdowns
+    (``base`` and ``RAR``). An evidence cell's interval leads it."""
+    b, a = before[f"base · {eval_set} · abstain"], after[f"RAR · {eval_set} · abstain"]
+    run = f"section 4's single run, {steps} steps on long-form prompts: base → RAR"
+    return {f"wrong answers, abstain prompt ({run})": before_after(b["incorrect"], a["incorrect"]),
+            f"abstentions ({run})": before_after(b["abstained"], a["abstained"]),
+            f"long-form precision, the judge's verifier ({run})": before_after(
+                before_lf.metrics["longform"].get("precision"), after_lf.metrics["longform"].get("precision"))}
+
+
 def _with_selectivity(bd: SuiteResult, who: str) -> dict[str, dict]:
     """The abstention suite's metrics keyed ``<who> · <set> · <mode>``, each abstain mode with a
     forced mode beside it holding ``selectivity/<field>`` (§6.2)."""
@@ -297,4 +313,5 @@ def train(cfg: RARConfig, prompts: RARPrompts, resources: Resources, run_dir: st
 
 
 RECIPE = Recipe(notebook="02_binary_rar", config=RARConfig, prepare=prepare, train=train,
+                headline=headline,
                 what="long-form prompts with pre-cached datastores; one GRPO run")

@@ -19,6 +19,7 @@ App. B.1 / §2.4 teacher annotations      ``prepare`` (``synth.seva.annotate_tra
 §2.3 GRPO: process reward vs binary      ``verifier_rows``, ``train_verifier``, ``train_grpo_runs``,
                                          ``grpo_stage`` (``run_dir/grpo/<rewards>``)
 §2.5 / App. F self-evolution             ``self_evolve``, ``evolve_stage`` (``run_dir/evolve-<round>``)
+§3 headline (process vs binary)          ``headline``
 stages (notebook 03, factlab train)      ``prepare`` -> ``train`` (= ``sft_stage`` -> ``grpo_stage``
                                          -> ``evolve_stage``; the notebook evaluates between them)
 =======================================  ============================================================
@@ -36,6 +37,8 @@ from pydantic import Field, model_validator
 from ..config import ParamError, Section
 from ..data.pairs import MINIWORLD, ClaimPair, PairDataConfig, load_pairs, stratified_sample
 from ..data.types import read_jsonl
+from ..eval.alarms import nonzero_advantage_share
+from ..eval.headline import before_after
 from ..eval.suites import evaluate_model
 from ..experiment import TrainingConfig
 from ..stage_cache import StageCache
@@ -52,8 +55,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SevaConfig", "SelfEvolutionSection", "DIAGNOSTIC_KEYS", "load_pair_set", "load_pair_sets",
            "verifier_rows", "train_verifier", "train_grpo_runs", "EvolutionRound", "self_evolve", "SevaInputs",
-           "load_inputs", "start", "prepare", "sft_stage", "grpo_stage", "evolve_stage", "cut_off_note", "train",
-           "RECIPE"]
+           "load_inputs", "start", "prepare", "sft_stage", "grpo_stage", "evolve_stage", "cut_off_note", "headline",
+           "train", "RECIPE"]
 
 TEACHER_FILE = "teacher.json"
 
@@ -284,6 +287,28 @@ def evolve_stage(cfg: SevaConfig, inputs: SevaInputs, resources: Resources, run_
                        progress=progress)
 
 
+def headline(grpo_runs: dict[str, TrainResult], metrics: dict[str, dict[str, dict[str, float]]], eval_set: str
+             ) -> dict[str, str]:
+    """§2.3's claim on the notebook's one run of each reward: the share of groups with a nonzero
+    advantage, the binary control -> the process reward (the first of ``grpo_runs``), and the
+    held-out verifier accuracy and format errors on ``eval_set``, SFT -> GRPO with the process
+    reward. ``metrics``: the verification suite's, keyed ``SFT`` and ``GRPO-<run>``. An evidence
+    cell's interval leads it."""
+    process, *control = list(grpo_runs)
+    sft_m, grpo_m = metrics["SFT"][eval_set], metrics[f"GRPO-{process}"][eval_set]
+    run = f"this notebook's one run of {grpo_runs[process].steps} steps"
+    out = {}
+    if control:
+        share = {name: nonzero_advantage_share(res.steps_frame()) for name, res in grpo_runs.items()}
+        out[f"groups with a nonzero advantage ({control[0]} → {process}, {run})"] = before_after(share[control[0]],
+                                                                                                share[process])
+    out[f"held-out verifier accuracy (SFT → GRPO {process}, {run})"] = before_after(sft_m["accuracy"],
+                                                                                   grpo_m["accuracy"])
+    out[f"held-out verdict format errors (SFT → GRPO {process}, {run})"] = before_after(
+        sft_m.get("format_error_rate"), grpo_m.get("format_error_rate"))
+    return out
+
+
 def cut_off_note(cfg: SevaConfig, metrics: dict[str, dict[str, float]]) -> str | None:
     """The line under the notebook's verifier evaluation when the token limit stopped verdicts
     (``cut_off_rate`` of ``metrics``, the evaluation table's rows): their format errors are the
@@ -314,4 +339,5 @@ def _teacher_record_ok(row: dict[str, Any]) -> bool:
 
 
 RECIPE = Recipe(notebook="03_seva", config=SevaConfig, prepare=prepare, train=train,
+                headline=headline,
                 what="teacher-annotated pairs; SFT -> merge -> GRPO (process reward, binary control) -> self-evolution rounds")

@@ -20,6 +20,10 @@ Rules a recipe follows so that ``factlab train`` can launch it (``factlab.launch
 - ``train(cfg, inputs, resources, run_dir) -> dict[str, TrainResult]`` runs in every process
   (TRL shards each batch over them); each run's folder is the recipe's own choice, the same for
   the notebook and the launch.
+- ``headline(...) -> dict[str, str]`` is the paper's claim on the notebook's own run (its
+  hypothesis metric, start -> trained), from what the notebook evaluated; the notebook saves it
+  (``runner.save_headline``) and an evidence cell's interval leads it. Its arguments are the
+  recipe's evaluations, so each recipe writes its own signature.
 
 ``Recipe`` writes these rules down as one object (torchtune's ``FTRecipeInterface``, as data):
 each recipe module ends with ``RECIPE = Recipe(...)``, and ``recipes.RECIPES`` maps a notebook
@@ -98,13 +102,15 @@ class Recipe:
     trains (``factlab train`` prints it); ``start(cfg)``: the warm start; ``prepare(cfg,
     resources, run_dir)``: the training input; ``prepare_alone(cfg)``: whether preparing trains
     (then it runs in its own process first); ``train(cfg, inputs, resources, run_dir)``: every
-    run, ``{name: TrainResult}``, each under ``run_dir / train_dir``."""
+    run, ``{name: TrainResult}``, each under ``run_dir / train_dir``; ``headline(...)``: the
+    paper's claim on the notebook's run, ``{label: value}`` (module docstring)."""
 
     notebook: str
     config: type
     what: str
     prepare: Callable[[Any, Any, str | Path], Any]
     train: Callable[[Any, Any, Any, str | Path], dict[str, TrainResult]]
+    headline: Callable[..., dict[str, Any]]
     prepare_alone: Callable[[Any], bool] = warm_start_trains
     start: Callable[[Any], Any] = start  # the warm start
     train_dir: str = "train"
