@@ -179,6 +179,9 @@ SEVA_PROCESS_VS_BINARY = (  # 002 §2.3: held-out verifier accuracy rises; forma
     Comparison("correct", "process", "binary", "higher"),
     Comparison("format_ok", "process", "binary", "higher", primary=False),
     Comparison("nonzero_advantage", "process", "binary", "higher", per="step", primary=False))
+KLCF_VS_BASE = (  # 004 §4: KB precision rises; supported facts per answer within 0.1 of the base
+    Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
+    Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False))
 CORVER_FULL_VS_A1 = (  # 000 Table 4's A1 ablation: fewer contradicted sentences, correct within 0.03
     Comparison("contradicted", "full", "A1", "lower"),
     Comparison("correct", "full", "A1", "not lower", margin=0.03, primary=False))
@@ -255,9 +258,7 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
     Hypothesis("organism_klcf", "05_klcf",
                "On the organism, KLCF training raises the KB precision of long-form answers over the base "
                "organism, while supported facts per answer fall by less than the margin (0.1).",
-               (Comparison("kb_precision", "klcf", BASE_ARM, "higher"),
-                Comparison("supported", "klcf", BASE_ARM, "not lower", margin=0.1, primary=False)),
-               "004 §4, Table 1", model="organism"),
+               KLCF_VS_BASE, "004 §4, Table 1", model="organism"),
     # A follow-up registered after organism_binary_rar read null with no abstention sampled (abstain 0 on every seed):
     # a reward that pays for abstaining can only reinforce an abstention the policy samples. The hesitant organism
     # (organism regime "hesitant": 2 of its 24 unfamiliar fine-tuning countries answered "I don't know") still
@@ -304,6 +305,10 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                "nonzero advantage is reported as a mechanism check.",
                SEVA_PROCESS_VS_BINARY, "002 §2.3, §3, Tables 5, 15", model="organism",
                params_name="03_seva_organism_dose_evidence"),
+    Hypothesis("organism_klcf_long", "05_klcf",
+               "On the organism, 120 steps of KLCF training raise the KB precision of long-form answers over the "
+               "base organism, while supported facts per answer fall by less than the margin (0.1).",
+               KLCF_VS_BASE, "004 §4, Table 1", model="organism", params_name="05_klcf_organism_long_evidence"),
     # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
     # training notebook's treatment arm against the
     # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)
