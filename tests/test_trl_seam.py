@@ -76,8 +76,7 @@ def test_each_private_name_is_where_the_seam_says_with_its_signature(p: PrivateN
         assert ours == p.params, f"GRPOSeam.{p.name}{ours} differs from TRL's {p.params}"
     elif p.kind == "function":
         function = getattr(owner, p.name)
-        if getattr(function, "compact_on_cpu", False):  # compact_logprobs_on_cpu already replaced it
-            function = inspect.getclosurevars(function).nonlocals["original"]
+        function = getattr(function, "original", function)  # compact_logprobs_on_cpu may have replaced it
         assert tuple(inspect.signature(function).parameters) == p.params, (
             f"{p.owner}.{p.name} changed its signature to {inspect.signature(function)}")
         assert re.search(rf"\b{p.name}\(", inspect.getsource(resolve(p.set_in))), (
@@ -197,9 +196,8 @@ def test_fused_lm_head_scores_only_completion_tokens_on_cpu_with_the_same_logpro
         return out.log_probs[:, -5:].detach(), out.entropy[:, -5:].detach(), model.lm_head.weight.grad.clone(), \
             model.model.layers[0].mlp.up_proj.weight.grad.clone()
 
-    monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)  # restored after the test
-    if getattr(trl_utils._use_triton, "compact_on_cpu", False):  # an earlier test's trainer replaced it
-        monkeypatch.setattr(trl_utils, "_use_triton", inspect.getclosurevars(trl_utils._use_triton).nonlocals["original"])
+    # TRL's own (an earlier test's trainer may have replaced it), restored after the test
+    monkeypatch.setattr(trl_utils, "_use_triton", getattr(trl_utils._use_triton, "original", trl_utils._use_triton))
     full = score()
     compact_logprobs_on_cpu()
     compact = score()

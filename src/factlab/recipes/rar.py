@@ -62,7 +62,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["RARConfig", "RewardCompareSection", "prompt_rows", "prepare_prompts", "datastore_report",
            "controlled_responses", "comparison_responses", "evaluate_policy", "headline", "selectivity_table",
-           "max_steps_for", "utility_fn", "train_run", "RARPrompts", "start", "prepare", "train", "train_with_stopping", "RECIPE"]
+           "max_steps_for", "utility_fn", "train_run", "RARPrompts", "start", "prepare", "train",
+           "train_with_stopping", "RECIPE"]
 
 
 class RewardCompareSection(Section):
