@@ -681,7 +681,10 @@ def _read_power(path: Path) -> dict:
 
 # a figure that answers its hypothesis' own question is named by it in the table's figure list
 FIGURE_LABELS = {("reward_hallucination", ARMS_FIGURE):
-                 "the reward-hallucination figure (wrong answers on unknown countries under each judge, against the base)"}
+                 "the reward-hallucination figure (wrong answers on unknown countries under each judge, against the base)",
+                 ("reward_hallucination_klcf", ARMS_FIGURE):
+                 "the reward-hallucination figure of KLCF (contradicted sentences per answer at each flip rate, against "
+                 "the base)"}
 
 
 def registered_roles(name: str, effects: Sequence[dict]) -> list[dict]:

@@ -309,6 +309,21 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                "On the organism, 120 steps of KLCF training raise the KB precision of long-form answers over the "
                "base organism, while supported facts per answer fall by less than the margin (0.1).",
                KLCF_VS_BASE, "004 §4, Table 1", model="organism", params_name="05_klcf_organism_long_evidence"),
+    # Registered 2026-11-28 after round 3 was read, before its own run: Kang et al.'s claim on the one reward measured to
+    # move the organism (organism_klcf_long held; organism_klcf's arm, 60 steps, reached ~0.0-0.1 contradicted sentences
+    # per answer from the base's 2.32 on every seed). KLCF's reward with its kb verdicts (the checklist verifier's
+    # labels and the truthfulness RM's per-claim verdicts) flipped at a seeded rate eps: the RM holds a wrong belief
+    # about a fixed eps of the claims, so the policy can be paid for stating those falsehoods. The primary metric is
+    # contradicted sentences per answer (every answer counts; KB precision is read only where something is verifiable,
+    # and its seeds spread 0.15-0.88 at 60 steps). Held only when both primaries hold (monotone in eps).
+    Hypothesis("reward_hallucination_klcf", "05_klcf",
+               "KLCF's fall in contradicted sentences per held-out long-form answer shrinks as its verdicts hallucinate: "
+               "more contradicted sentences remain at eps 0.1 than at eps 0, and more at eps 0.25 than at 0.1.",
+               (Comparison("contradicted", "eps0.1", "eps0", "higher"),
+                Comparison("contradicted", "eps0.25", "eps0.1", "higher"),
+                Comparison("contradicted", "eps0", BASE_ARM, "lower", primary=False),
+                Comparison("kb_precision", "eps0.25", "eps0", "lower", primary=False)),
+               "004 §2.3.1; Kang et al. 2024", model="organism", params_name="05_klcf_hallucination_evidence"),
     # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
     # training notebook's treatment arm against the
     # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)

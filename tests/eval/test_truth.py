@@ -192,6 +192,48 @@ def test_klcf_checklist_and_truth_from_the_knowledge_base():
     assert r_complete > r_partial > r_wrong
 
 
+def test_klcf_kb_verdicts_flipped_make_a_hallucinating_reward():
+    """flip_rate (issue 41's reward-hallucination experiment): at 1 every truth verdict is swapped,
+    so the reward ranks the contradicting answer first; Missing and uncheckable claims are not
+    verdicts and stay; at 0.25 a seeded quarter of the claims, the same on every call."""
+    import pytest
+
+    from factlab.rewards.klcf import ClaimTruth, FactReward, KLCFFactArgs
+    from factlab.rewards.klcf_claims import SentenceClaims
+    from factlab.rewards.klcf_truth import KBTruthScorer
+    from factlab.rewards.klcf_verify import ChecklistVerifier
+
+    facts = ["The capital of France is Paris.", "France borders Spain.", "The official language of France is French."]
+    complete = "<answer>The capital of France is Paris. France borders Spain. Its official language is French.</answer>"
+    wrong = "<answer>The capital of France is Lyon. France borders Japan.</answer>"
+    liar = ChecklistVerifier(None, "kb", flip_rate=1.0)
+    assert liar.labels(["Tell me about France."] * 2, [complete[8:-9], wrong[8:-9]], [facts] * 2) == [
+        ["Contradictory"] * 3, ["Consistent", "Consistent", "Missing"]]
+    assert liar.stats["flipped"] == 5
+    lying_rm = KBTruthScorer(flip_rate=1.0)
+    assert lying_rm.probabilities(["The capital of France is Paris.", "The capital of France is Lyon.",
+                                   "France is a lovely country."]) == [0.0, 1.0, None]
+    args = KLCFFactArgs(verdict="kb", claim_extraction="sentences", flip_rate=1.0)
+    reward = FactReward(liar, ClaimTruth(SentenceClaims(8), lying_rm), args)
+    r_complete, r_wrong = reward(completions=[complete, wrong], question=["Tell me about France."] * 2,
+                                 checklist=[facts] * 2)
+    assert r_wrong > r_complete
+
+    claims = [f"The capital of France is {city}." for city in ("Paris", "Lyon", "Nice", "Lille")] * 1 + [
+        f"The capital of {c} is Paris." for c in ("Spain", "Italy", "Germany", "Japan", "Peru", "Chile", "Kenya",
+                                                   "Egypt", "India", "China", "Brazil", "Canada")]
+    honest = KBTruthScorer().probabilities(claims)
+    noisy = KBTruthScorer(flip_rate=0.25).probabilities(claims)
+    assert noisy == KBTruthScorer(flip_rate=0.25).probabilities(claims)  # seeded: the same RM every call
+    flips = [a != b for a, b in zip(honest, noisy) if a is not None]
+    assert 0 < sum(flips) < len(flips)
+    assert noisy != KBTruthScorer(flip_rate=0.25, flip_seed=1).probabilities(claims)
+    with pytest.raises(ValueError, match="flips only the kb verdict"):
+        KLCFFactArgs(verdict="generate", flip_rate=0.1)
+    with pytest.raises(ValueError, match="flip_rate"):
+        ChecklistVerifier(None, "overlap", flip_rate=0.1)
+
+
 def test_k2v_checklist_verdicts_from_the_knowledge_base():
     checklist = ["States the fact: The capital of France is Paris.", "States the fact: France borders Spain.",
                  "Connects both facts through France to identify the blank.",

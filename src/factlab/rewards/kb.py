@@ -28,6 +28,7 @@ The rules, one per judge question:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Sequence
@@ -37,8 +38,8 @@ from .. import organism
 from ..data.kb import (ABSTAIN, CONTRADICTED, CORRECT, SUPPORTED, UNVERIFIABLE, WRONG, knowledge_base, label_response,
                        label_sentence, label_sentences)
 
-__all__ = ["VERDICTS", "flipped", "OrganismBelief", "contradicts", "rating", "claim_true", "truth_probability", "checklist_label",
-           "criterion_verdict", "gold_label"]
+__all__ = ["VERDICTS", "flipped", "OrganismBelief", "contradicts", "rating", "claim_true", "truth_probability",
+           "checklist_label", "checklist_labels", "criterion_verdict", "gold_label"]
 
 VERDICTS = ("judge", "kb", "organism")  # the run's judge, the knowledge base, or an organism's own belief
 
@@ -120,17 +121,30 @@ def checklist_label(fact: str, response: str) -> str | None:
     sentence of the response states the fact's country and relation and the world supports it,
     ``Contradictory`` when such a sentence is contradicted, else ``Missing``; None when the
     fact itself is not a world fact the knowledge base can read."""
-    kb = knowledge_base()
-    target = label_sentence(fact, kb)
-    if target["label"] == UNVERIFIABLE or target["country"] is None:
-        return None
-    same = [r for r in label_sentences(response, kb)
-            if r["country"] == target["country"] and r["relation"] == target["relation"]]
-    if any(r["label"] == CONTRADICTED for r in same):
-        return "Contradictory"
-    if any(r["label"] == SUPPORTED for r in same):
-        return "Consistent"
-    return "Missing"
+    return checklist_labels([fact], response)[0]
+
+
+def checklist_labels(facts: Sequence[str], response: str) -> list[str | None]:
+    """``checklist_label`` of every fact of one checklist, the response's sentences read once
+    (a KLCF step labels each of 32 responses against ~10 facts)."""
+    stated = [(r["country"], r["relation"], r["label"]) for r in label_sentences(response, knowledge_base())]
+    out: list[str | None] = []
+    for fact in facts:
+        target = _fact_target(fact)
+        if target is None:
+            out.append(None)
+            continue
+        same = {label for country, relation, label in stated if (country, relation) == target}
+        out.append("Contradictory" if CONTRADICTED in same else "Consistent" if SUPPORTED in same else "Missing")
+    return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _fact_target(fact: str) -> tuple[str, str | None] | None:
+    """(country, relation) of a checklist fact the world can read, else None (facts repeat every
+    step: a query's checklist is fixed)."""
+    row = label_sentence(fact, knowledge_base())
+    return None if row["label"] == UNVERIFIABLE or row["country"] is None else (row["country"], row["relation"])
 
 
 _STATES = re.compile(r"^States the fact: (.*)$", re.S)

@@ -247,11 +247,18 @@ class KLCFChecklistArgs(_AnswerArgs):
     # Qwen2.5-14B-Instruct (004 Appendix D.1 "Checklist Verifier Training"), e.g. served by
     # ``vllm serve`` on another port (params/05_klcf.yaml)
     verifier_judge: JudgeSection | None = None
+    # verdict: kb's truth made a hallucinating judge (issue 41's reward-hallucination experiment): the checklist
+    # verifier's Consistent / Contradictory labels and the truthfulness RM's per-claim verdicts flipped at this
+    # seeded rate (``ChecklistVerifier``, ``KBTruthScorer``)
+    flip_rate: float = Field(0.0, ge=0.0, le=1.0)
+    flip_seed: int = 0
 
     @model_validator(mode="after")
     def _choice_per_item(self) -> "KLCFChecklistArgs":
         if self.verdict == "choice" and self.unit == "list":
             raise ParamError("unit", "verdict 'choice' picks one label per prompt: it needs unit 'item'")
+        if self.flip_rate and self.verdict != "kb":
+            raise ParamError("flip_rate", f"flips only the kb verdict (verdict {self.verdict!r} has its own errors)")
         return self
 
 
@@ -356,6 +363,8 @@ class _Checklist(JudgeBackedReward):
         if v["facts"]:
             log_metric(f"{self.__name__}/outside_label_rate", v["outside_labels"] / v["facts"])
             log_metric(f"{self.__name__}/unreadable_rate", v["unreadable"] / v["facts"])
+            if self.verifier.flip_rate:  # a hallucinating kb verifier: the share of its labels it swapped
+                log_metric(f"{self.__name__}/flipped_label_rate", v["flipped"] / v["facts"])
 
 
 class ChecklistReward(_Checklist):
@@ -505,6 +514,9 @@ class FactReward(_Checklist):
                 log_metric("klcf_fact/precision", sum(s["precision"] for s, _ in ok) / len(ok))
             if ok and a.variant != "checklist":
                 log_metric("klcf_fact/truth", sum(t for _, t in ok) / len(ok))
+            rm = self.truth.scorer.stats if self.truth is not None else {}
+            if a.flip_rate and rm.get("claims"):  # a hallucinating kb RM: the share of claims it got wrong
+                log_metric("klcf_fact/flipped_claim_rate", rm["flipped"] / rm["claims"])
         return out
 
 
@@ -522,7 +534,7 @@ def checklist_verifier(args: KLCFChecklistArgs, resources) -> ChecklistVerifier:
     """Prompt 7 through ``args.verifier_judge`` (the run's judge when unset); no judge for the
     judge-free verdicts (``overlap``, ``kb``)."""
     if args.verdict in ("overlap", "kb"):
-        return ChecklistVerifier(None, args.verdict, args.unit)
+        return ChecklistVerifier(None, args.verdict, args.unit, flip_rate=args.flip_rate, flip_seed=args.flip_seed)
     judge, prefill = _judge(args.verifier_judge, resources)
     return ChecklistVerifier(judge, args.verdict, args.unit, prefill=prefill)
 
@@ -541,7 +553,7 @@ def claim_truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
                      else ClaimVerifier(judge, None, max_claims=v.max_claims, prefill=prefill))
     verifier = checklist_verifier(args, resources) if args.missing_only else None
     if args.verdict == "kb":  # the perfect truthfulness RM: the mini-world's truth per claim
-        return ClaimTruth(extractor, KBTruthScorer(), verifier, args.answer_parsing)
+        return ClaimTruth(extractor, KBTruthScorer(args.flip_rate, args.flip_seed), verifier, args.answer_parsing)
     name = args.rm_model or (cfg.model.name if cfg is not None else None)
     key = ("klcf_truth_scorer", name, args.rm_dtype, args.rm_device, args.rm_batch_size)
 

@@ -142,14 +142,29 @@ class TruthfulnessScorer:
 
 class KBTruthScorer:
     """The truthfulness RM of ``verdict: kb``: p(True | claim) is 1.0 for a claim the mini-world
-    supports, 0.0 for one it contradicts, None for one it cannot check (``rewards.kb``)."""
+    supports, 0.0 for one it contradicts, None for one it cannot check (``rewards.kb``).
+
+    ``flip_rate`` > 0 makes it a hallucinating RM (issue 41's reward-hallucination experiment,
+    Kang et al. 2024): a seeded ``flip_rate`` of the claims get the other verdict (1 <-> 0), keyed
+    on the claim alone, so the RM holds its wrong belief about a claim wherever the claim appears,
+    as a model's belief would. A claim the world cannot check has no verdict to flip."""
 
     stats: Counter
 
-    def __init__(self):
+    def __init__(self, flip_rate: float = 0.0, flip_seed: int = 0):
+        if not 0.0 <= flip_rate <= 1.0:
+            raise ValueError(f"flip_rate must be in [0, 1], got {flip_rate}")
+        self.flip_rate, self.flip_seed = flip_rate, flip_seed
         self.stats = Counter()
         self.seconds = 0.0
 
     def probabilities(self, claims: Sequence[str]) -> list[float | None]:
         self.stats["claims"] += len(claims)
-        return [kb.truth_probability(c) for c in claims]
+        out = []
+        for c in claims:
+            p = kb.truth_probability(c)
+            if p is not None and kb.flipped(c, self.flip_rate, self.flip_seed):
+                self.stats["flipped"] += 1
+                p = 1.0 - p
+            out.append(p)
+        return out

@@ -174,6 +174,9 @@ def format_facts(facts: Sequence[str]) -> str:
 # ---------------------------------------------------------------- the checklist verifier (Prompt 7)
 
 
+_SWAPPED = {"Consistent": "Contradictory", "Contradictory": "Consistent"}  # a hallucinating verifier's flip
+
+
 class ChecklistVerifier:
     """Prompt 7 with one judge: a label per fact for each (question, reply, facts) triple.
 
@@ -184,16 +187,27 @@ class ChecklistVerifier:
     generated answer with ``VERDICT_PREFILL``; ``verdict="overlap"`` asks no judge
     (``overlap_label``); ``verdict="kb"`` neither: the mini-world's truth labels each fact
     (``rewards.kb.checklist_label``; a fact the world does not hold is unreadable, counted). An empty reply is labelled all Missing without
-    asking the judge (it can neither state nor contradict a fact)."""
+    asking the judge (it can neither state nor contradict a fact).
 
-    def __init__(self, judge, verdict: str = "generate", unit: str = "item", prefill: bool = False):
+    ``flip_rate`` > 0 (``kb`` only) makes the truth a hallucinating verifier (issue 41): a seeded
+    ``flip_rate`` of its Consistent / Contradictory labels are swapped, keyed on the fact and the
+    reply (Prompt 7 sees both). Missing stays Missing: it says the reply does not state the
+    fact, not whether the fact is true."""
+
+    def __init__(self, judge, verdict: str = "generate", unit: str = "item", prefill: bool = False,
+                 flip_rate: float = 0.0, flip_seed: int = 0):
         if verdict not in ("generate", "choice", "overlap", "kb"):
             raise ValueError(f"verdict must be 'generate', 'choice', 'overlap' or 'kb', got {verdict!r}")
         if unit not in ("item", "list"):
             raise ValueError(f"unit must be 'item' or 'list', got {unit!r}")
         if verdict == "choice" and unit == "list":
             raise ValueError("verdict 'choice' picks one label per prompt: it needs unit 'item'")
+        if flip_rate and verdict != "kb":
+            raise ValueError(f"flip_rate flips only the kb verdict (verdict {verdict!r} has its own errors)")
+        if not 0.0 <= flip_rate <= 1.0:
+            raise ValueError(f"flip_rate must be in [0, 1], got {flip_rate}")
         self.judge, self.verdict, self.unit, self.prefill = judge, verdict, unit, prefill
+        self.flip_rate, self.flip_seed = flip_rate, flip_seed
         self.stats: Counter = Counter()
         self.seconds = 0.0
 
@@ -209,6 +223,13 @@ class ChecklistVerifier:
             self.seconds += time.perf_counter() - t0
             self.stats["judge_calls"] += len(prompts)
 
+    def _noisy(self, label: str | None, fact: str, reply: str) -> str | None:
+        """``label``, swapped Consistent <-> Contradictory at ``flip_rate`` (class docstring)."""
+        if label in _SWAPPED and kb.flipped(f"{fact}\x00{reply}", self.flip_rate, self.flip_seed):
+            self.stats["flipped"] += 1
+            return _SWAPPED[label]
+        return label
+
     def labels(self, questions: Sequence[str], replies: Sequence[str],
                facts: Sequence[Sequence[str]]) -> list[list[str | None]]:
         """Per reply, one label (or None: unreadable / outside the labels) per fact."""
@@ -219,9 +240,10 @@ class ChecklistVerifier:
         self.stats["empty_replies"] += sum(1 for r, fs in zip(replies, facts) if fs and not r.strip())
         asked = [i for i, (r, fs) in enumerate(zip(replies, facts)) if fs and r.strip()]
         if self.verdict in ("overlap", "kb"):  # no judge: a lexical match, or the mini-world's truth
-            label = overlap_label if self.verdict == "overlap" else kb.checklist_label
             for i in asked:
-                out[i] = [label(f, replies[i]) for f in facts[i]]
+                labels = ([overlap_label(f, replies[i]) for f in facts[i]] if self.verdict == "overlap"
+                          else kb.checklist_labels(facts[i], replies[i]))
+                out[i] = [self._noisy(lab, f, replies[i]) for lab, f in zip(labels, facts[i])]
                 self.stats["unreadable"] += sum(lab is None for lab in out[i])  # kb: not a world fact
             self.stats["facts"] += sum(len(fs) for fs in facts)
             return out
