@@ -361,3 +361,25 @@ def test_physics_3_1_protocol_pretrains_without_qa_and_fine_tunes_half_with_dire
     assert [c["epoch"] for c in out["curve"]] == [1, 2]
     assert {"known_heldout/heldout", "known_heldout/train", "known_qa/heldout"} <= set(out)
     assert all(0.0 <= out[g] <= 1.0 for g in ("known_heldout/heldout", "known_qa/heldout"))
+
+
+def test_the_build_pins_its_threads_so_the_callers_count_does_not_change_the_weights(tmp_path, monkeypatch):
+    """torch's CPU reductions split by thread, so an unpinned build's weights followed the thread
+    count of whoever built it first (the default organism: 0.76 vs 0.98 on known countries'
+    held-out questions at 1 and 2 threads). ``builder.BUILD_THREADS`` pins it."""
+    import hashlib
+
+    import torch
+
+    digests = []
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            monkeypatch.setenv("FACTLAB_CACHE", str(tmp_path / f"threads-{n}"))
+            folder = organism.build("organism-tiny", progress=False)
+            assert torch.get_num_threads() == n  # restored after the build
+            digests.append(hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest())
+    finally:
+        torch.set_num_threads(before)
+    assert digests[0] == digests[1]

@@ -21,9 +21,10 @@ factlab therefore sets, for its own process and every kernel or worker it starts
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Any, MutableMapping
+from typing import Any, Iterator, MutableMapping
 
 ENV_THREADS = "FACTLAB_THREADS"
 WAIT_POLICY = "PASSIVE"
@@ -94,6 +95,21 @@ def configure(threads: int | str | None = None) -> dict[str, Any]:
         current = n if n is not None else usable_cores()
     return {"threads": current, "wait_policy": os.environ["OMP_WAIT_POLICY"],
             "wait_policy_applies": POLICY_INHERITED or not TORCH_BEFORE_FACTLAB}
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` inside the block, restored after. For work whose
+    numbers must not depend on the machine: torch's CPU kernels split their reductions by thread,
+    so a training run's weights differ with the thread count (``organism.build`` pins it)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # How this process started: torch already imported when factlab was, and a policy inherited

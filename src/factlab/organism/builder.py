@@ -20,6 +20,7 @@ from ..data.kb import CORRECT
 from ..integrity import MANIFEST_FILE, MissingManifest, verify_files, write_file_manifest, published_folder
 from ..paths import build_lock, cache_dir, write_json
 from ..text import extract_answer
+from ..threads import intra_op_threads
 from .evaluation import answer_rows, cloze, eval_questions, evaluate, summary
 from .specs import (ORGANISM_VERSION, OrganismSpec, exposure_split, exposures, fingerprint, pretrain_fingerprint,
                     spec_of, world_digest)
@@ -87,6 +88,13 @@ def model_dir(spec: OrganismSpec | str | None = None) -> Path:
     return cache_dir() / "organism" / fingerprint(spec)
 
 
+# The build's torch intra-op threads, whatever the caller's: torch's CPU kernels split their reductions by thread, so
+# the weights depend on the count, and the fingerprint names the weights. Measured 2026-11-28 on one machine: the
+# default organism built on 1 thread answered 0.76 of known countries' held-out questions, on 2 threads 0.98 (the
+# README's build, on which every organism result ran; results/organism/).
+BUILD_THREADS = 2
+
+
 def build(spec: OrganismSpec | str | None = None, progress: bool = True) -> Path:
     """The organism's model folder (HF format: config, safetensors, tokenizer with its chat
     template; ``exposures.json``, ``spec.json``, ``report.json``, ``corpus.jsonl``), built on
@@ -101,10 +109,11 @@ def build(spec: OrganismSpec | str | None = None, progress: bool = True) -> Path
             return _checked(out)
         t0 = time.perf_counter()
         base = _base_dir(spec)
-        with build_lock(base):
-            if not (base / "pretrain.json").is_file():
-                _build_base(spec, base, progress)
-        _format_finetune(spec, _checked(base), out, progress, t0)
+        with intra_op_threads(BUILD_THREADS):
+            with build_lock(base):
+                if not (base / "pretrain.json").is_file():
+                    _build_base(spec, base, progress)
+            _format_finetune(spec, _checked(base), out, progress, t0)
     return _checked(out)
 
 
