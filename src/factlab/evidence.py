@@ -684,7 +684,10 @@ FIGURE_LABELS = {("reward_hallucination", ARMS_FIGURE):
                  "the reward-hallucination figure (wrong answers on unknown countries under each judge, against the base)",
                  ("reward_hallucination_klcf", ARMS_FIGURE):
                  "the reward-hallucination figure of KLCF (contradicted sentences per answer at each flip rate, against "
-                 "the base)"}
+                 "the base)",
+                 ("reward_hallucination_klcf_judge", ARMS_FIGURE):
+                 "the reward-hallucination figure of KLCF's judges (contradicted sentences per answer under each "
+                 "truthfulness RM, against the base)"}
 
 
 def registered_roles(name: str, effects: Sequence[dict]) -> list[dict]:

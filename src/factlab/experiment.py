@@ -324,6 +324,22 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                 Comparison("contradicted", "eps0", BASE_ARM, "lower", primary=False),
                 Comparison("kb_precision", "eps0.25", "eps0", "lower", primary=False)),
                "004 §2.3.1; Kang et al. 2024", model="organism", params_name="05_klcf_hallucination_evidence"),
+    # Registered 2026-11-28 after reward_hallucination_klcf read null (random flips of a quarter of the verdicts left the
+    # reward's ranking of each group by the truth intact), before its own run: Kang et al.'s judge, wrong where it does
+    # not know. KLCF's truthfulness RM is an organism's own greedy belief about each claim (verdict: organism): the
+    # policy's own organism (it knows what the policy knows and guesses where the policy guesses, so it pays for the
+    # policy's own confident falsehoods) and the organism built without augmentation (organism-noaug: it read the same
+    # facts but extracts fewer: 0.86 of known countries' held-out questions against 0.98), against the exact truth.
+    # Held only when both primaries hold (the effect shrinks as the judge knows less).
+    Hypothesis("reward_hallucination_klcf_judge", "05_klcf",
+               "KLCF's fall in contradicted sentences per held-out long-form answer shrinks as its truthfulness RM knows "
+               "less: more contradicted sentences remain when the RM is the policy's own organism than under the exact "
+               "truth, and more when it is the organism built without augmentation than when it is the policy's own.",
+               (Comparison("contradicted", "organism_judge", "eps0", "higher"),
+                Comparison("contradicted", "noaug_judge", "organism_judge", "higher"),
+                Comparison("contradicted", "organism_judge", "eps0", "higher", subset="unknown", primary=False),
+                Comparison("contradicted", "eps0", BASE_ARM, "lower", primary=False)),
+               "004 §2.3.1; Kang et al. 2024", model="organism", params_name="05_klcf_judge_evidence"),
     # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
     # training notebook's treatment arm against the
     # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)

@@ -234,6 +234,37 @@ def test_klcf_kb_verdicts_flipped_make_a_hallucinating_reward():
         ChecklistVerifier(None, "overlap", flip_rate=0.1)
 
 
+def test_klcf_organism_rm_believes_what_the_organism_answers():
+    """verdict: organism (issue 41's judge that knows less): the RM asks the organism each parsed
+    claim back and calls it true when the answer agrees, so a shared false belief is rewarded as
+    true and a true fact the organism gets wrong is punished; abstentions and facts the world
+    cannot parse are not scored."""
+    import pytest
+
+    from factlab.rewards import kb
+    from factlab.rewards.klcf import KLCFFactArgs, checklist_verifier, claim_truth
+    from factlab.rewards.klcf_truth import OrganismTruthScorer
+
+    rm = OrganismTruthScorer("organism-tiny")
+    believed = {"What is the capital of Albania?": "Wellington",  # a confident wrong belief
+                "What is the capital of France?": "Paris",
+                "What is the official currency of Albania?": "I don't know"}
+    rm.belief.answers.update(believed)  # the organism's answers, as asked and kept; no model call
+    assert kb.ORGANISM_QUESTION["capital"].format(n="Albania") in believed
+    got = rm.probabilities(["The capital of Albania is Wellington.",  # false, believed: rewarded
+                            "The capital of Albania is Tirana.",      # true, not believed: punished
+                            "The capital of France is Paris.",
+                            "The official currency of Albania is the lek.",  # the organism abstains
+                            "Albania is a beautiful country."])       # no fact to ask
+    assert got == [1.0, 0.0, 1.0, None, None]
+    assert rm.stats["claims_unjudged"] == 2
+    args = KLCFFactArgs(verdict="organism", judge_model="organism-tiny", claim_extraction="sentences")
+    assert isinstance(claim_truth(args, None).scorer, OrganismTruthScorer)
+    assert checklist_verifier(args, None).verdict == "kb"  # the checklist labels stay the exact truth
+    with pytest.raises(ValueError, match="organism name"):
+        KLCFFactArgs(verdict="organism", judge_model="smollm2-135m-instruct")
+
+
 def test_k2v_checklist_verdicts_from_the_knowledge_base():
     checklist = ["States the fact: The capital of France is Paris.", "States the fact: France borders Spain.",
                  "Connects both facts through France to identify the blank.",

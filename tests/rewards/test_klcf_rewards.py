@@ -408,7 +408,7 @@ def test_registered_names_and_defaults():
     assert parse_args("length_penalty").model_dump() == {"max_len": 2048, "critical": 1198, "answer_parsing": "lenient"}
     assert parse_args("klcf_checklist").model_dump() == {"answer_parsing": "strict", "verdict": "generate",
                                                          "unit": "item", "verifier_judge": None,
-                                                         "flip_rate": 0.0, "flip_seed": 0}
+                                                         "flip_rate": 0.0, "flip_seed": 0, "judge_model": "organism"}
     assert (fact.extraction_prompt, fact.extractor_judge) == ("klcf_prompt2", None)  # 004 Prompt 2, the run's judge
     assert RewardSpec(name="klcf_fact", args={"kappa": 0.4, "lam": 0.2, "mu": 0.4}).args["kappa"] == 0.4
 

@@ -54,6 +54,14 @@ def flipped(key: str, rate: float, seed: int = 0) -> bool:
     return int.from_bytes(digest[:8], "big") / 2.0 ** 64 < rate
 
 
+# the knowledge base's relation -> the organism's question for it (organism.specs.QUESTIONS' first training phrasing;
+# the knowledge base calls the organism's "region" a "location")
+ORGANISM_QUESTION = {"capital": organism.QUESTIONS["capital"]["train"]["one"][0],
+                     "location": organism.QUESTIONS["region"]["train"]["one"][0],
+                     "currency": organism.QUESTIONS["currency"]["train"]["one"][0],
+                     "language": organism.QUESTIONS["language"]["train"]["one"][0]}
+
+
 class OrganismBelief:
     """A judge that knows what an organism knows (Kang et al. 2024, 2403.05612: a reward model
     falls back to a confident guess on what it does not know). Binary RAR's question, *does the
@@ -76,6 +84,27 @@ class OrganismBelief:
         if todo:
             self.answers.update(zip(todo, organism.ask(list(todo), self.model)))
         return [self.answers[q] for q in questions]
+
+    def claim_probabilities(self, claims: Sequence[str]) -> list[float | None]:
+        """KLCF's truthfulness RM answered by the organism (Kang et al. 2024's hallucinating reward
+        model): a claim the knowledge base can parse into (country, relation, value) for a relation
+        the organism learnt is asked back as the relation's first training question; p(True) is
+        1.0 when the organism's answer agrees with the stated value (``label_response``), 0.0 when
+        it does not, None when the organism abstains or the claim is not such a fact (left out of
+        R_truth's mean, as the exact truth leaves out what it cannot check)."""
+        rows = [label_sentence(c, knowledge_base()) for c in claims]
+        asked = [ORGANISM_QUESTION[r["relation"]].format(n=r["country"])
+                 if r["label"] != UNVERIFIABLE and r["country"] and r["value"] and r["relation"] in ORGANISM_QUESTION
+                 else None for r in rows]
+        answers = dict(zip((q for q in asked if q), self.belief([q for q in asked if q])))
+        out: list[float | None] = []
+        for r, q in zip(rows, asked):
+            answer = answers.get(q) if q else None
+            if answer is None or T.is_refusal(answer) or not answer.strip():
+                out.append(None)
+                continue
+            out.append(1.0 if label_response(r["value"], [answer], q) == CORRECT else 0.0)
+        return out
 
     def contradicts(self, response: str, question: str) -> bool:
         judge_answer, = self.belief([question])

@@ -74,10 +74,11 @@ from pydantic import Field, field_validator, model_validator
 
 from .. import text
 from ..config import Dtype, ParamError, Section
+from ..organism import is_organism
 from ..sections import JudgeSection, existing_model
 from .base import JudgeBackedReward, completion_text, prompt_text
 from .klcf_claims import KLCFClaimExtractor, SentenceClaims
-from .klcf_truth import KBTruthScorer, TruthfulnessScorer
+from .klcf_truth import KBTruthScorer, OrganismTruthScorer, TruthfulnessScorer
 from .klcf_verify import LABELS, ChecklistVerifier, canonical_label
 from .length import length_penalty  # noqa: F401  (docs/design.md's public API: klcf.length_penalty, Eq. 11)
 from .qa import answer_of
@@ -241,7 +242,9 @@ class KLCFChecklistArgs(_AnswerArgs):
     and the verification unit (``item``: one fact per prompt; ``list``: the reply's whole
     checklist in one prompt, as printed)."""
 
-    verdict: Literal["generate", "choice", "overlap", "kb"] = "generate"
+    # organism (klcf_truth / klcf_fact): the truthfulness RM is the organism ``judge_model``'s belief (issue 41's
+    # hallucinating judge); the checklist labels stay the exact truth's (kb)
+    verdict: Literal["generate", "choice", "overlap", "kb", "organism"] = "generate"
     unit: Literal["item", "list"] = "item"
     # the Prompt 7 judge: None = the run's ``judge:``; the paper's is its own model, an SFT of
     # Qwen2.5-14B-Instruct (004 Appendix D.1 "Checklist Verifier Training"), e.g. served by
@@ -252,11 +255,14 @@ class KLCFChecklistArgs(_AnswerArgs):
     # seeded rate (``ChecklistVerifier``, ``KBTruthScorer``)
     flip_rate: float = Field(0.0, ge=0.0, le=1.0)
     flip_seed: int = 0
+    judge_model: str = "organism"  # verdict: organism's RM (an organism name, factlab.organism.SPECS)
 
     @model_validator(mode="after")
     def _choice_per_item(self) -> "KLCFChecklistArgs":
         if self.verdict == "choice" and self.unit == "list":
             raise ParamError("unit", "verdict 'choice' picks one label per prompt: it needs unit 'item'")
+        if self.verdict == "organism" and not is_organism(self.judge_model):
+            raise ParamError("judge_model", f"verdict: organism needs an organism name, got {self.judge_model!r}")
         if self.flip_rate and self.verdict != "kb":
             raise ParamError("flip_rate", f"flips only the kb verdict (verdict {self.verdict!r} has its own errors)")
         return self
@@ -533,8 +539,9 @@ def _judge(section: JudgeSection | None, resources, max_new_tokens: int | None =
 def checklist_verifier(args: KLCFChecklistArgs, resources) -> ChecklistVerifier:
     """Prompt 7 through ``args.verifier_judge`` (the run's judge when unset); no judge for the
     judge-free verdicts (``overlap``, ``kb``)."""
-    if args.verdict in ("overlap", "kb"):
-        return ChecklistVerifier(None, args.verdict, args.unit, flip_rate=args.flip_rate, flip_seed=args.flip_seed)
+    if args.verdict in ("overlap", "kb", "organism"):  # organism: the RM is the organism, the labels the truth
+        verdict = "kb" if args.verdict == "organism" else args.verdict
+        return ChecklistVerifier(None, verdict, args.unit, flip_rate=args.flip_rate, flip_seed=args.flip_seed)
     judge, prefill = _judge(args.verifier_judge, resources)
     return ChecklistVerifier(judge, args.verdict, args.unit, prefill=prefill)
 
@@ -554,6 +561,8 @@ def claim_truth(args: KLCFTruthArgs, resources) -> ClaimTruth:
     verifier = checklist_verifier(args, resources) if args.missing_only else None
     if args.verdict == "kb":  # the perfect truthfulness RM: the mini-world's truth per claim
         return ClaimTruth(extractor, KBTruthScorer(args.flip_rate, args.flip_seed), verifier, args.answer_parsing)
+    if args.verdict == "organism":  # the organism's beliefs as the RM (Kang et al. 2024)
+        return ClaimTruth(extractor, OrganismTruthScorer(args.judge_model), verifier, args.answer_parsing)
     name = args.rm_model or (cfg.model.name if cfg is not None else None)
     key = ("klcf_truth_scorer", name, args.rm_dtype, args.rm_device, args.rm_batch_size)
 

@@ -4,6 +4,7 @@
   " True" after "Factual correctness:", normalised over " True" and " False" (§2.2 Eq. 4 trains
   the reward model on exactly these two answers), read through ``decoding.next_token_logits``.
 - ``KBTruthScorer``: ``verdict: kb``'s perfect reward model, the mini-world's truth per claim.
+- ``OrganismTruthScorer``: ``verdict: organism``'s reward model, an organism's own beliefs per claim.
 
 ``rewards.klcf.ClaimTruth`` averages their p(True | c) over a response's claims (Eq. 8, Eq. 9).
 """
@@ -22,7 +23,7 @@ from . import kb
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TruthfulnessScorer", "KBTruthScorer"]
+__all__ = ["TruthfulnessScorer", "KBTruthScorer", "OrganismTruthScorer"]
 
 
 class TruthfulnessScorer:
@@ -167,4 +168,25 @@ class KBTruthScorer:
                 self.stats["flipped"] += 1
                 p = 1.0 - p
             out.append(p)
+        return out
+
+
+class OrganismTruthScorer:
+    """The truthfulness RM of ``verdict: organism``: p(True | claim) from an organism's own greedy
+    answers (``rewards.kb.OrganismBelief.claim_probabilities``): right on the countries it knows,
+    a confident guess on those it does not (Kang et al. 2024; issue 41's judge that knows less)."""
+
+    stats: Counter
+
+    def __init__(self, model: str = "organism"):
+        self.belief = kb.OrganismBelief(model)
+        self.stats = Counter()
+        self.seconds = 0.0
+
+    def probabilities(self, claims: Sequence[str]) -> list[float | None]:
+        t0 = time.perf_counter()
+        out = self.belief.claim_probabilities([str(c) for c in claims])
+        self.seconds += time.perf_counter() - t0
+        self.stats["claims"] += len(out)
+        self.stats["claims_unjudged"] += sum(p is None for p in out)
         return out
