@@ -213,6 +213,15 @@ def test_per_step_comparison_and_cpu_scaling():
     assert scaled["comparison"] == "wrong per CPU-minute: binary - rating"
 
 
+def test_a_primary_and_its_bucket_secondary_keep_their_registered_roles():
+    """One pair of arms, primary on every question and secondary on one bucket
+    (reward_hallucination_klcf_judge): the bucket's role must not overwrite the primary's."""
+    h = E.HYPOTHESES["reward_hallucination_klcf_judge"]
+    effects = [{"comparison": c.label(), "metric": c.metric, "treatment": c.treatment, "control": c.control,
+                "primary": not c.primary} for c in h.comparisons]  # a record with every role wrong
+    assert [e["primary"] for e in E.registered_roles(h.name, effects)] == [c.primary for c in h.comparisons]
+
+
 def test_the_table_reads_a_record_by_its_registered_rule(tmp_path):
     """compare's claim is "every family": a record that made only Binary RAR primary (issue 41's
     "held (hypothesis: held)" with three of four families null) reads null by the registration."""

@@ -691,12 +691,20 @@ FIGURE_LABELS = {("reward_hallucination", ARMS_FIGURE):
 
 
 def registered_roles(name: str, effects: Sequence[dict]) -> list[dict]:
-    """``effects`` with each comparison's ``primary`` as registered in ``HYPOTHESES[name]`` (matched
-    on metric, treatment and control), so a record written before a rule was corrected is read by
-    the registered claim (issue 41: compare's "every family")."""
+    """``effects`` with each comparison's ``primary`` as registered in ``HYPOTHESES[name]``, so a
+    record written before a rule was corrected is read by the registered claim (issue 41: compare's
+    "every family"). Matched on the comparison's label (its subset included: one pair of arms may
+    be a primary on every question and a secondary on one bucket), else on metric, treatment and
+    control for a record labelled before its label changed."""
     h = HYPOTHESES.get(name)
-    roles = {(c.metric, c.treatment, c.control): c.primary for c in h.comparisons} if h is not None else {}
-    return [{**e, "primary": roles.get((e.get("metric"), e.get("treatment"), e.get("control")), e["primary"])}
+    comparisons = h.comparisons if h is not None else ()
+    by_label = {label: c.primary for c in comparisons for label in (c.label(), c.label(scaled=False))}
+    by_arms: dict[tuple, bool] = {}
+    for c in comparisons:
+        by_arms.setdefault((c.metric, c.treatment, c.control), c.primary)
+    return [{**e, "primary": by_label.get(e.get("comparison"),
+                                          by_arms.get((e.get("metric"), e.get("treatment"), e.get("control")),
+                                                      e["primary"]))}
             for e in effects]
 
 
