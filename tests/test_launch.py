@@ -308,7 +308,12 @@ def test_slurm_template_runs_vllm_serve_and_a_valid_factlab_train_per_node(tmp_p
     stubs = {
         "scontrol": 'echo gpu-a; echo gpu-b; echo gpu-c',
         "srun": 'while [[ "$1" == --* ]]; do shift; done; SLURM_PROCID=1 exec "$@"',
-        "factlab": f'echo "factlab $*" >> {log}; '
+        # a trainer waits for the server, as a real one does (grpo.vllm_server_timeout): the script starts the
+        # server in the background and kills it when training ends, so a trainer that did not wait could let
+        # that kill land before the server's stub ran (a CI failure under load, 2026-11-28)
+        "factlab": f'[ "$1" = train ] && for i in $(seq 200); do grep -q "^trl vllm-serve" {log} 2>/dev/null && break; '
+                   'sleep 0.05; done; '
+                   f'echo "factlab $*" >> {log}; '
                    '[ "$1" = check ] && echo "ok: p is a valid RARConfig for nb (model Qwen/Qwen3-8B; rewards: x)"; true',
         "trl": f'echo "trl $*" >> {log}',
     }
