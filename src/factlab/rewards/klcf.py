@@ -538,7 +538,8 @@ def _judge(section: JudgeSection | None, resources, max_new_tokens: int | None =
 
 def checklist_verifier(args: KLCFChecklistArgs, resources) -> ChecklistVerifier:
     """Prompt 7 through ``args.verifier_judge`` (the run's judge when unset); no judge for the
-    judge-free verdicts (``overlap``, ``kb``)."""
+    judge-free verdicts (``overlap``, ``kb``, and ``organism``, whose labels are ``kb``'s: only its
+    truthfulness RM is the organism)."""
     if args.verdict in ("overlap", "kb", "organism"):  # organism: the RM is the organism, the labels the truth
         verdict = "kb" if args.verdict == "organism" else args.verdict
         return ChecklistVerifier(None, verdict, args.unit, flip_rate=args.flip_rate, flip_seed=args.flip_seed)
