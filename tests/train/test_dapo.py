@@ -207,6 +207,39 @@ def test_refill_sampler_carries_into_the_next_epochs_order():
     assert list(once) == epoch1 and once.take_next_batch() is None
 
 
+def test_refill_sampler_streams_epochs_for_a_run_of_max_steps():
+    """A run of max_steps: the epochs' orders are one stream; a refill takes its next batch and
+    every epoch still yields a whole epoch's count (3 batches here), so refills never shorten it."""
+    from trl.trainer.utils import RepeatSampler
+
+    data = list(range(6))
+    trl = RepeatSampler(data, mini_repeat_count=2, batch_size=2, seed=3)
+    stream = [list(trl) for _ in range(3)]
+    flat = [i for epoch in stream for i in epoch]
+    batches = [flat[k:k + 4] for k in range(0, len(flat), 4)]
+    ours = RefillRepeatSampler(data, mini_repeat_count=2, batch_size=2, seed=3, stream=True)
+    assert ours.take_next_batch() is None  # nothing has begun
+    it = iter(ours)
+    first = [next(it) for _ in range(4)]
+    taken = [ours.take_next_batch(), ours.take_next_batch(), ours.take_next_batch()]
+    rest = list(it)
+    assert first == batches[0] and taken == batches[1:4]  # refills run into the next epoch's order
+    assert rest == batches[4][:] + batches[5][:]  # the epoch still yields 3 batches: the stream's next two
+    assert list(ours) == [i for b in batches[6:9] for i in b]
+
+
+def test_a_run_of_max_steps_trains_every_step_however_many_batches_refills_take(tmp_path):
+    """generation_batches = 2 takes two batches a step, so one epoch of 6 batches gives 4 steps
+    (the test above); with max_steps = 5 transformers plans one epoch, and the run must still
+    take 5 steps (organism_k2v's 60-step arms stopped at 22-28 before the stream)."""
+    cfg = _cfg(num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=1, max_steps=5,
+               save_steps=5, dynamic_sampling=DynamicSamplingSection(enabled=True, generation_batches=2),
+               preset="dapo")
+    res = run(cfg, ROWS, _rewards(Varied()), tmp_path / "run")
+    assert res.steps == 5
+    assert res.steps_frame()["dynamic/refill_batches"].tolist() == [1.0] * 5
+
+
 class FlatOnCall:
     """Rewards that agree within the group on the given calls (1-based), else vary."""
 

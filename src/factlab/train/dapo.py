@@ -26,6 +26,8 @@ sent, then the kept groups are trimmed to the batch. As in verl:
   are taken early and that epoch no longer yields them), as verl's batch carries across the
   epoch boundary; only the run's last epoch can run out, and then the last step is filled with
   flat (zero-advantage) groups and a warning (verl ends the run with that batch untrained);
+- a run of ``max_steps`` (not epochs) trains every one of its steps: the epochs' orders form one
+  stream, so refills never shorten the run (``RefillRepeatSampler``'s ``stream``);
 - a group of one sample is kept (verl keeps ``len == 1``).
 
 Where factlab differs, and why: a group is dropped when its rewards agree within ``tol``
@@ -101,11 +103,18 @@ class RefillRepeatSampler(RepeatSampler):
     When the epoch has no batch left and another epoch follows (``epochs``: how many the
     trainer runs, None = as many as it asks for), the refill draws the next epoch's order early
     and takes its first batches, which that epoch then no longer yields: verl's DAPO carries a
-    partial batch across the epoch boundary (its batch outlives the dataloader loop)."""
+    partial batch across the epoch boundary (its batch outlives the dataloader loop).
 
-    def __init__(self, *args, epochs: int | None = None, **kwargs):
+    ``stream`` (a run of ``max_steps``, not of epochs): the epoch orders form one endless
+    sequence, refills take its next batches and every epoch still yields a whole epoch's count.
+    transformers' Trainer turns ``max_steps`` into ``ceil(max_steps / steps per epoch)`` epochs
+    and stops when they end, so epochs shortened by refills would end the run short of
+    ``max_steps`` (organism_k2v's 60-step arms stopped at steps 22-28)."""
+
+    def __init__(self, *args, epochs: int | None = None, stream: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.epochs = epochs
+        self.stream = stream
         self._started = 0  # epochs begun (``__iter__`` calls)
         self._carried: deque | None = None  # the next epoch's batches, drawn early by a refill
         self._pending: deque = deque()
@@ -117,14 +126,31 @@ class RefillRepeatSampler(RepeatSampler):
 
     def __iter__(self):
         self._started += 1
+        if self.stream:
+            yield from self._iter_stream()
+            return
         self._pending, self._carried = (self._carried if self._carried is not None else self._batches()), None
         while self._pending:
             yield from self._pending.popleft()
 
+    def _iter_stream(self):
+        """``stream``: each epoch yields a whole epoch's count of batches from one endless
+        sequence of epoch orders, which refills also draw from (``take_next_batch``)."""
+        for _ in range(self.num_samples // self.batch_size):  # TRL's count: whole batches only
+            yield from self._next_of_stream()
+
+    def _next_of_stream(self) -> list[int]:
+        if not self._pending:
+            self._pending = self._batches()
+        return self._pending.popleft()
+
     def take_next_batch(self) -> list[int] | None:
         """The dataset indices of the next generation batch not yet begun, each repeated G times
         (``mini_repeat_count``) in the order the dataloader would have yielded them; from the
-        next epoch's order when this one has none left; None when no epoch follows."""
+        next epoch's order when this one has none left; None when no epoch follows. With
+        ``stream`` (a run of ``max_steps``) the next epoch always follows."""
+        if self.stream:
+            return None if self._started == 0 else self._next_of_stream()[:self.batch_size * self.mini_repeat_count]
         if not self._pending:
             if self._started == 0 or (self.epochs is not None and self._started >= self.epochs):
                 return None
@@ -218,9 +244,11 @@ class DynamicSampling(TrainerExtension):
         """TRL's sampler as a ``RefillRepeatSampler``, so refills are the dataloader's next batches
         (and, at an epoch's end, the next epoch's first ones while another epoch follows)."""
         args = trainer.args
-        epochs = math.ceil(args.num_train_epochs) if args.max_steps is None or args.max_steps <= 0 else None
+        by_steps = args.max_steps is not None and args.max_steps > 0
+        epochs = None if by_steps else math.ceil(args.num_train_epochs)
         self.sampler = RefillRepeatSampler(sampler.data_source, sampler.mini_repeat_count, sampler.batch_size,
-                                           sampler.repeat_count, sampler.shuffle, sampler.seed, epochs=epochs)
+                                           sampler.repeat_count, sampler.shuffle, sampler.seed, epochs=epochs,
+                                           stream=by_steps)
         return self.sampler
 
     def refill_inputs(self, trainer) -> list[dict] | None:
