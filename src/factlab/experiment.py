@@ -340,6 +340,15 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                 Comparison("contradicted", "organism_judge", "eps0", "higher", subset="unknown", primary=False),
                 Comparison("contradicted", "eps0", BASE_ARM, "lower", primary=False)),
                "004 §2.3.1; Kang et al. 2024", model="organism", params_name="05_klcf_judge_evidence"),
+    # Registered 2026-11-28 after organism_k2v's arms were found to have stopped at 22-28 of 60 planned DAPO steps (gated
+    # fewer than no_gate: transformers planned epochs of one batch a step, refills took more; fixed in eebac63), before
+    # its own run: organism_k2v's claim and arms with every step trained, the same count in both arms.
+    Hypothesis("organism_k2v_steps", "04_k2v",
+               "On the organism, 40 DAPO steps (every one trained, in both arms) of the answer-gated K2V reward raise "
+               "exact fill-in-blank accuracy on rare countries over no_gate and over the base organism.",
+               (Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
+                Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False)),
+               "003 §4.3, Table 3", model="organism", params_name="04_k2v_organism_steps_evidence"),
     # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
     # training notebook's treatment arm against the
     # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)
