@@ -240,6 +240,23 @@ def test_the_table_reads_a_record_by_its_registered_rule(tmp_path):
     assert "(hypothesis: held)" not in table and "compare (secondary)" not in table
 
 
+def test_the_table_keeps_the_first_rounds_135m_rows_in_their_own_section(tmp_path):
+    """Issue 41: "The 135M results stay as they are, in their own section": an organism
+    hypothesis' row stands under the organism's heading, a first-round one under its own, after it."""
+    def effect(h):
+        c = h.comparisons[0]
+        return {"comparison": c.label(), "metric": c.metric, "treatment": c.treatment, "control": c.control,
+                "direction": c.direction, "primary": True, "per": "question", "mean": 0.0, "lo": -0.1, "hi": 0.1,
+                "seeds": 5, "questions": 16, "replicates": 100, "verdict": "null"}
+    for name in ("corver", "organism_corver"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "effects.json").write_text(json.dumps(
+            {"hypothesis": name, "effects": [effect(E.HYPOTHESES[name])], "verdict": "null", "cpu_minutes": 1.0}))
+    table = E.write_table(tmp_path).read_text()
+    organism, first = table.index("## On the knowledge organism"), table.index("## First round: the 135M policy")
+    assert organism < table.index("| organism_corver |") < first < table.index("| corver |")
+
+
 def test_every_hypothesis_has_a_valid_evidence_params_file():
     for h in E.HYPOTHESES.values():
         cfg = load_config(h.params, config_for_notebook(h.notebook))

@@ -709,9 +709,17 @@ def registered_roles(name: str, effects: Sequence[dict]) -> list[dict]:
 
 
 def write_table(folder: Path) -> Path:
-    """``results/README.md``: one row per comparison of every hypothesis with results."""
-    rows = []
+    """``results/README.md``: one row per comparison of every hypothesis with results, in two
+    sections: the organism's hypotheses (issue 41), then the first round's on the 135M policy."""
+    organism_rows: list[str] = []
+    first_rows: list[str] = []
+
+    def section(name: str) -> list[str]:  # an unknown name (a damaged or retired folder) reads as current
+        h = HYPOTHESES.get(name)
+        return first_rows if h is not None and not h.model.startswith("organism") else organism_rows
+
     for f in sorted(folder.glob(f"*/{EFFECTS_FILE}")):
+        rows = section(f.parent.name)
         try:
             s = read_effects(f)
         except ValueError as e:  # one damaged folder does not stop the table
@@ -732,7 +740,7 @@ def write_table(folder: Path) -> Path:
         status = folder / name / STATUS_FILE
         if not (folder / name / "effects.json").exists() and status.exists():
             first = next((line.strip("# ").strip() for line in status.read_text().splitlines() if line.strip()), "")
-            rows.append(f"| {name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a "
+            section(name).append(f"| {name} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a "
                         f"| not run: {first} ([{name}/{STATUS_FILE}]({name}/{STATUS_FILE})) |")
     head = ("# Evidence: each paper's claim on the mini-world\n\n"
             "Produced by `factlab evidence` (`make evidence`); the hypotheses were written in the project\n"
@@ -750,10 +758,18 @@ def write_table(folder: Path) -> Path:
             "CPU minutes: the notebook run's CPU time (2 cores); wall minutes: its runtime, against a\n"
             "budget of 30 (20 on the organism; a run over it is marked). Each folder holds the figures, the\n"
             "command, the run manifest and `runtime.md` (where the minutes went: each notebook cell's\n"
-            "seconds and each (arm, seed) run's).\n\n"
-            "| hypothesis | comparison | expected | effect | 95% interval | seeds | MDE | CPU minutes "
-            "| wall minutes | verdict |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+            "seconds and each (arm, seed) run's).\n")
+    columns = ("| hypothesis | comparison | expected | effect | 95% interval | seeds | MDE | CPU minutes "
+               "| wall minutes | verdict |\n"
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+    rows = []
+    if organism_rows or not first_rows:
+        rows.append(f"\n## On the knowledge organism (rounds 2 and 3; budget 20 minutes)\n\n{columns}"
+                    + "\n".join(organism_rows))
+    if first_rows:
+        rows.append("\n## First round: the 135M policy (SmolLM2-135M-Instruct after its warm start; budget 30 "
+                    "minutes)\n\nThese stay as they ran: 3 seeds, no pilot and no guard margins, which issue 41 "
+                    f"found too weak to test the papers.\n\n{columns}" + "\n".join(first_rows))
     folders = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     figures = [f"[{d.name}: {FIGURE_LABELS.get((d.name, png), label)}]({d.name}/{png})" for d in folders
                for png, label in ((DOSE_FIGURE, "the primary effect by training steps"),
