@@ -39,10 +39,24 @@ def test_mde_is_the_first_grid_point_with_enough_power():
     base = _pilot(0.85, 160)
     one = minimum_detectable_effect(base, 5, "lower", seed_sd=0.05, simulations=60, replicates=200)
     assert one["questions"] == 160 and one["seeds"] == 5 and one["seed_sd"] == 0.05
-    powers = list(one["power"].values())
-    assert powers[-1] >= 0.8 and all(p < 0.8 for p in powers[:-1]) and one["mde"] == list(one["power"])[-1]
+    assert all((p >= 0.8) == (d >= one["mde"]) for d, p in one["power"].items())  # below the MDE, too little power
     more = minimum_detectable_effect(base, 12, "lower", seed_sd=0.05, simulations=60, replicates=200)
     assert more["mde"] < one["mde"]  # more seeds see a smaller effect under seed-to-seed spread
+
+
+@pytest.mark.parametrize("pilot, direction, seed_sd", [
+    ("binary", "lower", 0.0), ("binary", "lower", 0.05), ("binary", "higher", 0.02), ("counts", "lower", 0.02)])
+def test_the_bisection_finds_what_a_scan_from_the_smallest_delta_finds(pilot, direction, seed_sd):
+    """Power is monotone in delta under fixed draws, so galloping and bisection (at most 10
+    evaluations of 30) return the scan's MDE, and every delta evaluated reads the scan's power."""
+    base = _pilot(0.3, 60) if pilot == "binary" else [float(i % 4) for i in range(60)]
+    kw = dict(simulations=40, replicates=100)
+    grid = [round(0.01 * k, 2) for k in range(1, 31)]
+    scan = {d: simulate_power(base, d, 3, direction, seed_sd=seed_sd, **kw) for d in grid}
+    first = next((d for d in grid if scan[d] >= 0.8), None)
+    found = minimum_detectable_effect(base, 3, direction, seed_sd=seed_sd, **kw)
+    assert found["mde"] == first and first is not None
+    assert len(found["power"]) <= 10 and all(scan[d] == p for d, p in found["power"].items())
 
 
 def test_a_budget_that_sees_nothing_says_so():
