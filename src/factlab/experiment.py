@@ -349,6 +349,14 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                (Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
                 Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False)),
                "003 §4.3, Table 3", model="organism", params_name="04_k2v_organism_steps_evidence"),
+    # Registered 2026-11-28 after organism_k2v_steps read held with its interval's lower end near 0, before its own run:
+    # the same design on five new seeds (5-9), a replication.
+    Hypothesis("organism_k2v_steps_replication", "04_k2v",
+               "On five new seeds, 40 DAPO steps of the answer-gated K2V reward again raise exact fill-in-blank "
+               "accuracy on rare countries over no_gate (and over the base organism).",
+               (Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
+                Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False)),
+               "003 §4.3, Table 3", model="organism", params_name="04_k2v_organism_steps_replication_evidence"),
     # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
     # training notebook's treatment arm against the
     # base organism on its paper's primary truth metric, 3 seeds, a short budget (issue 40 item 5)
