@@ -186,6 +186,10 @@ CORVER_FULL_VS_A1 = (  # 000 Table 4's A1 ablation: fewer contradicted sentences
     Comparison("contradicted", "full", "A1", "lower"),
     Comparison("correct", "full", "A1", "not lower", margin=0.03, primary=False))
 
+K2V_GATED_VS_NO_GATE = (  # 003 §4.3: the answer gate raises rare-country exact accuracy over no_gate and the base
+    Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
+    Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False))
+
 HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
     Hypothesis("corver", "01_corver",
                "The full CorVer reward (judge + format + co-occurrence) leaves fewer contradicted sentences in "
@@ -252,8 +256,7 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
     Hypothesis("organism_k2v", "04_k2v",
                "On the organism, the answer-gated K2V reward raises exact fill-in-blank accuracy on rare countries "
                "over no_gate and over the base organism.",
-               (Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
-                Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False)),
+               K2V_GATED_VS_NO_GATE,
                "003 §4.3, Table 3", model="organism"),
     Hypothesis("organism_klcf", "05_klcf",
                "On the organism, KLCF training raises the KB precision of long-form answers over the base "
@@ -346,16 +349,14 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
     Hypothesis("organism_k2v_steps", "04_k2v",
                "On the organism, 40 DAPO steps (every one trained, in both arms) of the answer-gated K2V reward raise "
                "exact fill-in-blank accuracy on rare countries over no_gate and over the base organism.",
-               (Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
-                Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False)),
+               K2V_GATED_VS_NO_GATE,
                "003 §4.3, Table 3", model="organism", params_name="04_k2v_organism_steps_evidence"),
     # Registered 2026-11-28 after organism_k2v_steps read held with its interval's lower end near 0, before its own run:
     # the same design on five new seeds (5-9), a replication.
     Hypothesis("organism_k2v_steps_replication", "04_k2v",
                "On five new seeds, 40 DAPO steps of the answer-gated K2V reward again raise exact fill-in-blank "
                "accuracy on rare countries over no_gate (and over the base organism).",
-               (Comparison("correct", "gated", "no_gate", "higher", subset="rare"),
-                Comparison("correct", "gated", BASE_ARM, "higher", subset="rare", primary=False)),
+               K2V_GATED_VS_NO_GATE,
                "003 §4.3, Table 3", model="organism", params_name="04_k2v_organism_steps_replication_evidence"),
     # ---- the organism params' before -> after checks (params/<nb>_organism.yaml, the smoke once measured): each
     # training notebook's treatment arm against the
