@@ -75,3 +75,62 @@ def test_generation_builds_no_autograd_graph(tiny_model_and_tokenizer):
     finally:
         handle.remove()
     assert seen and not any(seen)
+
+
+def test_reserved_layer_holds_what_concatenation_holds():
+    """``ReservedLayer``: after prefill, tokens, dropped rows, a repeated prefix and growth past
+    its capacity, its keys / values equal transformers' concatenating ``DynamicLayer``'s."""
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    from factlab.decoding import ReservedLayer
+
+    torch.manual_seed(0)
+    ours, theirs = ReservedLayer(capacity=5), DynamicLayer()
+    ops = [("update", 1, 3), ("repeat", 4), ("update", 4, 2), ("update", 4, 1), ("select", [0, 2, 3]),
+           ("update", 3, 1), ("update", 3, 4), ("select", [2]), ("update", 1, 1)]  # 3 + 2 + 1 > 5: growth
+    for op in ops:
+        if op[0] == "update":
+            k, v = torch.randn(op[1], 2, op[2], 8), torch.randn(op[1], 2, op[2], 8)
+            got, want = ours.update(k, v), theirs.update(k.clone(), v.clone())
+            assert all(torch.equal(a, b) for a, b in zip(got, want))
+        elif op[0] == "repeat":
+            ours.batch_repeat_interleave(op[1]), theirs.batch_repeat_interleave(op[1])
+        else:
+            idx = torch.tensor(op[1])
+            ours.batch_select_indices(idx), theirs.batch_select_indices(idx)
+        assert torch.equal(ours.keys, theirs.keys) and torch.equal(ours.values, theirs.values)
+        assert ours.get_seq_length() == theirs.get_seq_length()
+    assert ours.get_seq_length() == 12 and ours._key_buffer.shape[-2] >= 12
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_reserved_cache_decodes_the_tokens_the_dynamic_cache_does(tiny_model_and_tokenizer, monkeypatch, temperature):
+    """The same tokens with transformers' ``DynamicCache``, greedy and sampled (the same RNG
+    draws), through the shared-prefix prefill, rows stopping at different steps and dropped,
+    and a capacity too small for the completions (the growth path)."""
+    import torch
+    from transformers import DynamicCache
+
+    from factlab import decoding
+
+    model, tok = tiny_model_and_tokenizer
+    shared = tok("You are a careful judge. Answer in one word.", add_special_tokens=False)["input_ids"]
+    rows = [shared + tok(q, add_special_tokens=False)["input_ids"]
+            for q in (" Is Paris in France?", " Name a colour.", " Is 2+2 four? Think first.", " Hi")]
+    stops = list(range(0, model.config.vocab_size, 5))  # a fifth of the vocabulary: rows stop at different steps
+
+    def run(max_new_tokens=24):
+        torch.manual_seed(3)
+        return decoding.decode(model, rows, max_new_tokens=max_new_tokens, stop_ids=stops, pad_id=tok.eos_token_id,
+                               temperature=temperature)
+
+    ours, small = run(), None
+    real = decoding.reserved_cache
+    monkeypatch.setattr(decoding, "reserved_cache", lambda config, capacity: real(config, capacity - 20))
+    small = run()
+    monkeypatch.setattr(decoding, "reserved_cache", lambda config, capacity: DynamicCache(config=config))
+    theirs = run()
+    assert ours == theirs and small == theirs
+    lengths = {len(ids) for ids, _ in theirs}
+    assert len(lengths) > 1 and any(done for _, done in theirs)  # rows stopped at different steps

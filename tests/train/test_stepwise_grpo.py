@@ -152,14 +152,17 @@ def _grpo_setup(model, tok, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def grpo_setup(tiny_model_and_tokenizer, tmp_path_factory):
-    """The tiny model: these tests compare two trainers' arithmetic on the same samples."""
-    return _grpo_setup(*tiny_model_and_tokenizer, tmp_path_factory)
+    """The tiny model: these tests compare two trainers' arithmetic on the same samples. The
+    trainers put the session's shared model in training mode; it is handed back in eval mode."""
+    yield _grpo_setup(*tiny_model_and_tokenizer, tmp_path_factory)
+    tiny_model_and_tokenizer[0].eval()
 
 
 @pytest.fixture(scope="module")
 def real_grpo_setup(model_and_tokenizer, tmp_path_factory):
     """SmolLM2-135M: it ends some rollouts on a stop token (random weights never do)."""
-    return _grpo_setup(*model_and_tokenizer, tmp_path_factory)
+    yield _grpo_setup(*model_and_tokenizer, tmp_path_factory)
+    model_and_tokenizer[0].eval()
 
 
 def _score(trainer, ds, seed=0):
