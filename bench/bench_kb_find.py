@@ -21,7 +21,7 @@ from factlab.eval import truth as T
 
 
 def reference_find(haystack: str, phrases: dict[str, str]) -> list[tuple[int, int, str]]:
-    """The search before 2026-11-28 (tests/data/test_kb_find.py keeps the same copy)."""
+    """The search before 2026-11-28 (tests/data/test_kb_find.py compares ``_find`` with it)."""
     padded = f" {haystack} "
     taken = bytearray(len(padded))
     out = []

@@ -1,32 +1,28 @@
 """``data.kb._find``, the phrase matcher every sentence label goes through, against the
-phrase-by-phrase search it replaced (kept here as the reference): the same matches in the same
-order, on random texts built to collide (nested, overlapping and equal-length phrases) and on
-the mini-world's own names over real sentences."""
+phrase-by-phrase search it replaced (``bench/bench_kb_find.py`` keeps it as its reference
+path): the same matches in the same order, on random texts built to collide (nested,
+overlapping and equal-length phrases) and on the mini-world's own names over real sentences."""
 
 from __future__ import annotations
 
+import importlib.util
 import random
+from pathlib import Path
 
 from factlab.data import kb as K
+from factlab.eval import truth
 
 
-def reference_find(haystack: str, phrases: dict[str, str]) -> list[tuple[int, int, str]]:
-    """The search before 2026-11-28: each phrase found in the text, longest first."""
-    padded = f" {haystack} "
-    taken = bytearray(len(padded))
-    out = []
-    for phrase in sorted(phrases, key=len, reverse=True):
-        if not phrase:
-            continue
-        needle = f" {phrase} "
-        start = padded.find(needle)
-        while start >= 0:
-            a, b = start + 1, start + 1 + len(phrase)
-            if not any(taken[a:b]):
-                taken[a:b] = b"\x01" * (b - a)
-                out.append((a - 1, b - 1, phrases[phrase]))
-            start = padded.find(needle, start + 1)
-    return sorted(out)
+def _bench_reference():
+    """The previous matcher, kept once: ``bench/bench_kb_find.py``'s reference path."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "bench_kb_find.py"
+    spec = importlib.util.spec_from_file_location("bench_kb_find", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.reference_find
+
+
+reference_find = _bench_reference()
 
 
 def test_find_matches_the_reference_on_colliding_random_texts():
@@ -55,7 +51,7 @@ def test_equal_length_overlapping_phrases_keep_the_dicts_order():
 
 def test_find_on_the_mini_worlds_names_over_real_sentences():
     kb = K.knowledge_base()
-    sentences = [r["sentence"] for r in K_rows()]
+    sentences = [r["sentence"] for r in truth.read_labelled()]
     assert len(sentences) >= 100
     matched = 0
     for s in sentences:
@@ -65,11 +61,6 @@ def test_find_on_the_mini_worlds_names_over_real_sentences():
             assert K._find(norm, vocabulary) == want, (s, want)
             matched += bool(want)
     assert matched >= 100
-
-
-def K_rows():
-    from factlab.eval import truth
-    return truth.read_labelled()
 
 
 def test_norm_drops_accents_and_punctuation_on_both_paths():
